@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab/cluster"
+)
+
+func newClusterCommand(o *options) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cluster",
+		Short: "Create, list and delete lab clusters",
+	}
+	c.AddCommand(newClusterCreate(o), newClusterDelete(o), newClusterList(o), newClusterKubeconfig(o))
+	return c
+}
+
+func newClusterCreate(o *options) *cobra.Command {
+	var (
+		name, backend string
+		workers       int
+		labels        []string
+	)
+	c := &cobra.Command{
+		Use:   "create",
+		Short: "Create a cluster (one control-plane node and --workers worker nodes)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cluster.ValidateName(name); err != nil {
+				return err
+			}
+			nodeLabels, err := parseNodeLabels(labels)
+			if err != nil {
+				return err
+			}
+			p, err := o.provider(backend)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.out, "Creating cluster %q ...\n", name)
+			c, err := p.Create(cmd.Context(), cluster.CreateOptions{
+				Name: name, Workers: workers, NodeLabels: nodeLabels, Progress: cluster.NewTextProgress(o.out),
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.out, "Cluster %q is ready. Use it with:\n\n", c.Name())
+			if kp, ok := c.(interface{ KubeconfigPath() string }); ok {
+				fmt.Fprintf(o.out, "  export KUBECONFIG=%s\n", kp.KubeconfigPath())
+			}
+			fmt.Fprintf(o.out, "  svclab kubectl --name %s get nodes\n", c.Name())
+			return nil
+		},
+	}
+	c.Flags().StringVar(&name, "name", "lab", "cluster name")
+	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
+	c.Flags().IntVar(&workers, "workers", 2, "number of worker nodes")
+	c.Flags().StringArrayVar(&labels, "node-label", nil, "extra node label NODE:KEY=VALUE (repeatable), e.g. lab-worker:topology.kubernetes.io/zone=zone-a")
+	return c
+}
+
+func newClusterDelete(o *options) *cobra.Command {
+	var (
+		name, backend string
+		all           bool
+	)
+	c := &cobra.Command{
+		Use:   "delete",
+		Short: "Delete a cluster (--name) or every cluster and leftover lab resource (--all)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if all == (name != "") {
+				return fmt.Errorf("pass either --name NAME or --all")
+			}
+			p, err := o.provider(backend)
+			if err != nil {
+				return err
+			}
+			if all {
+				if err := p.DeleteAll(cmd.Context()); err != nil {
+					return err
+				}
+				fmt.Fprintln(o.out, "Deleted every cluster and swept leftover lab resources.")
+				return nil
+			}
+			if err := p.Delete(cmd.Context(), name); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.out, "Deleted cluster %q.\n", name)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "cluster to delete")
+	c.Flags().BoolVar(&all, "all", false, "delete every cluster and sweep leftovers of crashed runs")
+	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
+	return c
+}
+
+func newClusterList(o *options) *cobra.Command {
+	var backend string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List clusters with their state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := o.provider(backend)
+			if err != nil {
+				return err
+			}
+			list, err := p.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(o.out, "No clusters.")
+				return nil
+			}
+			tw := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tBACKEND\tSTATE\tSERVER\tDETAIL")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Backend, s.State, s.Server, s.Detail)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
+	return c
+}
+
+func newClusterKubeconfig(o *options) *cobra.Command {
+	var name, backend string
+	c := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Print a cluster's kubeconfig",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := o.provider(backend)
+			if err != nil {
+				return err
+			}
+			c, err := p.Get(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			b, err := c.Kubeconfig()
+			if err != nil {
+				return err
+			}
+			_, err = o.out.Write(b)
+			return err
+		},
+	}
+	c.Flags().StringVar(&name, "name", "lab", "cluster name")
+	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
+	return c
+}

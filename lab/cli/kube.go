@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/kubebin"
+)
+
+func newKubeCommand(o *options) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "kube",
+		Short: "Build and find svclab-kube, the Kubernetes components built from source",
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "build",
+		Short: "Build svclab-kube into the cache unless it is there already, and print its path",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			wd, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			src, err := kubebin.FindSource(wd)
+			if err != nil {
+				return fmt.Errorf("%w: run this inside the svclab source tree", err)
+			}
+			cache, err := kubebin.DefaultCacheDir()
+			if err != nil {
+				return err
+			}
+			b := &kubebin.Builder{Source: src, CacheDir: cache, Progress: cluster.NewTextProgress(o.err)}
+			bin, err := b.Ensure(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(o.out, bin)
+			return nil
+		},
+	})
+	c.AddCommand(&cobra.Command{
+		Use:   "path",
+		Short: "Print the path of svclab-kube (building it when run in the source tree)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := kubebin.Locate(cmd.Context(), cluster.NewTextProgress(o.err))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(o.out, bin)
+			return nil
+		},
+	})
+	return c
+}
+
+func newKubectlCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "kubectl [--name NAME] KUBECTL-ARGS...",
+		Short: "Run kubectl " + cluster.KubernetesVersion + " against a lab cluster (default --name lab)",
+		// kubectl's own flags pass through untouched.
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, args, err := splitNameFlag(args)
+			if err != nil {
+				return err
+			}
+			p, err := o.provider("")
+			if err != nil {
+				return err
+			}
+			c, err := p.Get(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			kp, ok := c.(interface{ KubeconfigPath() string })
+			if !ok {
+				return fmt.Errorf("cluster %s has no kubeconfig file", name)
+			}
+			bin, err := kubebin.Locate(cmd.Context(), cluster.NewTextProgress(o.err))
+			if err != nil {
+				return err
+			}
+			x := exec.CommandContext(cmd.Context(), bin, append([]string{"kubectl"}, args...)...)
+			x.Env = append(os.Environ(), "KUBECONFIG="+kp.KubeconfigPath())
+			x.Stdin, x.Stdout, x.Stderr = os.Stdin, o.out, o.err
+			if err := x.Run(); err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					return exitError{code: ee.ExitCode()}
+				}
+				return err
+			}
+			return nil
+		},
+	}
+}
+
+// splitNameFlag takes a leading --name NAME (or --name=NAME) off args.
+func splitNameFlag(args []string) (string, []string, error) {
+	name := "lab"
+	if len(args) > 0 && strings.HasPrefix(args[0], "--name=") {
+		return strings.TrimPrefix(args[0], "--name="), args[1:], nil
+	}
+	if len(args) > 0 && args[0] == "--name" {
+		if len(args) < 2 {
+			return "", nil, fmt.Errorf("--name needs a cluster name")
+		}
+		return args[1], args[2:], nil
+	}
+	return name, args, nil
+}
+
+// exitError carries a child's exit code up to main without a message of
+// its own (the child printed its error already).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// ExitCode returns the code the process should exit with.
+func (e exitError) ExitCode() int { return e.code }

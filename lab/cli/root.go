@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded"
+)
+
+// options are the flags every command shares.
+type options struct {
+	stateDir string
+	logLevel string
+	out, err io.Writer
+}
+
+func (o *options) logger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(o.err, &slog.HandlerOptions{Level: level}))
+}
+
+func (o *options) provider(backend string) (cluster.Provider, error) {
+	switch backend {
+	case "", embedded.BackendName:
+		return embedded.New(o.stateDir, o.logger()), nil
+	case "kind":
+		return nil, fmt.Errorf("the kind backend is not available in this build yet: use --backend embedded")
+	default:
+		return nil, fmt.Errorf("unknown backend %q: use embedded or kind", backend)
+	}
+}
+
+// NewRoot returns the svclab command tree writing to out and errOut.
+func NewRoot(out, errOut io.Writer) *cobra.Command {
+	o := &options{out: out, err: errOut}
+	root := &cobra.Command{
+		Use:           "svclab",
+		Short:         "A lab for Kubernetes Service networking: real clusters, real kernel rules, graded fixes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+	})
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.PersistentFlags().StringVar(&o.stateDir, "state-dir", embedded.DefaultStateDir(), "where svclab keeps its clusters' state (env "+embedded.EnvStateDir+")")
+	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
+	return root
+}
+
+func newVersionCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print svclab's version and the Kubernetes version it runs",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintf(o.out, "svclab (Kubernetes %s)\n", cluster.KubernetesVersion)
+			return nil
+		},
+	}
+}
+
+// parseNodeLabels turns NODE:KEY=VALUE flags into per-node labels.
+func parseNodeLabels(flags []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for _, f := range flags {
+		node, kv, ok := strings.Cut(f, ":")
+		k, v, ok2 := strings.Cut(kv, "=")
+		if !ok || !ok2 || node == "" || k == "" {
+			return nil, fmt.Errorf("--node-label %q: use NODE:KEY=VALUE, for example lab-worker:topology.kubernetes.io/zone=zone-a", f)
+		}
+		if out[node] == nil {
+			out[node] = map[string]string{}
+		}
+		out[node][k] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Default network layout. They are kind's defaults, so scenarios behave the
+// same on both backends.
+const (
+	DefaultServiceCIDR   = "10.96.0.0/16"
+	DefaultPodCIDR       = "10.244.0.0/16"
+	DefaultNodeCIDRMask  = 24
+	DefaultNodePortRange = "30000-32767"
+	DefaultClusterDNS    = "10.96.0.10"
+	DefaultDNSDomain     = "cluster.local"
+	// KubernetesVersion is the version of the control plane components.
+	KubernetesVersion = "v1.37.2"
+)
+
+// Role is what a node is for.
+type Role string
+
+const (
+	RoleControlPlane Role = "control-plane"
+	RoleWorker       Role = "worker"
+)
+
+// Node describes one node of a lab cluster.
+type Node struct {
+	Name string
+	Role Role
+	// IP is the node's address on the cluster fabric (its InternalIP).
+	IP string
+	// Labels are extra node labels, such as topology.kubernetes.io/zone.
+	Labels map[string]string
+}
+
+// Stdio carries the standard streams of a command run on a node. Nil fields
+// mean no input or discarded output.
+type Stdio struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Cluster is a running lab cluster, whatever backend made it.
+type Cluster interface {
+	// Name is the cluster's name.
+	Name() string
+	// Kubeconfig returns the kubeconfig file's contents (a client
+	// certificate, and the server verified against the cluster's CA).
+	Kubeconfig() ([]byte, error)
+	// RESTConfig returns a client configuration for the cluster.
+	RESTConfig() (*rest.Config, error)
+	// Client returns a clientset for the cluster.
+	Client() (kubernetes.Interface, error)
+	// Nodes lists the cluster's nodes.
+	Nodes(ctx context.Context) ([]Node, error)
+	// NodeExec runs cmd on node and waits for it.
+	NodeExec(ctx context.Context, node string, cmd []string, stdio Stdio) error
+}
+
+// CreateOptions say what cluster to create.
+type CreateOptions struct {
+	Name string
+	// Workers is the number of worker nodes (the control plane is extra).
+	Workers int
+	// NodeLabels are extra labels per node name.
+	NodeLabels map[string]map[string]string
+	// Progress receives the steps of the create pipeline; nil discards them.
+	Progress Progress
+}
+
+// Summary is what a backend knows about one of its clusters without
+// contacting it.
+type Summary struct {
+	Name    string
+	Backend string
+	// State is a one-word state ("running", "degraded", "stopped").
+	State string
+	// Server is the API server URL.
+	Server string
+	// Detail says more about the state, for example which component is
+	// crash-looping.
+	Detail string
+}
+
+// Provider creates, finds and deletes clusters of one backend.
+type Provider interface {
+	Create(ctx context.Context, opts CreateOptions) (Cluster, error)
+	Get(ctx context.Context, name string) (Cluster, error)
+	List(ctx context.Context) ([]Summary, error)
+	Delete(ctx context.Context, name string) error
+	// DeleteAll deletes every cluster and sweeps every lab resource the
+	// backend may have left behind (after a crash, for example).
+	DeleteAll(ctx context.Context) error
+}
+
+// Errors a provider returns, matched with errors.Is.
+var (
+	ErrExists   = errors.New("cluster already exists")
+	ErrNotFound = errors.New("cluster not found")
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// MaxNameLength bounds cluster names so that derived names (node names,
+// network namespaces) stay short.
+const MaxNameLength = 24
+
+// ValidateName checks that name can name a cluster: a DNS label of at most
+// MaxNameLength characters.
+func ValidateName(name string) error {
+	if name == "" {
+		return errors.New("cluster name is empty: pass --name, for example --name lab")
+	}
+	if len(name) > MaxNameLength {
+		return fmt.Errorf("cluster name %q is %d characters long: use at most %d", name, len(name), MaxNameLength)
+	}
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("cluster name %q is not valid: use lower-case letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// NodeNames returns kind's node names for a cluster with the given number of
+// workers: NAME-control-plane, NAME-worker, NAME-worker2, ...
+func NodeNames(cluster string, workers int) []string {
+	names := []string{cluster + "-control-plane"}
+	for i := 1; i <= workers; i++ {
+		if i == 1 {
+			names = append(names, cluster+"-worker")
+			continue
+		}
+		names = append(names, fmt.Sprintf("%s-worker%d", cluster, i))
+	}
+	return names
+}

@@ -1,0 +1,75 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svclab/svclab/lab/cluster"
+)
+
+// Cluster is a running embedded cluster.
+type Cluster struct {
+	st  *State
+	dir string
+}
+
+var _ cluster.Cluster = (*Cluster)(nil)
+
+func (c *Cluster) Name() string { return c.st.Name }
+
+// State returns the cluster's recorded layout.
+func (c *Cluster) State() *State { return c.st }
+
+// KubeconfigPath is the admin kubeconfig's file.
+func (c *Cluster) KubeconfigPath() string { return paths{c.dir}.kubeconfig() }
+
+func (c *Cluster) Kubeconfig() ([]byte, error) { return os.ReadFile(c.KubeconfigPath()) }
+
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	b, err := c.Kubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	return clientcmd.RESTConfigFromKubeConfig(b)
+}
+
+func (c *Cluster) Client() (kubernetes.Interface, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (c *Cluster) Nodes(context.Context) ([]cluster.Node, error) {
+	out := make([]cluster.Node, 0, len(c.st.Nodes))
+	for _, n := range c.st.Nodes {
+		out = append(out, cluster.Node{Name: n.Name, Role: n.Role, IP: n.IP, Labels: n.Labels})
+	}
+	return out, nil
+}
+
+// NodeExec runs cmd in the node's network namespace.
+func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	n, ok := c.st.Node(node)
+	if !ok {
+		return fmt.Errorf("cluster %s has no node %q", c.st.Name, node)
+	}
+	if len(cmd) == 0 {
+		return fmt.Errorf("no command given")
+	}
+	x := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns}, cmd...)...)
+	x.Stdin, x.Stdout, x.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	x.Env = append(os.Environ(), EnvClusterDir+"="+c.dir)
+	if err := x.Run(); err != nil {
+		return fmt.Errorf("%s on %s: %w", strings.Join(cmd, " "), node, err)
+	}
+	return nil
+}

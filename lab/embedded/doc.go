@@ -1,0 +1,29 @@
+// Package embedded is svclab's default cluster backend: a real Kubernetes
+// control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler from svclab-kube) with nodes as Linux network namespaces,
+// so every packet, rule and conntrack entry is real kernel state and no
+// Docker is needed.
+//
+// Each cluster gets its own fabric: a bridge svlbrN on the host with the
+// /24 172.29.N.0/24, one network namespace per node (svclab-<node>) linked
+// to it by a veth, and an nft table (inet svclab-<cluster>) that keeps the
+// cluster's traffic on its bridge. Nodes have no default route, so nothing
+// in a cluster reaches beyond the machine or into another cluster, while the
+// host reaches every node and the API server.
+//
+// The control plane runs as processes supervised by a per-cluster daemon
+// (this binary re-executed as "svclab-supervisor"), which restarts crashed
+// components with backoff and records their state in status.json. Every
+// process is marked with SVCLAB_CLUSTER_DIR so that Delete and Sweep find
+// them even after a crash of svclab itself.
+//
+// State lives under the state directory (/var/lib/svclab for root):
+//
+//	clusters/NAME/cluster.json   layout: nodes, IPs, bridge, fabric index
+//	clusters/NAME/pki/           CA, etcd CA, serving and client certificates
+//	clusters/NAME/kubeconfig     admin kubeconfig (client certificate)
+//	clusters/NAME/config/        component kubeconfigs
+//	clusters/NAME/etcd/          etcd data
+//	clusters/NAME/logs/          one log per component and the supervisor's
+//	clusters/NAME/status.json    the supervisor's view of the components
+package embedded

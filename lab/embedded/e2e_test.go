@@ -1,0 +1,405 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/kubebin"
+)
+
+func TestMain(m *testing.M) {
+	Init()
+	os.Exit(m.Run())
+}
+
+// requireLab skips end-to-end tests in -short mode and where the host
+// cannot run embedded clusters.
+func requireLab(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	if err := Preflight(); err != nil {
+		t.Skipf("end-to-end test: %v", err)
+	}
+}
+
+func uniqueName(prefix string) string {
+	b := make([]byte, 3)
+	rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// stepRecorder is a cluster.Progress that records step names.
+type stepRecorder struct {
+	mu      sync.Mutex
+	steps   []string
+	onStart func(step string)
+}
+
+func (r *stepRecorder) Start(step string) func(error) {
+	r.mu.Lock()
+	r.steps = append(r.steps, step)
+	f := r.onStart
+	r.mu.Unlock()
+	if f != nil {
+		f(step)
+	}
+	return func(error) {}
+}
+func (r *stepRecorder) Infof(string, ...any) {}
+
+func newTestProvider(t testing.TB) *Provider {
+	return New(t.TempDir(), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+// assertNoLeaks checks that nothing of the cluster in dir is left on the
+// host.
+func assertNoLeaks(t testing.TB, dir string, st *State) {
+	t.Helper()
+	if pids := markedProcesses(func(d string) bool { return d == dir }); len(pids) > 0 {
+		t.Errorf("processes left running: %v", pids)
+	}
+	for _, n := range st.Nodes {
+		if _, err := os.Stat(filepath.Join("/run/netns", n.Netns)); err == nil {
+			t.Errorf("network namespace %s left behind", n.Netns)
+		}
+		if exec.Command("ip", "link", "show", n.HostVeth).Run() == nil {
+			t.Errorf("veth %s left behind", n.HostVeth)
+		}
+	}
+	if exec.Command("ip", "link", "show", st.Bridge).Run() == nil {
+		t.Errorf("bridge %s left behind", st.Bridge)
+	}
+	if exec.Command("nft", "list", "table", "inet", st.FirewallTable()).Run() == nil {
+		t.Errorf("nft table %s left behind", st.FirewallTable())
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("state directory %s left behind", dir)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, n := range st.Nodes {
+		if bytes.Contains(mounts, []byte("/run/netns/"+n.Netns+" ")) {
+			t.Errorf("mount of %s left behind", n.Netns)
+		}
+	}
+}
+
+func kubectl(t *testing.T, c *Cluster, args ...string) string {
+	t.Helper()
+	bin, err := kubebin.Locate(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"kubectl"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestClusterLifecycle(t *testing.T) {
+	requireLab(t)
+	ctx := context.Background()
+	p := newTestProvider(t)
+	name := uniqueName("e2e")
+	rec := &stepRecorder{}
+	cc, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 2, Progress: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cc.(*Cluster)
+	st, dir := c.State(), c.dir
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			p.Delete(context.Background(), name)
+		}
+	})
+	wantSteps := []string{"Finding svclab-kube v1.37.2", "Creating the network fabric", "Generating certificates and kubeconfigs",
+		"Starting the control-plane supervisor", "Starting etcd", "Starting kube-apiserver", "Starting kube-controller-manager", "Starting kube-scheduler"}
+	if strings.Join(rec.steps, "|") != strings.Join(wantSteps, "|") {
+		t.Errorf("progress steps:\n%v\nwant\n%v", rec.steps, wantSteps)
+	}
+
+	t.Run("api", func(t *testing.T) {
+		if got := kubectl(t, c, "get", "--raw", "/readyz"); got != "ok" {
+			t.Errorf("/readyz = %q", got)
+		}
+		if got := kubectl(t, c, "version", "-o", "json"); !strings.Contains(got, `"gitVersion": "v1.37.2"`) || strings.Count(got, "v1.37.2") < 2 {
+			t.Errorf("kubectl version does not report v1.37.2 for client and server:\n%s", got)
+		}
+		kubectl(t, c, "create", "deployment", "web", "--image=nginx", "--replicas=2")
+		kubectl(t, c, "expose", "deployment", "web", "--port=80", "--target-port=8080")
+		client, err := c.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(svc.Spec.ClusterIP, "10.96.") {
+			t.Errorf("ClusterIP %s is not in 10.96.0.0/16", svc.Spec.ClusterIP)
+		}
+		// The controllers work: the deployment gets a replica set and
+		// pods (Pending: there are no node agents yet), the default
+		// service account appears, and a NodePort lands in range.
+		waitFor(t, 30*time.Second, "two pods of deployment web", func() (bool, error) {
+			pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			return err == nil && len(pods.Items) == 2, err
+		})
+		waitFor(t, 30*time.Second, "the default service account", func() (bool, error) {
+			_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		np, err := client.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "np"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
+				Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := np.Spec.Ports[0].NodePort; n < 30000 || n > 32767 {
+			t.Errorf("NodePort %d outside 30000-32767", n)
+		}
+		// The kubernetes Service's EndpointSlice points at the
+		// control-plane node.
+		slices, err := client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
+		if err != nil || len(slices.Items) != 1 || slices.Items[0].Endpoints[0].Addresses[0] != st.ControlPlane().IP {
+			t.Errorf("kubernetes EndpointSlice: %v %+v", err, slices)
+		}
+	})
+
+	t.Run("duplicate name is refused and changes nothing", func(t *testing.T) {
+		_, err := p.Create(ctx, cluster.CreateOptions{Name: name})
+		if !errors.Is(err, cluster.ErrExists) || !strings.Contains(err.Error(), "exists already") {
+			t.Fatalf("second create: %v", err)
+		}
+		if got := kubectl(t, c, "get", "--raw", "/readyz"); got != "ok" {
+			t.Errorf("cluster hurt by the refused create: /readyz = %q", got)
+		}
+	})
+
+	t.Run("isolation", func(t *testing.T) {
+		// No route out of the cluster: the kernel refuses before sending.
+		var out bytes.Buffer
+		err := c.NodeExec(ctx, name+"-worker", []string{"ip", "route", "get", "192.0.2.77"}, cluster.Stdio{Stdout: &out, Stderr: &out})
+		if err == nil {
+			t.Errorf("a node has a route out of the cluster: %s", out.String())
+		}
+		// Nodes reach each other and the API server.
+		if err := c.NodeExec(ctx, name+"-worker", []string{"bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/6443", st.ControlPlane().IP)}, cluster.Stdio{}); err != nil {
+			t.Errorf("worker cannot reach the API server: %v", err)
+		}
+	})
+
+	t.Run("crashed component is restarted and reported", func(t *testing.T) {
+		var s Status
+		if err := readJSON(paths{dir}.status(), &s); err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := s.Component("kube-scheduler")
+		if err := syscall.Kill(-cs.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "kube-scheduler restarted and healthy", func() (bool, error) {
+			var s Status
+			if err := readJSON(paths{dir}.status(), &s); err != nil {
+				return false, nil
+			}
+			now, _ := s.Component("kube-scheduler")
+			return now.Restarts == 1 && now.State == StateHealthy && now.PID != cs.PID, nil
+		})
+		sums, err := p.List(ctx)
+		if err != nil || len(sums) != 1 || sums[0].State != "running" || !strings.Contains(sums[0].Detail, "kube-scheduler restarted 1 times") {
+			t.Errorf("list: %v %+v", err, sums)
+		}
+		if !strings.Contains(logTail(filepath.Join(dir, "logs", "supervisor.log"), 20), "component exited; restarting") {
+			t.Error("the crash is not in the supervisor's log")
+		}
+	})
+
+	t.Run("delete leaves nothing behind", func(t *testing.T) {
+		if err := p.Delete(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		deleted = true
+		assertNoLeaks(t, dir, st)
+		if err := p.Delete(ctx, name); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("deleting again: %v, want not found", err)
+		}
+	})
+}
+
+func TestTwoClustersAreIsolated(t *testing.T) {
+	requireLab(t)
+	ctx := context.Background()
+	p := newTestProvider(t)
+	var cs [2]*Cluster
+	for i := range cs {
+		name := uniqueName("iso")
+		c, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Delete(context.Background(), name) })
+		cs[i] = c.(*Cluster)
+	}
+	a, b := cs[0], cs[1]
+	if a.State().Subnet == b.State().Subnet {
+		t.Fatalf("both clusters on %s", a.State().Subnet)
+	}
+	// a's node reaches its own API server but not b's (b's subnet is
+	// not even routable from a).
+	node := a.State().ControlPlane().Name
+	probe := func(ip string) error {
+		return a.NodeExec(ctx, node, []string{"timeout", "2", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/6443", ip)}, cluster.Stdio{})
+	}
+	if err := probe(a.State().ControlPlane().IP); err != nil {
+		t.Errorf("cluster a cannot reach its own API server: %v", err)
+	}
+	if err := probe(b.State().ControlPlane().IP); err == nil {
+		t.Error("cluster a reaches cluster b's API server")
+	}
+	// The host reaches both.
+	for _, c := range cs {
+		cl, err := c.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Discovery().ServerVersion(); err != nil {
+			t.Errorf("host cannot reach %s: %v", c.Name(), err)
+		}
+	}
+}
+
+func TestCreateInterruptedRollsBack(t *testing.T) {
+	requireLab(t)
+	p := newTestProvider(t)
+	name := uniqueName("int")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Cancel, as Ctrl-C does, once the API server is starting.
+	rec := &stepRecorder{onStart: func(step string) {
+		if step == "Starting kube-apiserver" {
+			cancel()
+		}
+	}}
+	_, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 1, Progress: rec})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("create: %v, want context.Canceled", err)
+	}
+	st, err := NewState(cluster.CreateOptions{Name: name, Workers: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Bridge = "" // the index is unknown here: look for any of its links below
+	assertNoLeaks(t, p.dir(name), st)
+	if got := rec.steps[len(rec.steps)-1]; got != "Removing the half-created cluster" {
+		t.Errorf("last step %q", got)
+	}
+	if sums, _ := p.List(context.Background()); len(sums) != 0 {
+		t.Errorf("clusters listed after a rolled-back create: %+v", sums)
+	}
+}
+
+func TestSupervisorCrashIsCleanedUp(t *testing.T) {
+	requireLab(t)
+	ctx := context.Background()
+	p := newTestProvider(t)
+	name := uniqueName("crash")
+	cc, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cc.(*Cluster)
+	st, dir := c.State(), c.dir
+	pid, ok := supervisorPID(dir)
+	if !ok {
+		t.Fatal("no supervisor")
+	}
+	// A crash of svclab's supervisor takes its components with it.
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "every marked process gone", func() (bool, error) {
+		return len(markedProcesses(func(d string) bool { return d == dir })) == 0, nil
+	})
+	sums, err := p.List(ctx)
+	if err != nil || len(sums) != 1 || sums[0].State != "stopped" {
+		t.Errorf("list after crash: %v %+v", err, sums)
+	}
+	if err := p.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeaks(t, dir, st)
+}
+
+func TestBadInput(t *testing.T) {
+	requireLab(t)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, tc := range []struct {
+		name     string
+		stateDir string
+		opts     cluster.CreateOptions
+		want     string
+	}{
+		{"bad name", t.TempDir(), cluster.CreateOptions{Name: "Bad_Name"}, "is not valid"},
+		{"empty name", t.TempDir(), cluster.CreateOptions{}, "cluster name is empty"},
+		{"long name", t.TempDir(), cluster.CreateOptions{Name: strings.Repeat("a", 30)}, "use at most 24"},
+		{"unwritable state dir", filepath.Join(file, "state"), cluster.CreateOptions{Name: uniqueName("bad")}, "is not writable"},
+		{"unknown node label", t.TempDir(), cluster.CreateOptions{Name: uniqueName("bad"), NodeLabels: map[string]map[string]string{"nope": {"a": "b"}}}, `labels given for node "nope"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(tc.stateDir, nil)
+			_, err := p.Create(ctx, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if sums, _ := p.List(ctx); len(sums) != 0 {
+				t.Errorf("left a cluster behind: %+v", sums)
+			}
+			if tc.opts.Name != "" {
+				for _, ns := range p.leftoverNetns(tc.opts.Name) {
+					t.Errorf("left namespace %s", ns)
+				}
+			}
+		})
+	}
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+}

@@ -1,0 +1,202 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// Runner runs a system command (ip, nft, ...) and returns its combined
+// output. It is the seam between the fabric logic and the host.
+type Runner interface {
+	Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
+}
+
+// ExecRunner runs commands on the host.
+type ExecRunner struct{}
+
+func (ExecRunner) Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, r Runner, name string, args ...string) error {
+	_, err := r.Run(ctx, nil, name, args...)
+	return err
+}
+
+// firewallRuleset is the host nft table that fences a cluster in: nothing
+// from its bridge is forwarded anywhere but back onto the bridge, nothing is
+// forwarded onto it from elsewhere, and the host accepts from it only replies
+// to connections the host opened (the host reaches the API server, the
+// cluster does not reach the host).
+func firewallRuleset(st *State) string {
+	return fmt.Sprintf(`table inet %[1]s {
+	comment "svclab: isolate cluster %[2]s"
+	chain forward {
+		type filter hook forward priority filter - 10; policy accept;
+		iifname "%[3]s" oifname "%[3]s" accept
+		iifname "%[3]s" counter drop comment "lab traffic never leaves its cluster"
+		oifname "%[3]s" counter drop comment "nothing reaches into a lab cluster"
+	}
+	chain input {
+		type filter hook input priority filter - 10; policy accept;
+		iifname "%[3]s" ct state established,related accept
+		iifname "%[3]s" counter drop comment "lab clusters do not reach the host"
+	}
+}
+`, st.FirewallTable(), st.Name, st.Bridge)
+}
+
+// fabricUp creates the cluster's bridge, one network namespace per node with
+// a veth to the bridge, and the host firewall table. The nodes get an
+// address on the fabric and no default route.
+func fabricUp(ctx context.Context, r Runner, st *State) error {
+	if err := run(ctx, r, "ip", "link", "set", st.Bridge, "up"); err != nil {
+		return err
+	}
+	prefix := netip.MustParsePrefix(st.Subnet)
+	plen := fmt.Sprint(prefix.Bits())
+	if err := run(ctx, r, "ip", "addr", "add", st.Gateway+"/"+plen, "dev", st.Bridge); err != nil {
+		return err
+	}
+	if _, err := r.Run(ctx, []byte(firewallRuleset(st)), "nft", "-f", "-"); err != nil {
+		return fmt.Errorf("installing the host firewall table: %w", err)
+	}
+	for _, n := range st.Nodes {
+		cmds := [][]string{
+			{"ip", "netns", "add", n.Netns},
+			{"ip", "link", "add", n.HostVeth, "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
+			{"ip", "link", "set", n.HostVeth, "master", st.Bridge, "up"},
+			{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
+			{"ip", "-n", n.Netns, "addr", "add", n.IP + "/" + plen, "dev", "eth0"},
+			{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
+			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+		}
+		for _, c := range cmds {
+			if err := run(ctx, r, c[0], c[1:]...); err != nil {
+				return fmt.Errorf("setting up node %s: %w", n.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// createBridge claims the lowest free fabric index by creating its bridge
+// (creating a link is atomic, so concurrent creates cannot collide) and
+// returns the index. Indexes whose subnet overlaps a host route are skipped.
+func createBridge(ctx context.Context, r Runner) (int, error) {
+	routes, err := r.Run(ctx, nil, "ip", "-4", "-o", "route", "show", "table", "all")
+	if err != nil {
+		return 0, err
+	}
+	used := routePrefixes(string(routes))
+	for i := 1; i <= maxIndex; i++ {
+		subnet := netip.MustParsePrefix(fmt.Sprintf("%s.%d.0/24", fabricBase, i))
+		if overlapsAny(subnet, used) {
+			continue
+		}
+		_, err := r.Run(ctx, nil, "ip", "link", "add", fmt.Sprintf("%s%d", bridgePrefix, i), "type", "bridge")
+		if err == nil {
+			return i, nil
+		}
+		if !strings.Contains(err.Error(), "exists") {
+			return 0, fmt.Errorf("creating the cluster bridge: %w", err)
+		}
+	}
+	return 0, fmt.Errorf("no free network for a new cluster: all %d fabric subnets in %s.0.0/16 are in use (delete clusters with 'svclab cluster delete')", maxIndex, fabricBase)
+}
+
+var routeDst = regexp.MustCompile(`^(?:(?:unicast|local|broadcast|blackhole|unreachable|prohibit|throw)\s+)?(\S+)`)
+
+// routePrefixes parses `ip -4 -o route show` output into the prefixes it
+// routes, skipping default routes and svclab's own bridges.
+func routePrefixes(out string) []netip.Prefix {
+	var ps []netip.Prefix
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.Contains(line, " dev "+bridgePrefix) {
+			continue
+		}
+		m := routeDst.FindStringSubmatch(line)
+		if m == nil || m[1] == "default" {
+			continue
+		}
+		dst := m[1]
+		if !strings.Contains(dst, "/") {
+			dst += "/32"
+		}
+		if p, err := netip.ParsePrefix(dst); err == nil {
+			ps = append(ps, p.Masked())
+		}
+	}
+	return ps
+}
+
+func overlapsAny(p netip.Prefix, ps []netip.Prefix) bool {
+	for _, q := range ps {
+		if q.Bits() == 0 {
+			continue
+		}
+		if p.Overlaps(q) {
+			return true
+		}
+	}
+	return false
+}
+
+// fabricDown removes what fabricUp and createBridge made. It is idempotent:
+// missing pieces are not errors. Deleting a node's namespace also deletes
+// its veth pair.
+func fabricDown(ctx context.Context, r Runner, st *State) error {
+	var errs []string
+	for _, n := range st.Nodes {
+		if err := deleteNetns(ctx, r, n.Netns); err != nil {
+			errs = append(errs, err.Error())
+		}
+		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", n.HostVeth)); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if st.Bridge != "" {
+		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", st.Bridge)); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", st.FirewallTable())); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("removing the cluster network: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func deleteNetns(ctx context.Context, r Runner, name string) error {
+	return ignoreMissing(run(ctx, r, "ip", "netns", "del", name))
+}
+
+// ignoreMissing turns "does not exist" errors of ip and nft into nil.
+func ignoreMissing(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range []string{"Cannot find device", "No such file or directory", "does not exist", "Cannot open network namespace"} {
+		if strings.Contains(msg, s) {
+			return nil
+		}
+	}
+	return err
+}

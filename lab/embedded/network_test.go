@@ -1,0 +1,193 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svclab/svclab/lab/cluster"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from golden file (run go test -update after checking):\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
+	}
+}
+
+// fakeRunner records commands; fail maps a command prefix to the error it
+// returns, and outputs a command prefix to its output.
+type fakeRunner struct {
+	cmds    []string
+	fail    map[string]error
+	outputs map[string]string
+}
+
+func (f *fakeRunner) Run(_ context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	line := name + " " + strings.Join(args, " ")
+	rec := line
+	if stdin != nil {
+		rec += " <<EOF\n" + string(stdin) + "EOF"
+	}
+	f.cmds = append(f.cmds, rec)
+	for prefix, err := range f.fail {
+		if strings.HasPrefix(line, prefix) {
+			return nil, err
+		}
+	}
+	for prefix, out := range f.outputs {
+		if strings.HasPrefix(line, prefix) {
+			return []byte(out), nil
+		}
+	}
+	return nil, nil
+}
+
+func testState(t *testing.T) *State {
+	t.Helper()
+	st, err := NewState(cluster.CreateOptions{Name: "lab", Workers: 2, NodeLabels: map[string]map[string]string{
+		"lab-worker2": {"topology.kubernetes.io/zone": "zone-b"},
+	}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.KubeBin = "/cache/svclab-kube"
+	return st
+}
+
+func TestNewState(t *testing.T) {
+	st := testState(t)
+	var got []string
+	for _, n := range st.Nodes {
+		got = append(got, strings.Join([]string{n.Name, string(n.Role), n.IP, n.Netns, n.HostVeth, n.Labels["topology.kubernetes.io/zone"]}, " "))
+	}
+	want := []string{
+		"lab-control-plane control-plane 172.29.3.2 svclab-lab-control-plane svl3-0 ",
+		"lab-worker worker 172.29.3.3 svclab-lab-worker svl3-1 ",
+		"lab-worker2 worker 172.29.3.4 svclab-lab-worker2 svl3-2 zone-b",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("nodes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if st.Server() != "https://172.29.3.2:6443" || st.Bridge != "svlbr3" || st.Gateway != "172.29.3.1" || st.Subnet != "172.29.3.0/24" {
+		t.Errorf("server %s bridge %s gateway %s subnet %s", st.Server(), st.Bridge, st.Gateway, st.Subnet)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		opts    cluster.CreateOptions
+		index   int
+		wantErr string
+	}{
+		{"labels for unknown node", cluster.CreateOptions{Name: "lab", Workers: 1, NodeLabels: map[string]map[string]string{"lab-worker2": {"a": "b"}}}, 1, `labels given for node "lab-worker2"`},
+		{"negative workers", cluster.CreateOptions{Name: "lab", Workers: -1}, 1, "between 0 and 20"},
+		{"index out of range", cluster.CreateOptions{Name: "lab"}, 255, "out of range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewState(tc.opts, tc.index)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestFabricUpDown(t *testing.T) {
+	st := testState(t)
+	r := &fakeRunner{}
+	if err := fabricUp(context.Background(), r, st); err != nil {
+		t.Fatal(err)
+	}
+	r.cmds = append(r.cmds, "# down")
+	if err := fabricDown(context.Background(), r, st); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fabric.txt", strings.Join(r.cmds, "\n")+"\n")
+}
+
+func TestFabricDownIgnoresMissing(t *testing.T) {
+	st := testState(t)
+	r := &fakeRunner{fail: map[string]error{
+		"ip netns del":     errors.New(`Cannot remove namespace file "/run/netns/x": No such file or directory`),
+		"ip link del":      errors.New(`Cannot find device "svl3-0"`),
+		"nft delete table": errors.New("Error: No such file or directory; did you mean table ‘x’?"),
+	}}
+	if err := fabricDown(context.Background(), r, st); err != nil {
+		t.Fatalf("fabricDown on an already removed fabric: %v", err)
+	}
+	r = &fakeRunner{fail: map[string]error{"ip link del svlbr3": errors.New("Operation not permitted")}}
+	if err := fabricDown(context.Background(), r, st); err == nil || !strings.Contains(err.Error(), "Operation not permitted") {
+		t.Fatalf("real failures must be reported, got %v", err)
+	}
+}
+
+func TestCreateBridge(t *testing.T) {
+	routes := "default via 192.0.2.1 dev eth0\n192.0.2.0/24 dev eth0 proto kernel scope link src 192.0.2.2\n" +
+		"172.29.1.0/24 dev docker7 scope link\nlocal 172.29.2.9 dev lo table local scope host\n" +
+		"172.29.5.0/24 dev svlbr5 proto kernel scope link src 172.29.5.1\n"
+	r := &fakeRunner{
+		outputs: map[string]string{"ip -4 -o route": routes},
+		fail:    map[string]error{"ip link add svlbr3": errors.New("RTNETLINK answers: File exists")},
+	}
+	i, err := createBridge(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1 and 2 overlap host routes, 3 exists already.
+	if i != 4 {
+		t.Fatalf("index %d, want 4; commands:\n%s", i, strings.Join(r.cmds, "\n"))
+	}
+	r = &fakeRunner{outputs: map[string]string{"ip -4 -o route": ""}, fail: map[string]error{"ip link add": errors.New("Operation not permitted")}}
+	if _, err := createBridge(context.Background(), r); err == nil || !strings.Contains(err.Error(), "Operation not permitted") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRoutePrefixes(t *testing.T) {
+	got := routePrefixes("default via 1.2.3.4 dev eth0\n10.0.0.0/8 dev x\nbroadcast 10.1.2.255 dev y table local\n172.29.4.0/24 dev svlbr4 scope link\n")
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.2.255/32")}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestLeftovers(t *testing.T) {
+	links := "1: lo: <LOOPBACK> mtu 65536\n7: svlbr3: <BROADCAST> mtu 1500\n8: svl3-0@if2: <BROADCAST> mtu 1500\n9: svlx: <BROADCAST>\n10: eth0: <UP>\n"
+	if got := strings.Join(leftoverLinks(links), ","); got != "svlbr3,svl3-0" {
+		t.Errorf("links %q", got)
+	}
+	tables := "table inet filter\ntable inet svclab-lab\ntable ip svclab-x\ntable inet svclab-e2e-1\n"
+	if got := strings.Join(leftoverTables(tables), ","); got != "svclab-lab,svclab-e2e-1" {
+		t.Errorf("tables %q", got)
+	}
+}
+
+func TestComponents(t *testing.T) {
+	st := testState(t)
+	var b strings.Builder
+	for _, c := range Components(st, "/state/clusters/lab") {
+		b.WriteString("# " + c.Name + " after=" + c.After + " health=" + c.Health + "\n")
+		for _, a := range c.Args {
+			b.WriteString(a + "\n")
+		}
+	}
+	golden(t, "components.txt", b.String())
+}

@@ -1,0 +1,490 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/kubebin"
+)
+
+// BackendName is what Summary.Backend says for embedded clusters.
+const BackendName = "embedded"
+
+// Provider creates embedded clusters: nodes are network namespaces on a
+// per-cluster bridge, and the control plane runs as supervised processes in
+// the control-plane node's namespace.
+type Provider struct {
+	// StateDir holds one directory per cluster under clusters/.
+	StateDir string
+	Runner   Runner
+	Log      *slog.Logger
+	// KubeBin finds svclab-kube; kubebin.Locate when nil.
+	KubeBin func(ctx context.Context, p cluster.Progress) (string, error)
+	// ReadyTimeout bounds how long Create waits for the control plane.
+	ReadyTimeout time.Duration
+}
+
+var _ cluster.Provider = (*Provider)(nil)
+
+// New returns a Provider keeping its state in stateDir.
+func New(stateDir string, log *slog.Logger) *Provider {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{StateDir: stateDir, Runner: ExecRunner{}, Log: log, KubeBin: kubebin.Locate, ReadyTimeout: 3 * time.Minute}
+}
+
+func (p *Provider) clustersDir() string                           { return filepath.Join(p.StateDir, "clusters") }
+func (p *Provider) dir(name string) string                        { return filepath.Join(p.clustersDir(), name) }
+func (p *Provider) runner() Runner                                { return p.Runner }
+func (p *Provider) progress(pr cluster.Progress) cluster.Progress { return cluster.OrNop(pr) }
+
+// RequiredCommands are the host commands the embedded backend runs.
+var RequiredCommands = []string{"ip", "nft", "sysctl"}
+
+// Preflight checks that this process can create embedded clusters.
+func Preflight() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the embedded backend needs root (it creates network namespaces and firewall rules): run svclab with sudo, or as a user with CAP_SYS_ADMIN and CAP_NET_ADMIN")
+	}
+	var missing []string
+	for _, c := range RequiredCommands {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing system commands %s: run 'go tool task setup' (or apt-get install iproute2 nftables procps)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Create creates and starts a cluster, reporting each step. On any failure,
+// or when ctx is cancelled, everything made so far is removed again.
+func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cluster.Cluster, err error) {
+	pr := p.progress(opts.Progress)
+	if err := cluster.ValidateName(opts.Name); err != nil {
+		return nil, err
+	}
+	if err := Preflight(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(p.clustersDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("the state directory %s is not writable: %w (choose another with --state-dir or %s)", p.StateDir, err, EnvStateDir)
+	}
+	dir := p.dir(opts.Name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("a cluster named %q exists already: delete it with 'svclab cluster delete --name %s' or choose another --name: %w", opts.Name, opts.Name, cluster.ErrExists)
+		}
+		return nil, fmt.Errorf("the state directory %s is not writable: %w (choose another with --state-dir or %s)", p.StateDir, err, EnvStateDir)
+	}
+	for _, name := range cluster.NodeNames(opts.Name, opts.Workers) {
+		if _, err := os.Stat(filepath.Join("/run/netns", netnsPrefix+name)); err == nil {
+			os.Remove(dir)
+			return nil, fmt.Errorf("network namespace %s exists already (left by another svclab state directory, or a crash): run 'svclab cluster delete --all' or choose another --name: %w", netnsPrefix+name, cluster.ErrExists)
+		}
+	}
+	var st *State
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Roll back with a fresh context: ctx may be the one that was
+		// cancelled.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		done := pr.Start("Removing the half-created cluster")
+		derr := p.destroy(cctx, dir, st)
+		done(derr)
+	}()
+	c := &Cluster{dir: dir}
+	actions := []cluster.Action{
+		{Name: "Finding svclab-kube " + cluster.KubernetesVersion, Run: func(ctx context.Context) error {
+			bin, err := p.KubeBin(ctx, pr)
+			if err != nil {
+				return err
+			}
+			st = &State{KubeBin: bin}
+			return nil
+		}},
+		{Name: "Creating the network fabric", Run: func(ctx context.Context) error {
+			index, err := createBridge(ctx, p.runner())
+			if err != nil {
+				return err
+			}
+			ns, err := NewState(opts, index)
+			if err != nil {
+				p.runner().Run(ctx, nil, "ip", "link", "del", fmt.Sprintf("%s%d", bridgePrefix, index))
+				return err
+			}
+			ns.KubeBin, ns.Created = st.KubeBin, time.Now().UTC()
+			st = ns
+			c.st = st
+			if err := writeJSON(paths{dir}.state(), st); err != nil {
+				return err
+			}
+			return fabricUp(ctx, p.runner(), st)
+		}},
+		{Name: "Generating certificates and kubeconfigs", Run: func(context.Context) error {
+			return writeControlPlaneFiles(st, dir)
+		}},
+		{Name: "Starting the control-plane supervisor", Run: func(context.Context) error {
+			return spawnSupervisor(dir)
+		}},
+	}
+	deadline := time.Now().Add(p.ReadyTimeout)
+	for _, comp := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		actions = append(actions, cluster.Action{Name: "Starting " + comp, Run: func(ctx context.Context) error {
+			return waitComponent(ctx, dir, comp, deadline)
+		}})
+	}
+	if err := cluster.RunActions(ctx, pr, actions); err != nil {
+		return nil, err
+	}
+	pr.Infof("kubeconfig: %s", c.KubeconfigPath())
+	return c, nil
+}
+
+// writeControlPlaneFiles writes the PKI and the kubeconfigs of st into dir.
+func writeControlPlaneFiles(st *State, dir string) error {
+	pa := paths{dir}
+	cp := st.ControlPlane()
+	_, svcNet, err := net.ParseCIDR(st.ServiceCIDR)
+	if err != nil {
+		return err
+	}
+	svcIP := append(net.IP(nil), svcNet.IP.To4()...)
+	svcIP[3]++
+	pki, err := NewPKI(cp.Name, net.ParseIP(cp.IP), svcIP, time.Now())
+	if err != nil {
+		return err
+	}
+	if err := pki.Write(pa.pki()); err != nil {
+		return err
+	}
+	for _, d := range []string{pa.logs(), filepath.Dir(pa.config("x"))} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	kubeconfigs := []struct{ path, user, leaf string }{
+		{pa.kubeconfig(), "kubernetes-admin", "admin"},
+		{pa.config("controller-manager.conf"), "system:kube-controller-manager", "controller-manager"},
+		{pa.config("scheduler.conf"), "system:kube-scheduler", "scheduler"},
+	}
+	for _, k := range kubeconfigs {
+		b, err := Kubeconfig(st.Name, st.Server(), pki.CA.CertPEM(), k.user, pki.Leaves[k.leaf])
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(k.path, b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// crashLoopLimit is how many restarts of a component Create tolerates
+// before it gives up.
+const crashLoopLimit = 3
+
+// waitComponent waits until the supervisor reports comp healthy.
+func waitComponent(ctx context.Context, dir, comp string, deadline time.Time) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	pa := paths{dir}
+	sawSupervisor := time.Now()
+	for {
+		var s Status
+		if err := readJSON(pa.status(), &s); err == nil {
+			if cs, ok := s.Component(comp); ok {
+				if cs.EverHealthy {
+					return nil
+				}
+				if cs.Restarts >= crashLoopLimit {
+					return fmt.Errorf("%s keeps crashing (%d restarts); last exit: %s (logs: %s)", comp, cs.Restarts, cs.LastExit, pa.logs())
+				}
+			}
+		}
+		if _, ok := supervisorPID(dir); ok {
+			sawSupervisor = time.Now()
+		} else if time.Since(sawSupervisor) > 5*time.Second {
+			return fmt.Errorf("the control-plane supervisor is not running: %s", logTail(filepath.Join(pa.logs(), "supervisor.log"), 5))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s was not healthy in time (see %s)", comp, filepath.Join(pa.logs(), comp+".log"))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Get returns the cluster called name.
+func (p *Provider) Get(_ context.Context, name string) (cluster.Cluster, error) {
+	if err := cluster.ValidateName(name); err != nil {
+		return nil, err
+	}
+	dir := p.dir(name)
+	st, err := loadState(paths{dir})
+	if err != nil {
+		if errors.Is(err, cluster.ErrNotFound) {
+			return nil, fmt.Errorf("no cluster named %q (see 'svclab cluster list'): %w", name, err)
+		}
+		return nil, err
+	}
+	return &Cluster{st: st, dir: dir}, nil
+}
+
+// List summarises every cluster in the state directory.
+func (p *Provider) List(context.Context) ([]cluster.Summary, error) {
+	entries, err := os.ReadDir(p.clustersDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []cluster.Summary
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		out = append(out, p.summary(e.Name()))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (p *Provider) summary(name string) cluster.Summary {
+	dir := p.dir(name)
+	s := cluster.Summary{Name: name, Backend: BackendName}
+	st, err := loadState(paths{dir})
+	if err != nil {
+		s.State, s.Detail = "broken", "its state is missing or damaged; delete it with 'svclab cluster delete --name "+name+"'"
+		return s
+	}
+	s.Server = st.Server()
+	if _, ok := supervisorPID(dir); !ok {
+		s.State, s.Detail = "stopped", "its supervisor is not running; delete it and create it again"
+		return s
+	}
+	var status Status
+	if err := readJSON(paths{dir}.status(), &status); err != nil {
+		s.State = "starting"
+		return s
+	}
+	s.State = "running"
+	var notes []string
+	for _, c := range status.Components {
+		if c.State != StateHealthy {
+			s.State = "degraded"
+			notes = append(notes, fmt.Sprintf("%s %s", c.Name, c.State))
+		}
+		if c.Restarts > 0 {
+			notes = append(notes, fmt.Sprintf("%s restarted %d times", c.Name, c.Restarts))
+		}
+	}
+	s.Detail = strings.Join(notes, "; ")
+	return s
+}
+
+// Delete stops and removes the cluster called name.
+func (p *Provider) Delete(ctx context.Context, name string) error {
+	if err := cluster.ValidateName(name); err != nil {
+		return err
+	}
+	dir := p.dir(name)
+	st, err := loadState(paths{dir})
+	if err != nil && !errors.Is(err, cluster.ErrNotFound) {
+		p.Log.Warn("cluster state unreadable; sweeping by name", "cluster", name, "err", err)
+	}
+	if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) && len(p.leftoverNetns(name)) == 0 {
+		return fmt.Errorf("no cluster named %q (see 'svclab cluster list'): %w", name, cluster.ErrNotFound)
+	}
+	return p.destroy(ctx, dir, st)
+}
+
+// destroy stops the cluster's processes and removes its network and state.
+// st may be nil (state unreadable or not yet written): then resources are
+// found by name.
+func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
+	name := filepath.Base(dir)
+	stopSupervisor(dir)
+	killAll(markedProcesses(func(d string) bool { return d == dir }), 5*time.Second)
+	var errs []error
+	if st == nil {
+		st = &State{Name: name}
+	}
+	// Namespaces that exist but are not in the state (a crash between
+	// creating them and saving the state) are swept by name.
+	known := map[string]bool{}
+	for _, n := range st.Nodes {
+		known[n.Netns] = true
+	}
+	for _, ns := range p.leftoverNetns(name) {
+		if !known[ns] {
+			st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
+		}
+	}
+	if err := fabricDown(ctx, p.runner(), st); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// stopSupervisor asks the supervisor to stop its components and waits for it
+// to exit, killing it if it takes too long.
+func stopSupervisor(dir string) {
+	pid, ok := supervisorPID(dir)
+	if !ok {
+		return
+	}
+	syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(stopTimeout + 5*time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(pid) {
+		killAll([]int{pid}, 5*time.Second)
+	}
+}
+
+// leftoverNetns lists network namespaces named like the nodes of cluster
+// name.
+func (p *Provider) leftoverNetns(name string) []string {
+	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*)$`)
+	var out []string
+	for _, ns := range listNetns() {
+		if re.MatchString(ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+func listNetns() []string {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// DeleteAll deletes every cluster in the state directory, then sweeps the
+// host for anything any svclab cluster left behind: marked processes,
+// svclab-* network namespaces, svlbr* bridges and svl*-* veths, and
+// inet svclab-* nft tables.
+func (p *Provider) DeleteAll(ctx context.Context) error {
+	var errs []error
+	if entries, err := os.ReadDir(p.clustersDir()); err == nil {
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			dir := p.dir(e.Name())
+			st, _ := loadState(paths{dir})
+			if err := p.destroy(ctx, dir, st); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", e.Name(), err))
+			}
+		}
+	}
+	if err := Sweep(ctx, p.runner()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Sweep removes every svclab lab resource on the host, whichever state
+// directory made it.
+func Sweep(ctx context.Context, r Runner) error {
+	for _, dir := range markedSupervisors() {
+		stopSupervisor(dir)
+	}
+	killAll(markedProcesses(func(string) bool { return true }), 5*time.Second)
+	var errs []error
+	for _, ns := range listNetns() {
+		if strings.HasPrefix(ns, netnsPrefix) {
+			if err := deleteNetns(ctx, r, ns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if out, err := r.Run(ctx, nil, "ip", "-o", "link", "show"); err == nil {
+		for _, l := range leftoverLinks(string(out)) {
+			if err := ignoreMissing(run(ctx, r, "ip", "link", "del", l)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {
+		for _, t := range leftoverTables(string(out)) {
+			if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", t)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// markedSupervisors lists the cluster directories whose supervisors run.
+func markedSupervisors() []string {
+	seen := map[string]bool{}
+	markedProcesses(func(d string) bool { seen[d] = true; return false })
+	var out []string
+	for d := range seen {
+		if _, ok := supervisorPID(d); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+var linkName = regexp.MustCompile(`^\d+:\s+([^:@\s]+)`)
+var svclabLink = regexp.MustCompile(`^(svlbr\d+|svl\d+-\d+)$`)
+
+// leftoverLinks picks svclab's bridges and veths out of `ip -o link show`.
+func leftoverLinks(out string) []string {
+	var links []string
+	for _, line := range strings.Split(out, "\n") {
+		m := linkName.FindStringSubmatch(line)
+		if m != nil && svclabLink.MatchString(m[1]) {
+			links = append(links, m[1])
+		}
+	}
+	return links
+}
+
+// leftoverTables picks svclab's tables out of `nft list tables inet`.
+func leftoverTables(out string) []string {
+	var tables []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "table" && f[1] == "inet" && strings.HasPrefix(f[2], "svclab-") {
+			tables = append(tables, f[2])
+		}
+	}
+	return tables
+}

@@ -1,0 +1,189 @@
+package embedded
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+)
+
+// EnvStateDir overrides the default state directory.
+const EnvStateDir = "SVCLAB_STATE_DIR"
+
+// DefaultStateDir is $SVCLAB_STATE_DIR, /var/lib/svclab for root, or
+// svclab in the user's state directory.
+func DefaultStateDir() string {
+	if d := os.Getenv(EnvStateDir); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/svclab"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "svclab")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "state", "svclab")
+}
+
+// NodeSpec is one node of an embedded cluster.
+type NodeSpec struct {
+	Name string       `json:"name"`
+	Role cluster.Role `json:"role"`
+	IP   string       `json:"ip"`
+	// Netns is the node's network namespace (under /run/netns).
+	Netns string `json:"netns"`
+	// HostVeth is the host end of the node's link to the cluster bridge.
+	HostVeth string            `json:"hostVeth"`
+	Labels   map[string]string `json:"labels,omitempty"`
+}
+
+// State is what svclab records about an embedded cluster; it is enough to
+// find and remove every resource the cluster owns.
+type State struct {
+	Name string `json:"name"`
+	// Index numbers the cluster's fabric: bridge svlbr<Index>, subnet
+	// <FabricBase>.<Index>.0/24.
+	Index       int        `json:"index"`
+	Subnet      string     `json:"subnet"`
+	Gateway     string     `json:"gateway"`
+	Bridge      string     `json:"bridge"`
+	ServiceCIDR string     `json:"serviceCIDR"`
+	PodCIDR     string     `json:"podCIDR"`
+	KubeBin     string     `json:"kubeBin"`
+	Nodes       []NodeSpec `json:"nodes"`
+	Created     time.Time  `json:"created"`
+}
+
+// ControlPlane returns the control-plane node.
+func (s *State) ControlPlane() NodeSpec {
+	for _, n := range s.Nodes {
+		if n.Role == cluster.RoleControlPlane {
+			return n
+		}
+	}
+	return NodeSpec{}
+}
+
+// Server is the API server URL.
+func (s *State) Server() string {
+	return fmt.Sprintf("https://%s:%d", s.ControlPlane().IP, apiserverPort)
+}
+
+// FirewallTable is the name of the host nft table (family inet) that keeps
+// the cluster's traffic on its own bridge.
+func (s *State) FirewallTable() string { return "svclab-" + s.Name }
+
+// Node returns the node called name.
+func (s *State) Node(name string) (NodeSpec, bool) {
+	for _, n := range s.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return NodeSpec{}, false
+}
+
+const (
+	// fabricBase is the /16 the cluster fabrics are carved from, one /24
+	// per cluster.
+	fabricBase   = "172.29"
+	maxIndex     = 254
+	bridgePrefix = "svlbr"
+	netnsPrefix  = "svclab-"
+)
+
+// NewState lays out a cluster: node names as kind names them, node IPs .2,
+// .3, ... on the cluster's /24, the bridge at .1.
+func NewState(opts cluster.CreateOptions, index int) (*State, error) {
+	if index < 1 || index > maxIndex {
+		return nil, fmt.Errorf("fabric index %d out of range 1-%d", index, maxIndex)
+	}
+	if opts.Workers < 0 || opts.Workers > 20 {
+		return nil, fmt.Errorf("%d worker nodes asked for: use between 0 and 20", opts.Workers)
+	}
+	subnet := netip.MustParsePrefix(fmt.Sprintf("%s.%d.0/24", fabricBase, index))
+	gw := subnet.Addr().Next()
+	st := &State{
+		Name:        opts.Name,
+		Index:       index,
+		Subnet:      subnet.String(),
+		Gateway:     gw.String(),
+		Bridge:      fmt.Sprintf("%s%d", bridgePrefix, index),
+		ServiceCIDR: cluster.DefaultServiceCIDR,
+		PodCIDR:     cluster.DefaultPodCIDR,
+	}
+	ip := gw
+	for i, name := range cluster.NodeNames(opts.Name, opts.Workers) {
+		ip = ip.Next()
+		role := cluster.RoleWorker
+		if i == 0 {
+			role = cluster.RoleControlPlane
+		}
+		st.Nodes = append(st.Nodes, NodeSpec{
+			Name:     name,
+			Role:     role,
+			IP:       ip.String(),
+			Netns:    netnsPrefix + name,
+			HostVeth: fmt.Sprintf("svl%d-%d", index, i),
+			Labels:   opts.NodeLabels[name],
+		})
+	}
+	for name := range opts.NodeLabels {
+		if _, ok := st.Node(name); !ok {
+			return nil, fmt.Errorf("labels given for node %q, which this cluster does not have (its nodes: %v)", name, cluster.NodeNames(opts.Name, opts.Workers))
+		}
+	}
+	return st, nil
+}
+
+// paths is the layout of a cluster's state directory.
+type paths struct{ dir string }
+
+func (p paths) state() string          { return filepath.Join(p.dir, "cluster.json") }
+func (p paths) pki() string            { return filepath.Join(p.dir, "pki") }
+func (p paths) logs() string           { return filepath.Join(p.dir, "logs") }
+func (p paths) etcdData() string       { return filepath.Join(p.dir, "etcd") }
+func (p paths) kubeconfig() string     { return filepath.Join(p.dir, "kubeconfig") }
+func (p paths) config(n string) string { return filepath.Join(p.dir, "config", n) }
+func (p paths) supervisorPID() string  { return filepath.Join(p.dir, "supervisor.pid") }
+func (p paths) status() string         { return filepath.Join(p.dir, "status.json") }
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s is damaged: %w", path, err)
+	}
+	return nil
+}
+
+func loadState(p paths) (*State, error) {
+	var st State
+	if err := readJSON(p.state(), &st); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, cluster.ErrNotFound
+		}
+		return nil, err
+	}
+	return &st, nil
+}

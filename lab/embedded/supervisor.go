@@ -1,0 +1,401 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Component states recorded in status.json.
+const (
+	StateStarting   = "starting"
+	StateHealthy    = "healthy"
+	StateUnhealthy  = "unhealthy"
+	StateRestarting = "restarting"
+	StateStopped    = "stopped"
+)
+
+// ComponentStatus is the supervisor's view of one component.
+type ComponentStatus struct {
+	Name     string    `json:"name"`
+	PID      int       `json:"pid,omitempty"`
+	State    string    `json:"state"`
+	Since    time.Time `json:"since"`
+	Restarts int       `json:"restarts"`
+	// LastExit describes the last time the process ended on its own.
+	LastExit     string    `json:"lastExit,omitempty"`
+	LastExitTime time.Time `json:"lastExitTime,omitzero"`
+	// EverHealthy is true once the component has passed its health check.
+	EverHealthy bool `json:"everHealthy"`
+}
+
+// Status is what the supervisor writes to status.json on every change.
+type Status struct {
+	SupervisorPID int               `json:"supervisorPID"`
+	Updated       time.Time         `json:"updated"`
+	Components    []ComponentStatus `json:"components"`
+}
+
+// Component returns the status of the component called name.
+func (s Status) Component(name string) (ComponentStatus, bool) {
+	for _, c := range s.Components {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ComponentStatus{}, false
+}
+
+// EnvClusterDir marks every process svclab starts for a cluster with the
+// cluster's state directory, so that a sweep after a crash can find them.
+const EnvClusterDir = "SVCLAB_CLUSTER_DIR"
+
+// supervisorArg0 is argv[0] of the re-executed supervisor process.
+const supervisorArg0 = "svclab-supervisor"
+
+// Init must be called first thing in main (and in TestMain of tests that
+// create clusters): when the process was started as a cluster supervisor it
+// runs the supervisor and exits.
+func Init() {
+	if filepath.Base(os.Args[0]) != supervisorArg0 || len(os.Args) != 2 {
+		return
+	}
+	os.Exit(runSupervisor(os.Args[1]))
+}
+
+// spawnSupervisor starts the supervisor of the cluster in dir as a daemon in
+// its own session, so it outlives the command that created the cluster.
+func spawnSupervisor(dir string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding svclab's own executable: %w", err)
+	}
+	logf, err := os.OpenFile(filepath.Join(paths{dir}.logs(), "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := &exec.Cmd{
+		Path:        exe,
+		Args:        []string{supervisorArg0, dir},
+		Env:         append(os.Environ(), EnvClusterDir+"="+dir),
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the supervisor: %w", err)
+	}
+	go cmd.Wait() // reap it if it exits while we still run
+	return nil
+}
+
+func runSupervisor(dir string) int {
+	p := paths{dir}
+	logf, err := os.OpenFile(filepath.Join(p.logs(), "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	log := slog.New(slog.NewTextHandler(logf, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	signal.Ignore(syscall.SIGHUP)
+	st, err := loadState(p)
+	if err != nil {
+		log.Error("cannot read the cluster state", "err", err)
+		return 1
+	}
+	if err := os.WriteFile(p.supervisorPID(), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		log.Error("cannot write the pid file", "err", err)
+		return 1
+	}
+	s := newSupervisor(st, dir, log)
+	if err := s.run(ctx); err != nil {
+		log.Error("supervisor failed", "err", err)
+		return 1
+	}
+	log.Info("supervisor stopped")
+	return 0
+}
+
+type supervisor struct {
+	st   *State
+	dir  string
+	log  *slog.Logger
+	comp []Component
+
+	mu     sync.Mutex
+	status Status
+}
+
+func newSupervisor(st *State, dir string, log *slog.Logger) *supervisor {
+	s := &supervisor{st: st, dir: dir, log: log, comp: Components(st, dir)}
+	s.status.SupervisorPID = os.Getpid()
+	for _, c := range s.comp {
+		s.status.Components = append(s.status.Components, ComponentStatus{Name: c.Name, State: StateStopped, Since: time.Now()})
+	}
+	return s
+}
+
+func (s *supervisor) update(name string, f func(*ComponentStatus)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.status.Components {
+		if s.status.Components[i].Name == name {
+			f(&s.status.Components[i])
+		}
+	}
+	s.status.Updated = time.Now()
+	if err := writeJSON(paths{s.dir}.status(), s.status); err != nil {
+		s.log.Error("writing status", "err", err)
+	}
+}
+
+func (s *supervisor) healthy(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, _ := s.status.Component(name)
+	return c.EverHealthy
+}
+
+// run starts the components in order, each once the component it comes
+// after has been healthy, keeps them running, and stops them in reverse order when ctx
+// ends.
+func (s *supervisor) run(ctx context.Context) error {
+	clients, err := s.healthClients()
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	procs := make([]*process, len(s.comp))
+	for i, c := range s.comp {
+		if c.After != "" && !s.waitHealthy(ctx, c.After) {
+			break
+		}
+		procs[i] = &process{s: s, c: c, health: clients[c.Name]}
+		wg.Add(1)
+		go func() { defer wg.Done(); procs[i].loop(ctx) }()
+	}
+	<-ctx.Done()
+	for i := len(procs) - 1; i >= 0; i-- {
+		if procs[i] != nil {
+			procs[i].stop()
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+func (s *supervisor) waitHealthy(ctx context.Context, name string) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !s.healthy(name) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// healthClients builds one HTTPS client per component, trusting the CA that
+// signed its serving certificate and presenting its health client
+// certificate.
+func (s *supervisor) healthClients() (map[string]*http.Client, error) {
+	pki := paths{s.dir}.pki()
+	out := map[string]*http.Client{}
+	for _, c := range s.comp {
+		caPEM, err := os.ReadFile(filepath.Join(pki, c.HealthCA+".crt"))
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		if c.HealthCert != "" {
+			cert, err := tls.LoadX509KeyPair(filepath.Join(pki, c.HealthCert+".crt"), filepath.Join(pki, c.HealthCert+".key"))
+			if err != nil {
+				return nil, err
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		out[c.Name] = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+	}
+	return out, nil
+}
+
+// process runs one component and restarts it with backoff when it exits.
+type process struct {
+	s      *supervisor
+	c      Component
+	health *http.Client
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stopped bool
+	exited  chan struct{}
+}
+
+const (
+	minBackoff = time.Second
+	maxBackoff = 30 * time.Second
+	// stableAfter resets the backoff: a process that ran this long before
+	// crashing is restarted quickly again.
+	stableAfter = time.Minute
+	stopTimeout = 10 * time.Second
+)
+
+func (p *process) loop(ctx context.Context) {
+	backoff := minBackoff
+	for {
+		started := time.Now()
+		err := p.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		ran := time.Since(started)
+		if ran > stableAfter {
+			backoff = minBackoff
+		}
+		tail := logTail(filepath.Join(paths{p.s.dir}.logs(), p.c.Name+".log"), 5)
+		p.s.log.Error("component exited; restarting", "component", p.c.Name, "err", err, "ran", ran.Round(time.Millisecond), "backoff", backoff, "log", tail)
+		p.s.update(p.c.Name, func(cs *ComponentStatus) {
+			cs.State, cs.Since, cs.PID = StateRestarting, time.Now(), 0
+			cs.Restarts++
+			cs.LastExit = fmt.Sprintf("%v after %s: %s", err, ran.Round(time.Millisecond), tail)
+			cs.LastExitTime = time.Now()
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// runOnce starts the component in the control-plane node's network
+// namespace and waits for it to exit, probing its health meanwhile.
+func (p *process) runOnce(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(paths{p.s.dir}.logs(), p.c.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := append([]string{"netns", "exec", p.s.st.ControlPlane().Netns, p.s.st.KubeBin, p.c.Name}, p.c.Args...)
+	cmd := exec.Command("ip", args...)
+	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC=50")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so stop reaches everything it started; and
+	// killed with the supervisor, so a crashed supervisor leaves no
+	// orphans running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return context.Canceled
+	}
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	p.cmd = cmd
+	p.exited = make(chan struct{})
+	exited := p.exited
+	p.mu.Unlock()
+	p.s.update(p.c.Name, func(cs *ComponentStatus) {
+		cs.State, cs.Since, cs.PID = StateStarting, time.Now(), cmd.Process.Pid
+	})
+	go p.probe(exited)
+	err = cmd.Wait()
+	close(exited)
+	return err
+}
+
+func (p *process) probe(exited <-chan struct{}) {
+	interval := 100 * time.Millisecond
+	last := ""
+	for {
+		select {
+		case <-exited:
+			return
+		case <-time.After(interval):
+		}
+		state := StateUnhealthy
+		if resp, err := p.health.Get(p.c.Health); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				state = StateHealthy
+			}
+		}
+		if state == StateHealthy {
+			interval = 2 * time.Second
+		}
+		if state == StateUnhealthy && last == "" {
+			continue // still starting
+		}
+		if state != last {
+			last = state
+			p.s.update(p.c.Name, func(cs *ComponentStatus) {
+				if cs.State == StateRestarting {
+					return
+				}
+				cs.State, cs.Since = state, time.Now()
+				if state == StateHealthy {
+					cs.EverHealthy = true
+				}
+			})
+		}
+	}
+}
+
+// stop ends the component: SIGTERM to its process group, SIGKILL after
+// stopTimeout.
+func (p *process) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	pgid := cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(stopTimeout):
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-exited
+	}
+	p.s.update(p.c.Name, func(cs *ComponentStatus) { cs.State, cs.Since, cs.PID = StateStopped, time.Now(), 0 })
+}
+
+// logTail returns the last n non-empty lines of a log file.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > 64*1024 {
+		b = b[len(b)-64*1024:]
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

@@ -1,0 +1,136 @@
+package hostsetup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Requirement is a command svclab runs and the Debian package that has it.
+type Requirement struct {
+	Command string
+	Package string
+	// Why says what svclab uses it for.
+	Why string
+}
+
+// Requirements lists what the lab needs on the host.
+var Requirements = []Requirement{
+	{"ip", "iproute2", "network namespaces, veths and bridges for embedded nodes"},
+	{"nft", "nftables", "the proxier's nftables mode and cluster isolation"},
+	{"iptables", "iptables", "the proxier's iptables mode"},
+	{"conntrack", "conntrack", "inspecting connection tracking on nodes"},
+	{"runc", "runc", "running pod containers"},
+	{"sysctl", "procps", "node kernel settings"},
+	{"modprobe", "kmod", "loading kernel modules"},
+}
+
+// Host is what setup needs to know about the machine, behind an interface
+// for tests.
+type Host interface {
+	LookPath(cmd string) error
+	IsRoot() bool
+	IsDebian() bool
+	Run(ctx context.Context, out io.Writer, name string, args ...string) error
+}
+
+// Missing returns the requirements whose command is not found.
+func Missing(h Host) []Requirement {
+	var out []Requirement
+	for _, r := range Requirements {
+		if h.LookPath(r.Command) != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func packages(reqs []Requirement) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range reqs {
+		if !seen[r.Package] {
+			seen[r.Package] = true
+			out = append(out, r.Package)
+		}
+	}
+	return out
+}
+
+// ErrMissing is returned when packages are missing and cannot be
+// installed here.
+var ErrMissing = errors.New("missing system packages")
+
+// Ensure installs what is missing (as root on Debian) or returns an error
+// that says exactly what to install. With checkOnly it never installs.
+func Ensure(ctx context.Context, h Host, out io.Writer, checkOnly bool) error {
+	missing := Missing(h)
+	if len(missing) == 0 {
+		fmt.Fprintln(out, "setup: all system packages are present")
+		return nil
+	}
+	pkgs := packages(missing)
+	install := "apt-get install -y " + strings.Join(pkgs, " ")
+	var lines []string
+	for _, r := range missing {
+		lines = append(lines, fmt.Sprintf("  %s (package %s): %s", r.Command, r.Package, r.Why))
+	}
+	detail := strings.Join(lines, "\n")
+	if checkOnly || !h.IsRoot() || !h.IsDebian() {
+		how := "sudo " + install
+		if !h.IsDebian() {
+			how = "install the equivalents of the Debian packages " + strings.Join(pkgs, ", ") + " with your distribution's package manager"
+		}
+		return fmt.Errorf("%w:\n%s\nInstall them with: %s", ErrMissing, detail, how)
+	}
+	fmt.Fprintf(out, "setup: installing %s\n%s\n", strings.Join(pkgs, " "), detail)
+	if err := h.Run(ctx, out, "apt-get", "update", "-qq"); err != nil {
+		return fmt.Errorf("apt-get update: %w", err)
+	}
+	args := append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)
+	if err := h.Run(ctx, out, "apt-get", args...); err != nil {
+		return fmt.Errorf("%s: %w", install, err)
+	}
+	if still := Missing(h); len(still) > 0 {
+		return fmt.Errorf("%w after installing: %s", ErrMissing, strings.Join(packages(still), " "))
+	}
+	return nil
+}
+
+// System is the real host.
+type System struct{}
+
+func (System) LookPath(cmd string) error {
+	if _, err := exec.LookPath(cmd); err == nil {
+		return nil
+	}
+	// sbin directories are not on every user's PATH.
+	for _, d := range []string{"/usr/sbin", "/sbin"} {
+		if fi, err := os.Stat(d + "/" + cmd); err == nil && !fi.IsDir() {
+			return nil
+		}
+	}
+	return exec.ErrNotFound
+}
+
+func (System) IsRoot() bool { return os.Geteuid() == 0 }
+
+func (System) IsDebian() bool {
+	_, err := os.Stat("/etc/debian_version")
+	if err != nil {
+		return false
+	}
+	_, err = exec.LookPath("apt-get")
+	return err == nil
+}
+
+func (System) Run(ctx context.Context, out io.Writer, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	cmd.Stdout, cmd.Stderr = out, out
+	return cmd.Run()
+}

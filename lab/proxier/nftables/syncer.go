@@ -1,0 +1,849 @@
+package nftables
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	netutils "k8s.io/utils/net"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svclab/svclab/lab/proxier/model"
+)
+
+// DefaultMasqueradeBit is kube-proxy's default masqueradeBit (mark 0x4000).
+const DefaultMasqueradeBit = 14
+
+// Config is the node-level configuration of the nftables proxier.
+type Config struct {
+	// Family is v1.IPv4Protocol (table "ip kube-proxy") or v1.IPv6Protocol.
+	Family v1.IPFamily
+	// NodeIP is the node's primary IP of Family; it decides whether a
+	// loadBalancerSourceRange contains the node.
+	NodeIP net.IP
+	// ClusterCIDR is the pod CIDR of Family used to tell pod traffic from
+	// other traffic (kube-proxy's detect-local-mode ClusterCIDR). Empty
+	// disables the pod-traffic rules, as upstream's no-op detector does.
+	ClusterCIDR string
+	// ServiceCIDRs of Family; traffic to unallocated ClusterIPs in them is
+	// dropped.
+	ServiceCIDRs []string
+	// NodePortAddresses selects where NodePorts are served; nil means all
+	// local addresses.
+	NodePortAddresses *model.NodePortAddresses
+	// LocalAddresses are the node's interface addresses, filtered by
+	// NodePortAddresses to fill the nodeport-ips set.
+	LocalAddresses []net.IP
+	// MasqueradeAll masquerades all traffic to ClusterIPs.
+	MasqueradeAll bool
+	// MasqueradeBit selects the fwmark bit (0 means DefaultMasqueradeBit).
+	MasqueradeBit int
+	// MasqueradeMark overrides the text of the mark in rules. Empty means
+	// what kube-proxy writes: 1<<MasqueradeBit formatted "%#08x", i.e.
+	// "0x00004000" (nft lists it as 0x00004000; upstream's unit tests use
+	// "0x4000").
+	MasqueradeMark string
+}
+
+// validate checks cfg and fills in defaults.
+func (cfg Config) validate() (Config, error) {
+	if cfg.Family != v1.IPv4Protocol && cfg.Family != v1.IPv6Protocol {
+		return cfg, fmt.Errorf("nftables config: unknown IP family %q", cfg.Family)
+	}
+	if cfg.MasqueradeBit == 0 {
+		cfg.MasqueradeBit = DefaultMasqueradeBit
+	}
+	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+		return cfg, fmt.Errorf("nftables config: masquerade bit %d out of range 0..31", cfg.MasqueradeBit)
+	}
+	isV6 := cfg.Family == v1.IPv6Protocol
+	if cfg.ClusterCIDR != "" {
+		if _, _, err := netutils.ParseCIDRSloppy(cfg.ClusterCIDR); err != nil {
+			return cfg, fmt.Errorf("nftables config: cluster CIDR: %w", err)
+		}
+		if netutils.IsIPv6CIDRString(cfg.ClusterCIDR) != isV6 {
+			return cfg, fmt.Errorf("nftables config: cluster CIDR %s is not %s", cfg.ClusterCIDR, cfg.Family)
+		}
+	}
+	for _, c := range cfg.ServiceCIDRs {
+		if _, _, err := netutils.ParseCIDRSloppy(c); err != nil {
+			return cfg, fmt.Errorf("nftables config: service CIDR: %w", err)
+		}
+		if netutils.IsIPv6CIDRString(c) != isV6 {
+			return cfg, fmt.Errorf("nftables config: service CIDR %s is not %s", c, cfg.Family)
+		}
+	}
+	if cfg.NodePortAddresses == nil {
+		npa, err := model.NewNodePortAddresses(cfg.Family, nil, cfg.NodeIP)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.NodePortAddresses = npa
+	}
+	return cfg, nil
+}
+
+// Syncer programs a model.Snapshot into the kube-proxy nftables table, the
+// way kube-proxy v1.37's nftables proxier does. It remembers what it
+// programmed so that later syncs can be partial. A Syncer is not safe for
+// concurrent use.
+type Syncer struct {
+	cfg    Config
+	nft    knftables.Interface
+	logger *slog.Logger
+	now    func() time.Time
+
+	ipX, addrType       string
+	masqueradeMark      string
+	masqueradeRule      string
+	matchNotLocalhost   string
+	baseChainsRecreated bool
+	needFullSync        bool
+	staleChains         map[string]time.Time
+	prev                *model.Snapshot
+	clusterIPs          *elementStore
+	serviceIPs          *elementStore
+	firewallIPs         *elementStore
+	noEndpointServices  *elementStore
+	noEndpointNodePorts *elementStore
+	serviceNodePorts    *elementStore
+	hairpinConnections  *elementStore
+}
+
+// New returns a Syncer for the table "kube-proxy" behind nft, which must be
+// an Interface for cfg.Family and that table (knftables.New or
+// knftables.NewFake). logger may be nil.
+func New(cfg Config, nft knftables.Interface, logger *slog.Logger) (*Syncer, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Syncer{
+		cfg:                 cfg,
+		nft:                 nft,
+		logger:              logger.With("component", "nftables", "family", string(cfg.Family)),
+		now:                 time.Now,
+		ipX:                 "ip",
+		addrType:            "ipv4_addr",
+		matchNotLocalhost:   "ip daddr != 127.0.0.0/8",
+		needFullSync:        true,
+		staleChains:         map[string]time.Time{},
+		clusterIPs:          newElementStore("set", clusterIPsSet),
+		serviceIPs:          newElementStore("map", serviceIPsMap),
+		firewallIPs:         newElementStore("map", firewallIPsMap),
+		noEndpointServices:  newElementStore("map", noEndpointServicesMap),
+		noEndpointNodePorts: newElementStore("map", noEndpointNodePortsMap),
+		serviceNodePorts:    newElementStore("map", serviceNodePortsMap),
+		hairpinConnections:  newElementStore("set", hairpinConnectionsSet),
+	}
+	if cfg.Family == v1.IPv6Protocol {
+		s.ipX, s.addrType, s.matchNotLocalhost = "ip6", "ipv6_addr", "ip6 daddr != ::1"
+	}
+	s.masqueradeMark = cfg.MasqueradeMark
+	if s.masqueradeMark == "" {
+		s.masqueradeMark = fmt.Sprintf("%#08x", 1<<uint(cfg.MasqueradeBit))
+	}
+	s.masqueradeRule = "mark set mark or " + s.masqueradeMark
+	return s, nil
+}
+
+// SetClock replaces time.Now (used to age stale chains); for tests.
+func (s *Syncer) SetClock(now func() time.Time) { s.now = now }
+
+// ForceFullSync makes the next Sync a full one (as after a topology change).
+func (s *Syncer) ForceFullSync() { s.needFullSync = true }
+
+// stores lists the element stores in a fixed order.
+func (s *Syncer) stores() []*elementStore {
+	return []*elementStore{s.clusterIPs, s.serviceIPs, s.firewallIPs, s.noEndpointServices, s.noEndpointNodePorts, s.serviceNodePorts, s.hairpinConnections}
+}
+
+// SyncResult describes what a Sync did.
+type SyncResult struct {
+	// Full is true for a full sync.
+	Full bool
+	// Changed lists the Services whose chains were rewritten by a partial
+	// sync (nil for a full sync).
+	Changed []types.NamespacedName
+	// StaleChainsDeleted are the stale chains deleted before the sync.
+	StaleChainsDeleted []string
+	// StaleChainsFlushed are the chains this sync found unused and flushed;
+	// a later sync deletes them.
+	StaleChainsFlushed []string
+	// Transaction is the main transaction that was run.
+	Transaction *knftables.Transaction
+}
+
+// Sync programs snap. The first sync, and the first after a failure or
+// ForceFullSync, is full: it (re)creates the static objects, rewrites every
+// service chain and reconciles every set and map against the kernel. Later
+// syncs are partial: they rewrite only the chains of Services that changed
+// since the previous snapshot, and add or delete only the map elements
+// that changed. Chains that are no longer used are flushed and deleted by a
+// sync at least one second later.
+func (s *Syncer) Sync(ctx context.Context, snap *model.Snapshot) (*SyncResult, error) {
+	if snap.Family != s.cfg.Family {
+		return nil, fmt.Errorf("nftables sync: snapshot family %s does not match proxier family %s", snap.Family, s.cfg.Family)
+	}
+	start := s.now()
+	// A change of node (topology labels) affects every Service's endpoint
+	// selection, so it forces a full sync, as OnTopologyChange does.
+	if s.prev != nil && (s.prev.NodeName != snap.NodeName || !maps.Equal(s.prev.TopologyLabels, snap.TopologyLabels)) {
+		s.needFullSync = true
+	}
+	res := &SyncResult{Full: s.needFullSync}
+
+	deleted, err := s.deleteStaleChains(ctx, start)
+	res.StaleChainsDeleted = deleted
+	if err != nil {
+		s.logger.ErrorContext(ctx, "unable to delete stale chains; will retry later", "err", err)
+		res.Full = true
+	}
+
+	var changed map[types.NamespacedName]bool
+	if !res.Full {
+		changed = model.ChangedServices(s.prev, snap)
+		for n := range changed {
+			res.Changed = append(res.Changed, n)
+		}
+		slices.SortFunc(res.Changed, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	}
+
+	tx := s.nft.NewTransaction()
+	res.Transaction = tx
+	if res.Full {
+		s.setup(ctx, tx)
+	}
+	res.StaleChainsFlushed = s.writeServices(ctx, tx, snap, res.Full, changed, start)
+
+	s.logger.DebugContext(ctx, "running nftables transaction", "full", res.Full, "ports", len(snap.Ports), "operations", tx.NumOperations())
+	if err := s.nft.Run(ctx, tx); err != nil {
+		// The element stores and stale chains no longer describe the
+		// kernel; a full sync re-reads them.
+		s.needFullSync = true
+		clear(s.staleChains)
+		return res, fmt.Errorf("nftables sync: %w", err)
+	}
+	s.needFullSync = false
+	s.prev = snap
+	return res, nil
+}
+
+// deleteStaleChains deletes, in their own transaction, the chains that were
+// flushed at least one second ago (kernels before 6.2 need the delay after a
+// map element referring to a chain is removed).
+func (s *Syncer) deleteStaleChains(ctx context.Context, now time.Time) ([]string, error) {
+	oneSecondAgo := now.Add(-time.Second)
+	var names []string
+	for chain, flushed := range s.staleChains {
+		if flushed.Before(oneSecondAgo) {
+			names = append(names, chain)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	slices.Sort(names)
+	tx := s.nft.NewTransaction()
+	for _, chain := range names {
+		tx.Delete(&knftables.Chain{Name: chain})
+		delete(s.staleChains, chain)
+	}
+	s.logger.InfoContext(ctx, "deleting stale nftables chains", "chains", len(names))
+	if err := s.nft.Run(ctx, tx); err != nil {
+		return names, fmt.Errorf("delete stale chains: %w", err)
+	}
+	return names, nil
+}
+
+type jumpChain struct{ dst, src, extra string }
+
+var baseChains = []struct {
+	name     string
+	typ      knftables.BaseChainType
+	hook     knftables.BaseChainHook
+	priority knftables.BaseChainPriority
+}{
+	{filterPreroutingPreDNATChain, knftables.FilterType, knftables.PreroutingHook, knftables.DNATPriority + "-10"},
+	{filterOutputPreDNATChain, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority + "-10"},
+	{filterInputChain, knftables.FilterType, knftables.InputHook, knftables.FilterPriority},
+	{filterForwardChain, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority},
+	{filterOutputChain, knftables.FilterType, knftables.OutputHook, knftables.FilterPriority},
+	{natPreroutingChain, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority},
+	{natOutputChain, knftables.NATType, knftables.OutputHook, knftables.DNATPriority},
+	{natPostroutingChain, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority},
+}
+
+// jumpChains are the regular chains the base chains jump to, in upstream's
+// order. (The endpoint checks are not in the pre-DNAT chains because
+// "reject" needs the input, forward or output hook on kernels before 5.9.)
+var jumpChains = []jumpChain{
+	{nodePortEndpointsCheckChain, filterInputChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterInputChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterForwardChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterOutputChain, "ct state new"},
+	{firewallCheckChain, filterPreroutingPreDNATChain, "ct state new"},
+	{firewallCheckChain, filterOutputPreDNATChain, "ct state new"},
+	{servicesChain, natOutputChain, ""},
+	{servicesChain, natPreroutingChain, ""},
+	{masqueradingChain, natPostroutingChain, ""},
+	{clusterIPsCheckChain, filterForwardChain, "ct state new"},
+	{clusterIPsCheckChain, filterOutputChain, "ct state new"},
+}
+
+// ensureChain adds and flushes chain once per transaction; with skip it
+// only records the chain as in use.
+func ensureChain(tx *knftables.Transaction, chain string, created map[string]bool, skip bool) {
+	if created[chain] {
+		return
+	}
+	created[chain] = true
+	if skip {
+		return
+	}
+	tx.Add(&knftables.Chain{Name: chain})
+	tx.Flush(&knftables.Chain{Name: chain})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// setup writes the static part of the ruleset (the full-sync prologue) and
+// reloads the element stores from the kernel.
+func (s *Syncer) setup(ctx context.Context, tx *knftables.Transaction) {
+	ipX, addr := s.ipX, s.addrType
+	tx.Add(&knftables.Table{Comment: ptrTo("rules for kube-proxy")})
+
+	// Once per process, add and delete the base chains so that changed
+	// properties (e.g. priorities from an older version) are recreated.
+	if !s.baseChainsRecreated {
+		for _, bc := range baseChains {
+			tx.Add(&knftables.Chain{Name: bc.name})
+			tx.Delete(&knftables.Chain{Name: bc.name})
+		}
+		s.baseChainsRecreated = true
+	}
+	for _, bc := range baseChains {
+		c := &knftables.Chain{Name: bc.name, Type: ptrTo(bc.typ), Hook: ptrTo(bc.hook), Priority: ptrTo(bc.priority)}
+		tx.Add(c)
+		tx.Flush(c)
+	}
+
+	created := map[string]bool{}
+	for _, j := range jumpChains {
+		ensureChain(tx, j.dst, created, false)
+		tx.Add(&knftables.Rule{Chain: j.src, Rule: knftables.Concat(j.extra, "jump", j.dst)})
+	}
+	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain} {
+		ensureChain(tx, c, created, false)
+	}
+
+	tx.Add(&knftables.Set{
+		Name:    hairpinConnectionsSet,
+		Type:    addr + " . " + addr + " . inet_proto . inet_service",
+		Comment: ptrTo("service hairpin connections"),
+	})
+	tx.Add(&knftables.Rule{
+		Chain: masqueradingChain,
+		Rule:  knftables.Concat("mark", "and", s.masqueradeMark, "!=", "0", "mark", "set", "mark", "xor", s.masqueradeMark, "masquerade fully-random"),
+	})
+	tx.Add(&knftables.Rule{
+		Chain: masqueradingChain,
+		Rule: knftables.Concat("ct status dnat",
+			ipX, "saddr", ".", ipX, "daddr", ".", "meta l4proto", ".", "th dport", "@", hairpinConnectionsSet,
+			"masquerade fully-random"),
+	})
+
+	tx.Add(&knftables.Set{Name: clusterIPsSet, Type: addr, Comment: ptrTo("Active ClusterIPs")})
+	tx.Add(&knftables.Rule{
+		Chain:   clusterIPsCheckChain,
+		Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, "reject"),
+		Comment: ptrTo("Reject traffic to invalid ports of ClusterIPs"),
+	})
+	if len(s.cfg.ServiceCIDRs) > 0 {
+		tx.Add(&knftables.Rule{
+			Chain:   clusterIPsCheckChain,
+			Rule:    knftables.Concat(ipX, "daddr", "{", strings.Join(s.cfg.ServiceCIDRs, ","), "}", "drop"),
+			Comment: ptrTo("Drop traffic to unallocated ClusterIPs"),
+		})
+	}
+
+	// nodeport-ips exists only when NodePorts are limited to some addresses.
+	// ("add" before "delete" so that the delete cannot fail.)
+	tx.Add(&knftables.Set{Name: nodePortIPsSet, Type: addr, Comment: ptrTo("IPs that accept NodePort traffic")})
+	npa := s.cfg.NodePortAddresses
+	if npa.MatchAll() {
+		tx.Delete(&knftables.Set{Name: nodePortIPsSet})
+	} else {
+		tx.Flush(&knftables.Set{Name: nodePortIPsSet})
+		for _, ip := range npa.NodeIPs(s.cfg.LocalAddresses) {
+			if ip.IsLoopback() {
+				continue
+			}
+			tx.Add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
+		}
+	}
+
+	tx.Add(&knftables.Map{
+		Name:    noEndpointServicesMap,
+		Type:    addr + " . inet_proto . inet_service : verdict",
+		Comment: ptrTo("vmap to drop or reject packets to services with no endpoints"),
+	})
+	tx.Add(&knftables.Map{
+		Name:    noEndpointNodePortsMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: ptrTo("vmap to drop or reject packets to service nodeports with no endpoints"),
+	})
+	tx.Add(&knftables.Chain{Name: rejectChain, Comment: ptrTo("helper for @no-endpoint-services / @no-endpoint-nodeports")})
+	tx.Flush(&knftables.Chain{Name: rejectChain})
+	tx.Add(&knftables.Rule{Chain: rejectChain, Rule: "reject"})
+	tx.Add(&knftables.Rule{
+		Chain: serviceEndpointsCheckChain,
+		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", noEndpointServicesMap),
+	})
+	if npa.MatchAll() {
+		tx.Add(&knftables.Rule{
+			Chain: nodePortEndpointsCheckChain,
+			Rule:  knftables.Concat(s.matchNotLocalhost, "meta l4proto . th dport", "vmap", "@", noEndpointNodePortsMap),
+		})
+	} else {
+		tx.Add(&knftables.Rule{
+			Chain: nodePortEndpointsCheckChain,
+			Rule:  knftables.Concat(ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport", "vmap", "@", noEndpointNodePortsMap),
+		})
+	}
+
+	// Localhost NodePort objects (alpha gate, not implemented): make sure
+	// leftovers are gone, in dependency order.
+	tx.Add(&knftables.Map{
+		Name:    localhostNodePortRejectMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: ptrTo("localhost NodePorts rejected by kube-proxy"),
+	})
+	tx.Delete(&knftables.Map{Name: localhostNodePortRejectMap})
+	for _, proto := range []string{"tcp", "udp", "sctp"} {
+		chain := &knftables.Chain{Name: "localhost-nodeport-reject-" + proto}
+		tx.Add(chain)
+		tx.Delete(chain)
+		counter := &knftables.Counter{Name: "localhost-nodeport-rejected-" + proto}
+		tx.Add(counter)
+		tx.Delete(counter)
+	}
+
+	tx.Add(&knftables.Map{
+		Name:    firewallIPsMap,
+		Type:    addr + " . inet_proto . inet_service : verdict",
+		Comment: ptrTo("destinations that are subject to LoadBalancerSourceRanges"),
+	})
+	ensureChain(tx, firewallCheckChain, created, false)
+	tx.Add(&knftables.Rule{
+		Chain: firewallCheckChain,
+		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", firewallIPsMap),
+	})
+
+	tx.Add(&knftables.Map{
+		Name:    serviceIPsMap,
+		Type:    addr + " . inet_proto . inet_service : verdict",
+		Comment: ptrTo("ClusterIP, ExternalIP and LoadBalancer IP traffic"),
+	})
+	tx.Add(&knftables.Map{
+		Name:    serviceNodePortsMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: ptrTo("NodePort traffic"),
+	})
+
+	switch {
+	case s.cfg.MasqueradeAll:
+		tx.Add(&knftables.Rule{
+			Chain:   servicesChain,
+			Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, s.masqueradeRule),
+			Comment: ptrTo("masquerade all clusterIP traffic"),
+		})
+	case s.cfg.ClusterCIDR != "":
+		// Off-cluster traffic to a ClusterIP (e.g. via a static route to
+		// the service range) may bounce off-node, so masquerade it.
+		tx.Add(&knftables.Rule{
+			Chain:   servicesChain,
+			Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, ipX, "saddr", "!=", s.cfg.ClusterCIDR, s.masqueradeRule),
+			Comment: ptrTo("masquerade clusterIP traffic from outside cluster"),
+		})
+	}
+	tx.Add(&knftables.Rule{
+		Chain: servicesChain,
+		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", serviceIPsMap),
+	})
+	if npa.MatchAll() {
+		tx.Add(&knftables.Rule{
+			Chain: servicesChain,
+			Rule:  knftables.Concat("fib daddr type local", s.matchNotLocalhost, "meta l4proto . th dport", "vmap", "@", serviceNodePortsMap),
+		})
+	} else {
+		tx.Add(&knftables.Rule{
+			Chain: servicesChain,
+			Rule:  knftables.Concat(ipX, "daddr @nodeport-ips", "meta l4proto . th dport", "vmap", "@", serviceNodePortsMap),
+		})
+	}
+
+	for _, st := range s.stores() {
+		if err := st.load(ctx, tx, s.nft); err != nil {
+			s.logger.ErrorContext(ctx, "failed to list nftables elements; flushing", "err", err)
+		}
+	}
+}
+
+// writeServices writes the per-ServicePort part of the transaction and the
+// cleanup of stale chains, affinity sets and elements.
+// It returns the chains it flushed as stale.
+func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, snap *model.Snapshot, full bool, changed map[types.NamespacedName]bool, start time.Time) []string {
+	ipX := s.ipX
+	existingChains, err := s.nft.List(ctx, "chain")
+	if err != nil && !knftables.IsNotFound(err) {
+		s.logger.ErrorContext(ctx, "failed to list existing chains", "err", err)
+	}
+	existingSets, err := s.nft.List(ctx, "sets")
+	if err != nil && !knftables.IsNotFound(err) {
+		s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
+	}
+
+	activeChains := map[string]bool{}
+	activeAffinitySets := map[string]bool{}
+
+	for _, sp := range snap.Ports {
+		name := sp.Name
+		protocol := sp.ProtocolLower()
+		port := strconv.Itoa(sp.Port)
+		comment := truncateComment(name.String())
+		names := chainsFor(name)
+		cat := snap.Categorize(sp)
+		skip := !full && !changed[name.NamespacedName]
+		affinity := sp.SessionAffinityClientIP
+
+		for _, ep := range cat.AllReachable {
+			epChain, affSet := endpointNames(name, ep)
+			if affinity {
+				ensureChain(tx, epChain, activeChains, skip)
+				activeAffinitySets[affSet] = true
+			}
+			if ep.Local {
+				s.hairpinConnections.ensure(tx, &knftables.Element{
+					Set: hairpinConnectionsSet,
+					Key: []string{ep.IP, ep.IP, protocol, strconv.Itoa(ep.Port)},
+				})
+			}
+		}
+
+		usesClusterChain := len(cat.Cluster) > 0 && sp.UsesClusterEndpoints()
+		if usesClusterChain {
+			ensureChain(tx, names.cluster, activeChains, skip)
+		}
+		usesLocalChain := len(cat.Local) > 0 && sp.UsesLocalEndpoints()
+		if usesLocalChain {
+			ensureChain(tx, names.local, activeChains, skip)
+		}
+
+		internalChain, hasInternal := names.cluster, cat.HasAnyEndpoints
+		if sp.InternalPolicyLocal {
+			internalChain = names.local
+			if len(cat.Local) == 0 {
+				hasInternal = false
+			}
+		}
+		externalPolicyChain, hasExternal := names.cluster, cat.HasAnyEndpoints
+		if sp.ExternalPolicyLocal {
+			externalPolicyChain = names.local
+			if len(cat.Local) == 0 {
+				hasExternal = false
+			}
+		}
+		// The external chain is needed whenever there are endpoints at
+		// all: it short-circuits pod and node traffic even if no local
+		// endpoint exists.
+		usesExternalChain := cat.HasAnyEndpoints && sp.ExternallyAccessible()
+		if usesExternalChain {
+			ensureChain(tx, names.external, activeChains, skip)
+		}
+
+		var internalVerdict, externalVerdict string
+		if !cat.HasAnyEndpoints {
+			internalVerdict = "goto " + rejectChain
+			externalVerdict = "goto " + rejectChain
+		} else {
+			if !hasInternal {
+				internalVerdict = "drop"
+			}
+			if !hasExternal {
+				externalVerdict = "drop"
+			}
+		}
+
+		s.clusterIPs.ensure(tx, &knftables.Element{Set: clusterIPsSet, Key: []string{sp.ClusterIP.String()}})
+		if hasInternal {
+			s.serviceIPs.ensure(tx, &knftables.Element{
+				Map:   serviceIPsMap,
+				Key:   []string{sp.ClusterIP.String(), protocol, port},
+				Value: []string{"goto " + internalChain},
+			})
+		} else {
+			s.noEndpointServices.ensure(tx, &knftables.Element{
+				Map:     noEndpointServicesMap,
+				Key:     []string{sp.ClusterIP.String(), protocol, port},
+				Value:   []string{internalVerdict},
+				Comment: &comment,
+			})
+		}
+
+		for _, ip := range sp.ExternalIPs {
+			if cat.HasAnyEndpoints {
+				s.serviceIPs.ensure(tx, &knftables.Element{
+					Map:   serviceIPsMap,
+					Key:   []string{ip.String(), protocol, port},
+					Value: []string{"goto " + names.external},
+				})
+			}
+			if !hasExternal {
+				s.noEndpointServices.ensure(tx, &knftables.Element{
+					Map:     noEndpointServicesMap,
+					Key:     []string{ip.String(), protocol, port},
+					Value:   []string{externalVerdict},
+					Comment: &comment,
+				})
+			}
+		}
+
+		usesFirewallChain := len(sp.LoadBalancerVIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
+		if usesFirewallChain {
+			ensureChain(tx, names.firewall, activeChains, skip)
+		}
+		for _, ip := range sp.LoadBalancerVIPs {
+			if cat.HasAnyEndpoints {
+				s.serviceIPs.ensure(tx, &knftables.Element{
+					Map:   serviceIPsMap,
+					Key:   []string{ip.String(), protocol, port},
+					Value: []string{"goto " + names.external},
+				})
+			}
+			if usesFirewallChain {
+				s.firewallIPs.ensure(tx, &knftables.Element{
+					Map:   firewallIPsMap,
+					Key:   []string{ip.String(), protocol, port},
+					Value: []string{"goto " + names.firewall},
+				})
+			}
+		}
+		if !hasExternal {
+			for _, ip := range sp.LoadBalancerVIPs {
+				s.noEndpointServices.ensure(tx, &knftables.Element{
+					Map:     noEndpointServicesMap,
+					Key:     []string{ip.String(), protocol, port},
+					Value:   []string{externalVerdict},
+					Comment: &comment,
+				})
+			}
+		}
+
+		if sp.NodePort != 0 {
+			nodePort := strconv.Itoa(sp.NodePort)
+			// NodePorts are never subject to loadBalancerSourceRanges.
+			if cat.HasAnyEndpoints {
+				s.serviceNodePorts.ensure(tx, &knftables.Element{
+					Map:   serviceNodePortsMap,
+					Key:   []string{protocol, nodePort},
+					Value: []string{"goto " + names.external},
+				})
+			}
+			if !hasExternal {
+				s.noEndpointNodePorts.ensure(tx, &knftables.Element{
+					Map:     noEndpointNodePortsMap,
+					Key:     []string{protocol, nodePort},
+					Value:   []string{externalVerdict},
+					Comment: &comment,
+				})
+			}
+		}
+
+		// Everything below only concerns the service's own chains and
+		// affinity sets, which a partial sync leaves alone for unchanged
+		// services.
+		if skip {
+			continue
+		}
+
+		if usesExternalChain {
+			if !sp.ExternalPolicyLocal {
+				// Cluster endpoints may be on another node: masquerade.
+				tx.Add(&knftables.Rule{Chain: names.external, Rule: s.masqueradeRule, Comment: ptrTo("masquerade")})
+			} else {
+				// Pod and node traffic to an external destination is
+				// subject to neither traffic policy: it behaves as if it
+				// went out to the load balancer and came back.
+				if s.cfg.ClusterCIDR != "" {
+					tx.Add(&knftables.Rule{
+						Chain:   names.external,
+						Rule:    knftables.Concat(ipX, "saddr", s.cfg.ClusterCIDR, "goto", names.cluster),
+						Comment: ptrTo("short-circuit pod traffic"),
+					})
+				}
+				tx.Add(&knftables.Rule{
+					Chain:   names.external,
+					Rule:    knftables.Concat("fib", "saddr", "type", "local", s.masqueradeRule),
+					Comment: ptrTo("masquerade local traffic"),
+				})
+				tx.Add(&knftables.Rule{
+					Chain:   names.external,
+					Rule:    knftables.Concat("fib", "saddr", "type", "local", "goto", names.cluster),
+					Comment: ptrTo("short-circuit local traffic"),
+				})
+			}
+			if hasExternal {
+				tx.Add(&knftables.Rule{Chain: names.external, Rule: knftables.Concat("goto", externalPolicyChain)})
+			}
+		}
+
+		if usesFirewallChain {
+			var sources []string
+			allowFromNode := false
+			for _, cidr := range sp.LoadBalancerSourceRanges {
+				if len(sources) > 0 {
+					sources = append(sources, ",")
+				}
+				sources = append(sources, cidr.String())
+				if s.cfg.NodeIP != nil && cidr.Contains(s.cfg.NodeIP) {
+					allowFromNode = true
+				}
+			}
+			// A VIP-style LB address is often local, so the node's own
+			// requests loop back with the VIP as source: allow them.
+			if allowFromNode {
+				for _, ip := range sp.LoadBalancerVIPs {
+					sources = append(sources, ",", ip.String())
+				}
+			}
+			tx.Add(&knftables.Rule{
+				Chain: names.firewall,
+				Rule:  knftables.Concat(ipX, "saddr", "!=", "{", sources, "}", "drop"),
+			})
+		}
+
+		if affinity {
+			for _, ep := range cat.AllReachable {
+				_, affSet := endpointNames(name, ep)
+				tx.Add(&knftables.Set{
+					Name:    affSet,
+					Type:    s.addrType,
+					Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
+					Timeout: ptrTo(time.Duration(sp.StickyMaxAgeSeconds) * time.Second),
+				})
+			}
+		}
+
+		if !affinity {
+			if usesClusterChain {
+				s.writeDNATs(tx, sp, names.cluster, cat.Cluster)
+			}
+			if usesLocalChain {
+				s.writeDNATs(tx, sp, names.local, cat.Local)
+			}
+			continue
+		}
+		if usesClusterChain {
+			s.writeEndpointJumps(tx, sp, names.cluster, cat.Cluster)
+		}
+		if usesLocalChain {
+			s.writeEndpointJumps(tx, sp, names.local, cat.Local)
+		}
+		for _, ep := range cat.AllReachable {
+			epChain, affSet := endpointNames(name, ep)
+			tx.Add(&knftables.Rule{
+				Chain: epChain,
+				Rule:  knftables.Concat("update", "@", affSet, "{", ipX, "saddr", "}"),
+			})
+			tx.Add(&knftables.Rule{
+				Chain: epChain,
+				Rule:  knftables.Concat("meta l4proto", protocol, "dnat to", ep.String()),
+			})
+		}
+	}
+
+	// Chains that are no longer used cannot be deleted right away (see
+	// deleteStaleChains); flush them now and delete them later.
+	var flushed []string
+	for _, chain := range existingChains {
+		if !isServiceChainName(chain) {
+			continue
+		}
+		if !activeChains[chain] {
+			tx.Flush(&knftables.Chain{Name: chain})
+			s.staleChains[chain] = start
+			flushed = append(flushed, chain)
+		} else {
+			delete(s.staleChains, chain)
+		}
+	}
+	// Stale affinity sets can go at once.
+	for _, set := range existingSets {
+		if isAffinitySetName(set) && !activeAffinitySets[set] {
+			tx.Delete(&knftables.Set{Name: set})
+		}
+	}
+	for _, st := range s.stores() {
+		st.cleanup(tx)
+	}
+	return flushed
+}
+
+// writeDNATs writes the DNAT rule of a policy chain without affinity: a
+// plain "dnat to" for one endpoint, a numgen map for several.
+func (s *Syncer) writeDNATs(tx *knftables.Transaction, sp *model.ServicePort, chain string, eps []model.Endpoint) {
+	protocol := sp.ProtocolLower()
+	if len(eps) == 1 {
+		tx.Add(&knftables.Rule{
+			Chain: chain,
+			Rule:  knftables.Concat("meta l4proto", protocol, "dnat to", hostPort(eps[0].IP, eps[0].Port)),
+		})
+		return
+	}
+	var elements []string
+	for i, ep := range eps {
+		elements = append(elements, strconv.Itoa(i), ":", ep.IP, ".", strconv.Itoa(ep.Port))
+		if i != len(eps)-1 {
+			elements = append(elements, ",")
+		}
+	}
+	tx.Add(&knftables.Rule{
+		Chain: chain,
+		Rule: knftables.Concat("meta l4proto", protocol, "dnat", s.ipX, "addr . port to",
+			"numgen random mod", len(eps), "map", "{", elements, "}"),
+	})
+}
+
+// writeEndpointJumps writes the affinity lookups and the numgen vmap of a
+// policy chain with ClientIP affinity.
+func (s *Syncer) writeEndpointJumps(tx *knftables.Transaction, sp *model.ServicePort, chain string, eps []model.Endpoint) {
+	var elements []string
+	for i, ep := range eps {
+		epChain, affSet := endpointNames(sp.Name, ep)
+		tx.Add(&knftables.Rule{
+			Chain: chain,
+			Rule:  knftables.Concat(s.ipX, "saddr", "@", affSet, "goto", epChain),
+		})
+		elements = append(elements, strconv.Itoa(i), ":", "goto", epChain)
+		if i != len(eps)-1 {
+			elements = append(elements, ",")
+		}
+	}
+	tx.Add(&knftables.Rule{
+		Chain: chain,
+		Rule:  knftables.Concat("numgen random mod", len(eps), "vmap", "{", elements, "}"),
+	})
+}
