@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +47,29 @@ func newKubeCommand(o *options) *cobra.Command {
 		},
 	})
 	c.AddCommand(&cobra.Command{
+		Use:   "info",
+		Short: "Print what is known about the cached svclab-kube builds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cache, err := kubebin.DefaultCacheDir()
+			if err != nil {
+				return err
+			}
+			bin := filepath.Join(cache, "current", kubebin.BinaryName)
+			if info, err := kubebin.Info(bin); err == nil {
+				fmt.Fprintf(o.out, "current:         %s (%s, built %s in %s, %d packages compiled)\n", bin, info.Key, info.Built.Format(time.RFC3339), info.Duration.Round(time.Second), info.Packages)
+			} else {
+				fmt.Fprintf(o.out, "current:         none built yet (go tool task build)\n")
+			}
+			if info, err := kubebin.LastColdBuild(cache); err == nil {
+				fmt.Fprintf(o.out, "last cold build: %s (%d packages compiled, %s, on %s)\n", info.Duration.Round(time.Second), info.Packages, info.GoVersion, info.Built.Format(time.RFC3339))
+			} else {
+				fmt.Fprintf(o.out, "last cold build: none recorded (builds so far reused Go's build cache)\n")
+			}
+			return nil
+		},
+	})
+	c.AddCommand(&cobra.Command{
 		Use:   "path",
 		Short: "Print the path of svclab-kube (building it when run in the source tree)",
 		Args:  cobra.NoArgs,
@@ -62,12 +87,12 @@ func newKubeCommand(o *options) *cobra.Command {
 
 func newKubectlCommand(o *options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "kubectl [--name NAME] KUBECTL-ARGS...",
+		Use:   "kubectl [--name NAME] [--state-dir DIR] KUBECTL-ARGS...",
 		Short: "Run kubectl " + cluster.KubernetesVersion + " against a lab cluster (default --name lab)",
 		// kubectl's own flags pass through untouched.
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, args, err := splitNameFlag(args)
+			name, args, err := splitNameFlag(args, o)
 			if err != nil {
 				return err
 			}
@@ -102,17 +127,30 @@ func newKubectlCommand(o *options) *cobra.Command {
 	}
 }
 
-// splitNameFlag takes a leading --name NAME (or --name=NAME) off args.
-func splitNameFlag(args []string) (string, []string, error) {
+// splitNameFlag takes svclab's own leading flags (--name, --state-dir, in
+// either order, as "--flag value" or "--flag=value") off args; the rest is
+// kubectl's.
+func splitNameFlag(args []string, o *options) (string, []string, error) {
 	name := "lab"
-	if len(args) > 0 && strings.HasPrefix(args[0], "--name=") {
-		return strings.TrimPrefix(args[0], "--name="), args[1:], nil
-	}
-	if len(args) > 0 && args[0] == "--name" {
-		if len(args) < 2 {
-			return "", nil, fmt.Errorf("--name needs a cluster name")
+	for len(args) > 0 {
+		flag, value, hasValue := strings.Cut(args[0], "=")
+		var dst *string
+		switch flag {
+		case "--name":
+			dst = &name
+		case "--state-dir":
+			dst = &o.stateDir
+		default:
+			return name, args, nil
 		}
-		return args[1], args[2:], nil
+		if !hasValue {
+			if len(args) < 2 {
+				return "", nil, fmt.Errorf("%s needs a value", flag)
+			}
+			value, args = args[1], args[1:]
+		}
+		*dst = value
+		args = args[1:]
 	}
 	return name, args, nil
 }

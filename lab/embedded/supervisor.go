@@ -298,7 +298,7 @@ func (p *process) runOnce(ctx context.Context) error {
 	defer logf.Close()
 	args := append([]string{"netns", "exec", p.s.st.ControlPlane().Netns, p.s.st.KubeBin, p.c.Name}, p.c.Args...)
 	cmd := exec.Command("ip", args...)
-	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC=50")
+	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC=25")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so stop reaches everything it started; and
 	// killed with the supervisor, so a crashed supervisor leaves no

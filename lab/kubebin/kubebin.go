@@ -245,7 +245,31 @@ func (b *Builder) build(ctx context.Context, key, goVersion string) (BuildInfo, 
 	}
 	info := BuildInfo{Version: cluster.KubernetesVersion, Key: key, GoVersion: goVersion, Built: start, Duration: time.Since(start), Packages: compiled}
 	data, _ := json.MarshalIndent(info, "", "  ")
-	return info, os.WriteFile(filepath.Join(dir, "build.json"), data, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "build.json"), data, 0o644); err != nil {
+		return info, err
+	}
+	if compiled >= coldThreshold {
+		// Most packages were compiled, not taken from Go's build cache:
+		// remember this as the last cold build.
+		if err := os.WriteFile(filepath.Join(b.CacheDir, "cold-build.json"), data, 0o644); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// coldThreshold is how many compiled packages make a build count as cold
+// (a full build compiles a few thousand).
+const coldThreshold = 1000
+
+// LastColdBuild returns the record of the last cold build in cacheDir.
+func LastColdBuild(cacheDir string) (BuildInfo, error) {
+	var info BuildInfo
+	b, err := os.ReadFile(filepath.Join(cacheDir, "cold-build.json"))
+	if err != nil {
+		return info, err
+	}
+	return info, json.Unmarshal(b, &info)
 }
 
 func ofTotal(n, total int) string {

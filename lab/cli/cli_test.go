@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/svclab/svclab/lab/embedded"
+)
+
+func TestMain(m *testing.M) {
+	embedded.Init()
+	os.Exit(m.Run())
+}
+
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := NewRoot(&out, &out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestBadInvocations(t *testing.T) {
+	state := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cluster", "create", "--bogus"}, "unknown flag: --bogus (see 'svclab cluster create --help')"},
+		{[]string{"cluster", "create", "--name", "Bad_Name"}, "is not valid"},
+		{[]string{"cluster", "create", "--node-label", "nocolon"}, "use NODE:KEY=VALUE"},
+		{[]string{"cluster", "create", "--backend", "vagrant"}, `unknown backend "vagrant"`},
+		{[]string{"cluster", "delete"}, "pass either --name NAME or --all"},
+		{[]string{"cluster", "delete", "--name", "x", "--all"}, "pass either --name NAME or --all"},
+		{[]string{"cluster", "delete", "--name", "nope"}, `no cluster named "nope"`},
+		{[]string{"cluster", "kubeconfig", "--name", "nope"}, `no cluster named "nope"`},
+		{[]string{"cluster", "list", "extra"}, `unknown command "extra"`},
+		{[]string{"kubectl", "--name"}, "--name needs a value"},
+		{[]string{"kubectl", "--name", "nope", "get", "pods"}, `no cluster named "nope"`},
+		{[]string{"proxier", "render", "--mode", "ipvs", "-f", "-"}, `unknown mode "ipvs"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, err := runCLI(t, append([]string{"--state-dir", state}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v (output %q), want %q", err, out, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseNodeLabels(t *testing.T) {
+	got, err := parseNodeLabels([]string{"lab-worker:topology.kubernetes.io/zone=a", "lab-worker:x=", "lab-worker2:k=v=w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["lab-worker"]["topology.kubernetes.io/zone"] != "a" || got["lab-worker"]["x"] != "" || got["lab-worker2"]["k"] != "v=w" {
+		t.Errorf("got %v", got)
+	}
+	for _, bad := range []string{"", "a", ":k=v", "n:=v", "n:k"} {
+		if _, err := parseNodeLabels([]string{bad}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestSplitNameFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in         []string
+		name, rest string
+		stateDir   string
+	}{
+		{nil, "lab", "", ""},
+		{[]string{"get", "pods", "--name", "x"}, "lab", "get pods --name x", ""},
+		{[]string{"--name", "c1", "get", "pods", "-n", "kube-system"}, "c1", "get pods -n kube-system", ""},
+		{[]string{"--name=c2", "version"}, "c2", "version", ""},
+		{[]string{"--state-dir", "/s", "--name", "c3", "get", "--state-dir"}, "c3", "get --state-dir", "/s"},
+	} {
+		o := &options{}
+		name, rest, err := splitNameFlag(tc.in, o)
+		if err != nil || name != tc.name || strings.Join(rest, " ") != tc.rest || o.stateDir != tc.stateDir {
+			t.Errorf("splitNameFlag(%q) = %q %q %q %v", tc.in, name, rest, o.stateDir, err)
+		}
+	}
+}
+
+func TestClusterCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	if err := embedded.Preflight(); err != nil {
+		t.Skipf("end-to-end test: %v", err)
+	}
+	state := t.TempDir()
+	b := make([]byte, 3)
+	rand.Read(b)
+	name := "cli-" + hex.EncodeToString(b)
+	out, err := runCLI(t, "cluster", "create", "--name", name, "--workers", "1", "--state-dir", state)
+	t.Cleanup(func() { runCLI(t, "cluster", "delete", "--name", name, "--state-dir", state) })
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	for _, want := range []string{"✓ Starting kube-apiserver", "is ready", "export KUBECONFIG="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("create output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCLI(t, "cluster", "list", "--state-dir", state)
+	if err != nil || !strings.Contains(out, name) || !strings.Contains(out, "running") {
+		t.Errorf("list: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "cluster", "kubeconfig", "--name", name, "--state-dir", state)
+	if err != nil || !strings.Contains(out, "certificate-authority-data") || !strings.Contains(out, "client-certificate-data") {
+		t.Errorf("kubeconfig: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "cluster", "create", "--name", name, "--state-dir", state)
+	if err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("duplicate create: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "cluster", "delete", "--name", name, "--state-dir", state)
+	if err != nil || !strings.Contains(out, "Deleted cluster") {
+		t.Errorf("delete: %v\n%s", err, out)
+	}
+	out, _ = runCLI(t, "cluster", "list", "--state-dir", state)
+	if !strings.Contains(out, "No clusters.") {
+		t.Errorf("list after delete:\n%s", out)
+	}
+}
