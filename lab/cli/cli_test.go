@@ -36,6 +36,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"cluster", "create", "--name", "Bad_Name"}, "is not valid"},
 		{[]string{"cluster", "create", "--node-label", "nocolon"}, "use NODE:KEY=VALUE"},
 		{[]string{"cluster", "create", "--backend", "vagrant"}, `unknown backend "vagrant"`},
+		{[]string{"cluster", "create", "--nodes", "0"}, "at least 1 node"},
 		{[]string{"cluster", "delete"}, "pass either --name NAME or --all"},
 		{[]string{"cluster", "delete", "--name", "x", "--all"}, "pass either --name NAME or --all"},
 		{[]string{"cluster", "delete", "--name", "nope"}, `no cluster named "nope"`},
@@ -100,7 +101,7 @@ func TestClusterCommands(t *testing.T) {
 	b := make([]byte, 3)
 	rand.Read(b)
 	name := "cli-" + hex.EncodeToString(b)
-	out, err := runCLI(t, "cluster", "create", "--name", name, "--workers", "1", "--state-dir", state)
+	out, err := runCLI(t, "cluster", "create", "--name", name, "--nodes", "2", "--state-dir", state)
 	t.Cleanup(func() { runCLI(t, "cluster", "delete", "--name", name, "--state-dir", state) })
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, out)

@@ -21,16 +21,19 @@ func newClusterCommand(o *options) *cobra.Command {
 func newClusterCreate(o *options) *cobra.Command {
 	var (
 		name, backend string
-		workers       int
+		nodes         int
 		labels        []string
 	)
 	c := &cobra.Command{
 		Use:   "create",
-		Short: "Create a cluster (one control-plane node and --workers worker nodes)",
+		Short: "Create a cluster, named and laid out like a kind cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cluster.ValidateName(name); err != nil {
 				return err
+			}
+			if nodes < 1 {
+				return fmt.Errorf("--nodes %d: a cluster needs at least 1 node (the control plane)", nodes)
 			}
 			nodeLabels, err := parseNodeLabels(labels)
 			if err != nil {
@@ -42,7 +45,7 @@ func newClusterCreate(o *options) *cobra.Command {
 			}
 			fmt.Fprintf(o.out, "Creating cluster %q ...\n", name)
 			c, err := p.Create(cmd.Context(), cluster.CreateOptions{
-				Name: name, Workers: workers, NodeLabels: nodeLabels, Progress: cluster.NewTextProgress(o.out),
+				Name: name, Workers: nodes - 1, NodeLabels: nodeLabels, Progress: cluster.NewTextProgress(o.out),
 			})
 			if err != nil {
 				return err
@@ -57,7 +60,7 @@ func newClusterCreate(o *options) *cobra.Command {
 	}
 	c.Flags().StringVar(&name, "name", "lab", "cluster name")
 	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
-	c.Flags().IntVar(&workers, "workers", 2, "number of worker nodes")
+	c.Flags().IntVar(&nodes, "nodes", 3, "number of nodes: one control plane, the rest workers (NAME-worker, NAME-worker2, ...)")
 	c.Flags().StringArrayVar(&labels, "node-label", nil, "extra node label NODE:KEY=VALUE (repeatable), e.g. lab-worker:topology.kubernetes.io/zone=zone-a")
 	return c
 }
