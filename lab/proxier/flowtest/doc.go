@@ -1,0 +1,24 @@
+// Package flowtest proves the proxier renderers right with real packets and
+// against the real kube-proxy.
+//
+// The tests (root only, skipped with -short) build small worlds of Linux
+// network namespaces: a "node" namespace that holds the rendered ruleset
+// (applied with nft -f or iptables-restore), "pod" namespaces behind veths
+// that run TCP and UDP echo servers reporting the peer address they saw,
+// and client namespaces. Everything is done from the test process itself:
+// a socket created on a thread that has entered a namespace stays in that
+// namespace, so listeners and dials need no helper binaries.
+//
+//   - flow_test.go sends TCP and UDP packets through both modes' rules and
+//     checks DNAT targets and their spread, REJECT versus DROP, masquerade,
+//     hairpin, session affinity and its expiry, traffic policies, the
+//     serving+terminating fallback, topology hints and NodePort addresses.
+//   - differential_test.go runs upstream kube-proxy v1.37.2 (svclab-kube
+//     kube-proxy) against an embedded cluster in a namespace of its own and
+//     compares its ruleset with ours for the same objects, after
+//     normalisation (normalize.go).
+//
+// The exported helpers (namespaces, echo servers, probes, normalisers) are
+// only meant for these tests. Only loopback and addresses inside namespaces
+// the tests created are ever targeted.
+package flowtest

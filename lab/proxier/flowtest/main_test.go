@@ -1,0 +1,70 @@
+package flowtest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/svclab/svclab/lab/embedded"
+)
+
+func TestMain(m *testing.M) {
+	// The differential test creates an embedded cluster, whose supervisor
+	// is this binary re-executed.
+	embedded.Init()
+	os.Exit(m.Run())
+}
+
+// requireRoot skips tests that need real namespaces and rules: in -short
+// mode, when not root, and when a command they run is missing.
+func requireRoot(t testing.TB, commands ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("packet-level test with network namespaces: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("packet-level test: needs root to create network namespaces and load rules")
+	}
+	for _, c := range append([]string{"ip"}, commands...) {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("packet-level test: %s is not installed (go tool task setup installs it)", c)
+		}
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// newLab returns a Lab whose namespaces are deleted when t ends, after
+// which nothing of it may be left on the host. Register it before anything
+// that holds sockets in its namespaces, so that those close first.
+func newLab(t testing.TB, prefix string) *Lab {
+	t.Helper()
+	lab := NewLab(prefix, testLogger(t))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := lab.Close(ctx); err != nil {
+			t.Errorf("delete namespaces: %v", err)
+		}
+		left, err := Leftovers(ctx, lab.ID)
+		if err != nil {
+			t.Errorf("check for leftovers: %v", err)
+		}
+		for _, l := range left {
+			t.Errorf("left behind: %s", l)
+		}
+	})
+	return lab
+}

@@ -1,0 +1,218 @@
+package flowtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Prefix starts the name of every network namespace these tests create.
+const Prefix = "svft-"
+
+// netnsDir is where "ip netns" keeps its named namespaces.
+const netnsDir = "/run/netns"
+
+// Netns is a named network namespace (one made by "ip netns add").
+type Netns struct {
+	Name string
+}
+
+// Path is the bind mount of the namespace.
+func (n Netns) Path() string { return filepath.Join(netnsDir, n.Name) }
+
+// Exec runs a command inside the namespace ("ip netns exec") and returns
+// its standard output.
+func (n Netns) Exec(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	return run(ctx, stdin, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// IP runs "ip -n NAME args...".
+func (n Netns) IP(ctx context.Context, args ...string) error {
+	_, err := run(ctx, nil, "ip", append([]string{"-n", n.Name}, args...)...)
+	return err
+}
+
+// Do runs fn on an OS thread that has entered the namespace. Sockets that
+// fn creates belong to the namespace for their whole life, so fn can open
+// listeners and connections that are then used from any goroutine. The
+// thread is thrown away afterwards, never returned to the scheduler.
+func (n Netns) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread exits with this goroutine.
+		runtime.LockOSThread()
+		f, err := os.Open(n.Path())
+		if err != nil {
+			errc <- fmt.Errorf("open namespace %s: %w", n.Name, err)
+			return
+		}
+		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+		f.Close()
+		if err != nil {
+			errc <- fmt.Errorf("enter namespace %s: %w", n.Name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// run runs a host command and returns its standard output; errors carry
+// the command line and its standard error.
+func run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// Lab tracks the namespaces of one test so that they can all be deleted,
+// and checked for, afterwards. Namespace names are Prefix + run ID + "-" +
+// a short name; veths are created directly inside the namespaces and go
+// away with them.
+type Lab struct {
+	ID  string
+	log *slog.Logger
+
+	mu     sync.Mutex
+	netns  []Netns
+	closed bool
+}
+
+// NewLab returns a Lab with a fresh random ID (prefix + 4 hex digits, so
+// that names stay short enough for interfaces too).
+func NewLab(prefix string, log *slog.Logger) *Lab {
+	b := make([]byte, 2)
+	rand.Read(b)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Lab{ID: prefix + hex.EncodeToString(b), log: log}
+}
+
+// Netns creates the namespace Prefix+ID+"-"+short with loopback up.
+func (l *Lab) Netns(ctx context.Context, short string) (Netns, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Netns{}, errors.New("lab is closed")
+	}
+	l.mu.Unlock()
+	n := Netns{Name: Prefix + l.ID + "-" + short}
+	if _, err := run(ctx, nil, "ip", "netns", "add", n.Name); err != nil {
+		return Netns{}, fmt.Errorf("create namespace: %w", err)
+	}
+	l.mu.Lock()
+	l.netns = append(l.netns, n)
+	l.mu.Unlock()
+	l.log.Debug("created namespace", "netns", n.Name)
+	if err := n.IP(ctx, "link", "set", "lo", "up"); err != nil {
+		return n, fmt.Errorf("namespace %s: %w", n.Name, err)
+	}
+	return n, nil
+}
+
+// Veth links two namespaces: interface aName in a (with address aAddr, a
+// CIDR, if not empty) and bName in b (bAddr likewise), both up.
+func (l *Lab) Veth(ctx context.Context, a Netns, aName, aAddr string, b Netns, bName, bAddr string) error {
+	if _, err := run(ctx, nil, "ip", "link", "add", "name", aName, "netns", a.Name, "type", "veth", "peer", "name", bName, "netns", b.Name); err != nil {
+		return fmt.Errorf("create veth %s/%s - %s/%s: %w", a.Name, aName, b.Name, bName, err)
+	}
+	for _, end := range []struct {
+		ns         Netns
+		name, addr string
+	}{{a, aName, aAddr}, {b, bName, bAddr}} {
+		if end.addr != "" {
+			if err := end.ns.IP(ctx, "addr", "add", end.addr, "dev", end.name); err != nil {
+				return err
+			}
+		}
+		if err := end.ns.IP(ctx, "link", "set", end.name, "up"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Names returns the names of the namespaces created so far.
+func (l *Lab) Names() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, n := range l.netns {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// Close deletes every namespace of the lab (and with them their veths).
+// Sockets opened in them must be closed first, or the kernel keeps the
+// namespaces alive, unnamed.
+func (l *Lab) Close(ctx context.Context) error {
+	l.mu.Lock()
+	l.closed = true
+	ns := slices.Clone(l.netns)
+	l.mu.Unlock()
+	var errs []error
+	for _, n := range ns {
+		if _, err := run(ctx, nil, "ip", "netns", "del", n.Name); err != nil {
+			if _, serr := os.Stat(n.Path()); serr == nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leftovers lists what a lab with this ID left on the host: named
+// namespaces, and links in the host namespace whose name contains the ID.
+func Leftovers(ctx context.Context, id string) ([]string, error) {
+	var out []string
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), Prefix+id) {
+			out = append(out, "namespace "+e.Name())
+		}
+	}
+	links, err := run(ctx, nil, "ip", "-o", "link", "show")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(links), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.Contains(f[1], id) {
+			out = append(out, "link "+strings.TrimSuffix(f[1], ":"))
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mounts: %w", err)
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, netnsDir+"/"+Prefix+id) {
+			out = append(out, "mount "+line)
+		}
+	}
+	return out, nil
+}
