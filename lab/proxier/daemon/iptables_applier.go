@@ -1,0 +1,325 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svclab/svclab/lab/proxier/iptables"
+	"github.com/svclab/svclab/lab/proxier/model"
+)
+
+// IPTablesRunner runs the iptables tools of one family.
+type IPTablesRunner interface {
+	// Restore feeds data to "iptables-restore -w 5 --noflush --counters".
+	Restore(ctx context.Context, data []byte) error
+	// Save returns "iptables-save -t table".
+	Save(ctx context.Context, table string) ([]byte, error)
+	// EnsureChain creates chain in table if it does not exist.
+	EnsureChain(ctx context.Context, table, chain string) error
+	// EnsureRule inserts the rule at the top of chain unless it exists.
+	EnsureRule(ctx context.Context, table, chain string, args []string) error
+	// ChainExists reports whether chain exists in table.
+	ChainExists(ctx context.Context, table, chain string) (bool, error)
+}
+
+// ExecIPTables runs the real binaries (iptables or ip6tables, and their
+// -save and -restore variants).
+type ExecIPTables struct {
+	Family v1.IPFamily
+}
+
+func (e ExecIPTables) bin(suffix string) string {
+	if e.Family == v1.IPv6Protocol {
+		return "ip6tables" + suffix
+	}
+	return "iptables" + suffix
+}
+
+// Restore is part of IPTablesRunner.
+func (e ExecIPTables) Restore(ctx context.Context, data []byte) error {
+	cmd := exec.CommandContext(ctx, e.bin("-restore"), "-w", "5", "--noflush", "--counters")
+	cmd.Stdin = bytes.NewReader(data)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", e.bin("-restore"), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Save is part of IPTablesRunner.
+func (e ExecIPTables) Save(ctx context.Context, table string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, e.bin("-save"), "-t", table).Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s -t %s: %w", e.bin("-save"), table, err)
+	}
+	return out, nil
+}
+
+func (e ExecIPTables) run(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, e.bin(""), append([]string{"-w", "5"}, args...)...).CombinedOutput()
+}
+
+// EnsureChain is part of IPTablesRunner.
+func (e ExecIPTables) EnsureChain(ctx context.Context, table, chain string) error {
+	out, err := e.run(ctx, "-t", table, "-N", chain)
+	if err != nil && !strings.Contains(string(out), "exists") {
+		return fmt.Errorf("%s -t %s -N %s: %w: %s", e.bin(""), table, chain, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// EnsureRule is part of IPTablesRunner.
+func (e ExecIPTables) EnsureRule(ctx context.Context, table, chain string, args []string) error {
+	if _, err := e.run(ctx, append([]string{"-t", table, "-C", chain}, args...)...); err == nil {
+		return nil
+	}
+	out, err := e.run(ctx, append([]string{"-t", table, "-I", chain}, args...)...)
+	if err != nil {
+		return fmt.Errorf("%s -t %s -I %s: %w: %s", e.bin(""), table, chain, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ChainExists is part of IPTablesRunner.
+func (e ExecIPTables) ChainExists(ctx context.Context, table, chain string) (bool, error) {
+	out, err := e.run(ctx, "-t", table, "-S", chain, "1")
+	if err == nil {
+		return true, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return false, nil
+	}
+	return false, fmt.Errorf("%s -t %s -S %s: %w: %s", e.bin(""), table, chain, err, out)
+}
+
+// IPTablesApplier programs the filter and nat tables with iptables-restore.
+type IPTablesApplier struct {
+	cfg      iptables.Config
+	run      IPTablesRunner
+	logger   *slog.Logger
+	prev     *model.Snapshot
+	needFull bool
+}
+
+// NewIPTablesApplier returns an applier for cfg.
+func NewIPTablesApplier(cfg iptables.Config, run IPTablesRunner, logger *slog.Logger) *IPTablesApplier {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &IPTablesApplier{cfg: cfg, run: run, logger: logger.With("component", "iptables"), needFull: true}
+}
+
+// Mode is part of Applier.
+func (a *IPTablesApplier) Mode() string { return "iptables" }
+
+// SetServiceCIDRs is part of Applier (iptables mode has no
+// cluster-ips-check).
+func (a *IPTablesApplier) SetServiceCIDRs([]string) {}
+
+// Apply is part of Applier. A full sync first ensures the jump rules from
+// the built-in chains (they are not part of the restore input); both kinds
+// of sync then restore the filter and nat tables with --noflush, which
+// replaces only the chains named in the input. A partial sync leaves the
+// chains of unchanged Services out.
+func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full bool) (*Applied, error) {
+	full = full || a.needFull || a.prev == nil
+	out := &Applied{Full: full}
+	fail := func(err error) (*Applied, error) {
+		a.needFull = true
+		return out, err
+	}
+	if full {
+		for _, j := range iptables.JumpRules() {
+			dst := j.Args[len(j.Args)-1]
+			if err := a.run.EnsureChain(ctx, j.Table, dst); err != nil {
+				return fail(fmt.Errorf("failed to ensure chain exists: %w", err))
+			}
+			// The comment is quoted for iptables-restore; the iptables
+			// command line takes it unquoted.
+			args := make([]string, len(j.Args))
+			for i, arg := range j.Args {
+				args[i] = strings.Trim(arg, `"`)
+			}
+			if err := a.run.EnsureRule(ctx, j.Table, j.Chain, args); err != nil {
+				return fail(fmt.Errorf("failed to ensure chain jumps: %w", err))
+			}
+		}
+	}
+	var opts iptables.Options
+	if !full {
+		opts.Changed = model.ChangedServices(a.prev, snap)
+		for n := range opts.Changed {
+			out.Rewritten = append(out.Rewritten, n)
+		}
+		slices.SortFunc(out.Rewritten, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
+	}
+	if nat, err := a.run.Save(ctx, "nat"); err == nil {
+		opts.ExistingNATChains = chainsOf(nat)
+	} else {
+		a.logger.ErrorContext(ctx, "failed to execute iptables-save: stale chains will not be deleted", "err", err)
+	}
+	res, err := iptables.Render(ctx, a.logger, a.cfg, snap, opts)
+	if err != nil {
+		return fail(err)
+	}
+	out.RulesWritten = countRules(res.Restore)
+	start := time.Now()
+	if err := a.run.Restore(ctx, []byte(res.Restore)); err != nil {
+		return fail(fmt.Errorf("failed to execute iptables-restore: %w", err))
+	}
+	a.logger.DebugContext(ctx, "restored iptables rules", "full", full, "took", time.Since(start), "deletedChains", len(res.DeletedChains))
+	a.prev = snap
+	a.needFull = false
+	return out, nil
+}
+
+// chainsOf returns the chain names declared in iptables-save output.
+func chainsOf(save []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(save))
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, ":") {
+			if name, _, ok := strings.Cut(line[1:], " "); ok {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// countRules counts the "-A" lines per table of restore input.
+func countRules(restore string) map[string]int {
+	out := map[string]int{}
+	table := ""
+	for _, line := range strings.Split(restore, "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+			out[table] += 0
+		case strings.HasPrefix(line, "-A "):
+			out[table]++
+		}
+	}
+	return out
+}
+
+// Rules is part of Applier: the kube-proxy rules of the filter and nat
+// tables, as "-t TABLE -A CHAIN ..." lines without counters (rules in
+// built-in chains only if they jump to a KUBE- chain).
+func (a *IPTablesApplier) Rules(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, table := range []string{"filter", "nat"} {
+		save, err := a.run.Save(ctx, table)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(string(save), "\n") {
+			line = stripCounters(line)
+			if !strings.HasPrefix(line, "-A ") {
+				continue
+			}
+			chain, _, _ := strings.Cut(line[3:], " ")
+			if !strings.HasPrefix(chain, "KUBE-") && !strings.Contains(line, "-j KUBE-") {
+				continue
+			}
+			out = append(out, "-t "+table+" "+line)
+		}
+	}
+	return out, nil
+}
+
+// stripCounters removes a leading "[packets:bytes] " (iptables-save -c).
+func stripCounters(line string) string {
+	if strings.HasPrefix(line, "[") {
+		if _, rest, ok := strings.Cut(line, "] "); ok {
+			return rest
+		}
+	}
+	return line
+}
+
+// CanaryMonitor is kube-proxy's iptables.Monitor: it creates the empty
+// KUBE-PROXY-CANARY chain in mangle, nat and filter and checks every
+// interval that it still exists in mangle; when it is gone (someone
+// flushed iptables) it waits briefly for the other tables to be flushed
+// too, calls reload (which forces a full sync) and starts over. It returns
+// when ctx is done.
+func CanaryMonitor(ctx context.Context, logger *slog.Logger, run IPTablesRunner, interval time.Duration, reload func(reason string)) {
+	tables := []string{"mangle", "nat", "filter"}
+	const canary = "KUBE-PROXY-CANARY"
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	for {
+		// Create the canaries (retrying every interval).
+		for {
+			ok := true
+			for _, table := range tables {
+				if err := run.EnsureChain(ctx, table, canary); err != nil {
+					logger.ErrorContext(ctx, "could not set up iptables canary", "table", table, "chain", canary, "err", err)
+					ok = false
+					break
+				}
+			}
+			if ok {
+				break
+			}
+			if !wait(interval) {
+				return
+			}
+		}
+		// Poll the first table.
+		for {
+			if !wait(interval) {
+				return
+			}
+			exists, err := run.ChainExists(ctx, tables[0], canary)
+			if err != nil {
+				logger.ErrorContext(ctx, "could not check for iptables canary", "table", tables[0], "err", err)
+				continue
+			}
+			if !exists {
+				break
+			}
+		}
+		logger.InfoContext(ctx, "iptables canary deleted", "table", tables[0], "chain", canary)
+		// Give whoever is flushing a moment to finish the other tables.
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			gone := true
+			for _, table := range tables[1:] {
+				if exists, err := run.ChainExists(ctx, table, canary); exists || err != nil {
+					gone = false
+				}
+			}
+			if gone || !wait(200*time.Millisecond) {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		logger.InfoContext(ctx, "reloading after iptables flush")
+		reload("canary")
+	}
+}

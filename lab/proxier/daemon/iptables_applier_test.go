@@ -1,0 +1,335 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svclab/svclab/lab/proxier/iptables"
+	"github.com/svclab/svclab/lab/proxier/model"
+)
+
+// fakeIPTables is a hand-written IPTablesRunner: it keeps the chains and
+// rules of each table, applies restore input the way --noflush does
+// (declared chains are flushed and rewritten, -X deletes, other chains are
+// left alone) and can be told to fail.
+type fakeIPTables struct {
+	mu          sync.Mutex
+	chains      map[string]map[string][]string // table → chain → rules
+	restores    []string
+	ensureRules int
+	failRestore error
+}
+
+func newFakeIPTables() *fakeIPTables {
+	f := &fakeIPTables{chains: map[string]map[string][]string{}}
+	for _, t := range []string{"filter", "nat", "mangle"} {
+		f.chains[t] = map[string][]string{}
+	}
+	for _, c := range []string{"INPUT", "FORWARD", "OUTPUT"} {
+		f.chains["filter"][c] = nil
+	}
+	for _, c := range []string{"PREROUTING", "OUTPUT", "POSTROUTING"} {
+		f.chains["nat"][c] = nil
+	}
+	return f
+}
+
+func (f *fakeIPTables) Restore(_ context.Context, data []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restores = append(f.restores, string(data))
+	if f.failRestore != nil {
+		return f.failRestore
+	}
+	// Parse first, apply per table at COMMIT (all or nothing per table).
+	var table string
+	var declared []string
+	rules := map[string][]string{}
+	var deletes []string
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table, declared, rules, deletes = line[1:], nil, map[string][]string{}, nil
+		case strings.HasPrefix(line, ":"):
+			name, _, _ := strings.Cut(line[1:], " ")
+			declared = append(declared, name)
+		case strings.HasPrefix(line, "-A "):
+			chain, _, _ := strings.Cut(line[3:], " ")
+			if !slices.Contains(declared, chain) {
+				if _, ok := f.chains[table][chain]; !ok {
+					return fmt.Errorf("line %q: chain %s does not exist", line, chain)
+				}
+			}
+			rules[chain] = append(rules[chain], line)
+		case strings.HasPrefix(line, "-X "):
+			deletes = append(deletes, line[3:])
+		case line == "COMMIT":
+			for _, c := range declared {
+				f.chains[table][c] = rules[c]
+			}
+			for c, r := range rules {
+				if !slices.Contains(declared, c) {
+					f.chains[table][c] = append(f.chains[table][c], r...)
+				}
+			}
+			for _, c := range deletes {
+				delete(f.chains[table], c)
+			}
+		}
+	}
+	return nil
+}
+
+func (f *fakeIPTables) Save(_ context.Context, table string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%s\n", table)
+	names := make([]string, 0, len(f.chains[table]))
+	for c := range f.chains[table] {
+		names = append(names, c)
+	}
+	slices.Sort(names)
+	for _, c := range names {
+		fmt.Fprintf(&b, ":%s - [0:0]\n", c)
+	}
+	for _, c := range names {
+		for _, r := range f.chains[table][c] {
+			b.WriteString(r + "\n")
+		}
+	}
+	b.WriteString("COMMIT\n")
+	return []byte(b.String()), nil
+}
+
+func (f *fakeIPTables) EnsureChain(_ context.Context, table, chain string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.chains[table][chain]; !ok {
+		f.chains[table][chain] = nil
+	}
+	return nil
+}
+
+func (f *fakeIPTables) EnsureRule(_ context.Context, table, chain string, args []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ensureRules++
+	rule := "-A " + chain + " " + strings.Join(args, " ")
+	if !slices.Contains(f.chains[table][chain], rule) {
+		f.chains[table][chain] = append([]string{rule}, f.chains[table][chain]...)
+	}
+	return nil
+}
+
+func (f *fakeIPTables) ChainExists(_ context.Context, table, chain string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.chains[table][chain]
+	return ok, nil
+}
+
+func (f *fakeIPTables) deleteChain(table, chain string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.chains[table], chain)
+}
+
+func iptablesConfig(t *testing.T) iptables.Config {
+	npa, err := model.NewNodePortAddresses(v1.IPv4Protocol, nil, net.ParseIP("192.168.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iptables.Config{Family: v1.IPv4Protocol, NodeIP: net.ParseIP("192.168.0.2"), ClusterCIDR: "10.0.0.0/8", NodePortAddresses: npa, LocalhostNodePorts: true}
+}
+
+func TestIPTablesApplier(t *testing.T) {
+	h := newHarness(t) // for snapshots only
+	base := h.snapshot(baseObjects)
+	moved := h.snapshot(strings.Replace(baseObjects, "10.180.2.1", "10.180.2.9", 1))
+	webSuffix := iptables.ServiceChainSuffix(base.Ports[1].Name)
+	if base.Ports[1].Name.Name != "web" {
+		t.Fatalf("port order changed: %v", base.Ports[1].Name)
+	}
+
+	run := newFakeIPTables()
+	a := NewIPTablesApplier(iptablesConfig(t), run, nil)
+
+	// First sync: full, jump rules ensured, every chain restored.
+	applied, err := a.Apply(context.Background(), base, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !applied.Full || run.ensureRules != len(iptables.JumpRules()) {
+		t.Errorf("full=%v ensureRules=%d", applied.Full, run.ensureRules)
+	}
+	if applied.RulesWritten["nat"] == 0 || applied.RulesWritten["filter"] == 0 {
+		t.Errorf("rules written %v", applied.RulesWritten)
+	}
+	rules, err := a.Rules(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rules, func(l string) bool { return strings.HasPrefix(l, "-t nat -A KUBE-SVC-"+webSuffix) }) ||
+		!slices.ContainsFunc(rules, func(l string) bool { return strings.HasPrefix(l, "-t nat -A PREROUTING") && strings.Contains(l, "-j KUBE-SERVICES") }) {
+		t.Errorf("rules %v", rules)
+	}
+
+	// Partial sync: only the changed Service's chains are in the input.
+	applied, err = a.Apply(context.Background(), moved, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := run.restores[len(run.restores)-1]
+	if applied.Full || !slices.ContainsFunc(applied.Rewritten, func(n types.NamespacedName) bool { return n.Name == "web" }) {
+		t.Errorf("applied %+v", applied)
+	}
+	if !strings.Contains(last, "10.180.2.9") || strings.Contains(last, "10.180.0.53") {
+		t.Errorf("partial restore input:\n%s", last)
+	}
+	if run.ensureRules != len(iptables.JumpRules()) {
+		t.Error("a partial sync re-ensured the jump rules")
+	}
+	// The old endpoint chain was deleted.
+	rules, _ = a.Rules(context.Background())
+	if slices.ContainsFunc(rules, func(l string) bool { return strings.Contains(l, "10.180.2.1:") || strings.Contains(l, "10.180.2.1/") }) {
+		t.Errorf("stale endpoint rules left: %v", rules)
+	}
+
+	// A failed restore is reported and the next sync is full.
+	run.failRestore = errors.New("iptables-restore: line 7 failed")
+	if _, err := a.Apply(context.Background(), base, false); err == nil || !strings.Contains(err.Error(), "line 7") {
+		t.Fatalf("err %v", err)
+	}
+	run.failRestore = nil
+	applied, err = a.Apply(context.Background(), base, false)
+	if err != nil || !applied.Full {
+		t.Errorf("after failure: %+v %v", applied, err)
+	}
+}
+
+func TestIPTablesProxierMetrics(t *testing.T) {
+	run := newFakeIPTables()
+	p, err := New(Config{NodeName: testNode, Applier: NewIPTablesApplier(iptablesConfig(t), run, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decode(t, baseObjects)
+	p.ReplaceAll(objs.Services, objs.EndpointSlices, objs.Node(testNode))
+	if err := p.syncProxyRules(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m := p.Metrics()
+	if got := gaugeValue(t, m.IPTablesRulesLastSync.WithLabelValues("nat", "IPv4")); got == 0 {
+		t.Error("iptables_last{nat} not set")
+	}
+	if got := gaugeValue(t, m.IPTablesRulesTotal.WithLabelValues("nat", "IPv4")); got == 0 {
+		t.Error("iptables_total{nat} not set")
+	}
+	run.failRestore = errors.New("boom")
+	p.Sync()
+	if err := p.syncProxyRules(context.Background()); err == nil {
+		t.Fatal("want an error")
+	}
+	if got := counterValue(t, m.IPTablesRestoreFailures.WithLabelValues("IPv4")); got != 1 {
+		t.Errorf("restore failures %v", got)
+	}
+}
+
+func TestCanaryMonitor(t *testing.T) {
+	run := newFakeIPTables()
+	ctx, cancel := context.WithCancel(context.Background())
+	reloads := make(chan string, 4)
+	done := make(chan struct{})
+	go func() {
+		CanaryMonitor(ctx, discardLogger(), run, 10*time.Millisecond, func(reason string) { reloads <- reason })
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, func() bool { ok, _ := run.ChainExists(ctx, "filter", "KUBE-PROXY-CANARY"); return ok })
+	select {
+	case r := <-reloads:
+		t.Fatalf("reload %q without a flush", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	for _, table := range []string{"mangle", "nat", "filter"} {
+		run.deleteChain(table, "KUBE-PROXY-CANARY")
+	}
+	select {
+	case r := <-reloads:
+		if r != ReasonCanary {
+			t.Errorf("reason %q", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reload after the canary was deleted")
+	}
+	// The canaries are recreated.
+	waitFor(t, func() bool { ok, _ := run.ChainExists(ctx, "mangle", "KUBE-PROXY-CANARY"); return ok })
+}
+
+func TestParseNFTList(t *testing.T) {
+	text := `table ip kube-proxy {
+	comment "rules for kube-proxy"
+	set cluster-ips {
+		type ipv4_addr
+		comment "Active ClusterIPs"
+		elements = { 10.96.0.1, 10.96.0.10 }
+	}
+
+	set affinity-X {
+		type ipv4_addr
+		flags dynamic,timeout
+		timeout 3h
+		elements = { 10.244.1.2 timeout 3h expires 2h59m58s }
+	}
+
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"
+		elements = { 10.96.0.1 . tcp . 443 : goto service-2QRHZV4L-default/kubernetes/tcp/https,
+			     10.96.0.10 . udp . 53 : goto service-FY5PMXPG-kube-system/kube-dns/udp/dns }
+	}
+
+	map no-endpoint-services {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 10.96.0.30 . tcp . 80 comment "demo/empty:http" : goto reject-chain }
+	}
+
+	chain nat-prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+		jump services
+	}
+
+	chain services {
+		ip daddr . meta l4proto . th dport vmap @service-ips
+		ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports
+	}
+}
+`
+	got := ParseNFTList(text)
+	want := []string{
+		"element cluster-ips: 10.96.0.1",
+		"element cluster-ips: 10.96.0.10",
+		"element affinity-X: 10.244.1.2",
+		"element service-ips: 10.96.0.1 . tcp . 443 : goto service-2QRHZV4L-default/kubernetes/tcp/https",
+		"element service-ips: 10.96.0.10 . udp . 53 : goto service-FY5PMXPG-kube-system/kube-dns/udp/dns",
+		`element no-endpoint-services: 10.96.0.30 . tcp . 80 comment "demo/empty:http" : goto reject-chain`,
+		"chain nat-prerouting: jump services",
+		"chain services: ip daddr . meta l4proto . th dport vmap @service-ips",
+		"chain services: ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
