@@ -71,6 +71,14 @@ func (f *fakeIPTables) Restore(_ context.Context, data []byte) error {
 				}
 			}
 			rules[chain] = append(rules[chain], line)
+		case strings.HasPrefix(line, "-D "):
+			chain, rest, _ := strings.Cut(line[3:], " ")
+			rule := "-A " + chain + " " + rest
+			i := slices.Index(f.chains[table][chain], rule)
+			if i < 0 {
+				return fmt.Errorf("line %q: no such rule", line)
+			}
+			f.chains[table][chain] = slices.Delete(f.chains[table][chain], i, i+1)
 		case strings.HasPrefix(line, "-X "):
 			deletes = append(deletes, line[3:])
 		case line == "COMMIT":
@@ -181,7 +189,9 @@ func TestIPTablesApplier(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(rules, func(l string) bool { return strings.HasPrefix(l, "-t nat -A KUBE-SVC-"+webSuffix) }) ||
-		!slices.ContainsFunc(rules, func(l string) bool { return strings.HasPrefix(l, "-t nat -A PREROUTING") && strings.Contains(l, "-j KUBE-SERVICES") }) {
+		!slices.ContainsFunc(rules, func(l string) bool {
+			return strings.HasPrefix(l, "-t nat -A PREROUTING") && strings.Contains(l, "-j KUBE-SERVICES")
+		}) {
 		t.Errorf("rules %v", rules)
 	}
 

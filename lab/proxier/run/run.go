@@ -1,0 +1,410 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+	netutils "k8s.io/utils/net"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svclab/svclab/lab/proxier/config"
+	"github.com/svclab/svclab/lab/proxier/conntrack"
+	"github.com/svclab/svclab/lab/proxier/daemon"
+	"github.com/svclab/svclab/lab/proxier/healthcheck"
+	"github.com/svclab/svclab/lab/proxier/iptables"
+	"github.com/svclab/svclab/lab/proxier/manifest"
+	"github.com/svclab/svclab/lab/proxier/metrics"
+	"github.com/svclab/svclab/lab/proxier/model"
+	"github.com/svclab/svclab/lab/proxier/nftables"
+)
+
+// Extra are svclab's own flags, beyond kube-proxy's.
+type Extra struct {
+	// Objects is a YAML file of Services, EndpointSlices and Nodes to
+	// program instead of watching an apiserver.
+	Objects string
+	// ServiceCIDRs are used with --objects (with an apiserver they come
+	// from ServiceCIDR objects).
+	ServiceCIDRs []string
+	// FullSyncPeriod overrides kube-proxy's hourly full resync.
+	FullSyncPeriod time.Duration
+	// RuleDiffLimit caps the rules per sync event; negative disables diffs.
+	RuleDiffLimit int
+}
+
+// NewRunCommand returns "svclab proxier run".
+func NewRunCommand() *cobra.Command {
+	opts := config.NewOptions()
+	extra := &Extra{FullSyncPeriod: config.FullSyncPeriod, RuleDiffLimit: daemon.DefaultRuleDiffLimit}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the proxier daemon (a kube-proxy v1.37 replacement) on this node",
+		Long: `Run the proxier daemon: it programs nftables or iptables rules for this node's
+Services as kube-proxy v1.37 does, from an apiserver (--kubeconfig, or the
+in-cluster config) or, with --objects, from a YAML file of Services,
+EndpointSlices and Nodes (re-read when it changes or on SIGHUP).
+
+It takes kube-proxy's flags and KubeProxyConfiguration file (--config), serves
+/healthz and /livez on healthzBindAddress (0.0.0.0:10256), and /metrics,
+/proxyMode, /configz, /events (sync events, NDJSON), /faults (teaching fault
+switches) and /sync on metricsBindAddress (127.0.0.1:10249).`,
+		Example: `  svclab proxier run --objects lab/proxier/testdata/demo.yaml --hostname-override test-node \
+      --bind-address 192.168.0.2 --cluster-cidr 10.0.0.0/8
+  svclab proxier run --config /var/lib/kube-proxy/config.conf --hostname-override "$NODE_NAME"
+  curl -s 127.0.0.1:10249/proxyMode
+  curl -sN 127.0.0.1:10249/events
+  curl -s -XPOST -d '{"stopSyncing":true}' 127.0.0.1:10249/faults`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: false,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, cmd, opts, extra, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	opts.AddFlags(fl)
+	fl.StringVar(&extra.Objects, "objects", "", "svclab: program rules from this YAML file of Services, EndpointSlices and Nodes instead of an apiserver; re-read when it changes or on SIGHUP")
+	fl.StringSliceVar(&extra.ServiceCIDRs, "service-cidr", nil, "svclab: the ServiceCIDRs to use with --objects (traffic to unallocated ClusterIPs in them is dropped in nftables mode)")
+	fl.DurationVar(&extra.FullSyncPeriod, "full-sync-period", extra.FullSyncPeriod, "svclab: how often a full resync rewrites every rule (kube-proxy: 1h)")
+	fl.IntVar(&extra.RuleDiffLimit, "rule-diff-limit", extra.RuleDiffLimit, "svclab: most added/removed rules listed per sync event; negative disables rule diffs")
+	return cmd
+}
+
+// Run runs the daemon until ctx is done.
+func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *Extra, logOut io.Writer) error {
+	kpc, err := opts.Complete(cmd.Flags())
+	if err != nil {
+		return err
+	}
+	if opts.WriteConfigTo != "" {
+		return config.WriteDefaults(opts.WriteConfigTo, kpc)
+	}
+	cfg, err := config.Resolve(kpc)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if cfg.Verbosity >= 4 {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+
+	nodeName := cfg.HostnameOverride
+	if nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("couldn't determine hostname: %w", err)
+		}
+		nodeName = strings.ToLower(strings.TrimSpace(h))
+	}
+
+	var client kubernetes.Interface
+	var fileObjs *manifest.Objects
+	if extra.Objects != "" {
+		f, err := os.Open(extra.Objects)
+		if err != nil {
+			return fmt.Errorf("--objects: %w", err)
+		}
+		fileObjs, err = manifest.Decode(f, extra.Objects)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	} else {
+		if client, err = newClient(kpc, cfg.Kubeconfig); err != nil {
+			return err
+		}
+	}
+
+	nodeIP := detectNodeIP(ctx, logger, cfg.BindAddress, nodeName, client, fileObjs)
+	family := v1.IPv4Protocol
+	if nodeIP.To4() == nil {
+		family = v1.IPv6Protocol
+	}
+	logger.InfoContext(ctx, "Successfully retrieved node IP(s)", "node", nodeName, "IPs", []string{nodeIP.String()})
+
+	localAddrs := localAddresses(family)
+	npaSpecs := cfg.NodePortAddresses
+	if len(npaSpecs) == 0 && cfg.Mode == config.ModeNFTables {
+		npaSpecs = []string{model.NodePortAddressesPrimary}
+	}
+	npa, err := model.NewNodePortAddresses(family, npaSpecs, nodeIP)
+	if err != nil {
+		return fmt.Errorf("nodePortAddresses: %w", err)
+	}
+	clusterCIDR := ""
+	for _, c := range cfg.ClusterCIDRs {
+		if netutils.IsIPv6CIDRString(c) == (family == v1.IPv6Protocol) {
+			clusterCIDR = c
+		}
+	}
+	if clusterCIDR == "" {
+		logger.InfoContext(ctx, "Detect-local-mode set to ClusterCIDR, but no cluster CIDR for family", "ipFamily", family)
+	}
+
+	m := metrics.New(cfg.Mode)
+	var applier daemon.Applier
+	switch cfg.Mode {
+	case config.ModeNFTables:
+		logger.InfoContext(ctx, "Using nftables Proxier")
+		nftFamily := knftables.IPv4Family
+		if family == v1.IPv6Protocol {
+			nftFamily = knftables.IPv6Family
+		}
+		nft, err := knftables.New(nftFamily, nftables.Table)
+		if err != nil {
+			return fmt.Errorf("nftables mode is not available (is the nft binary installed and the kernel new enough?): %w", err)
+		}
+		applier, err = daemon.NewNFTablesApplier(nftables.Config{
+			Family: family, NodeIP: nodeIP, ClusterCIDR: clusterCIDR, ServiceCIDRs: familyCIDRs(extra.ServiceCIDRs, family),
+			NodePortAddresses: npa, LocalAddresses: localAddrs, MasqueradeAll: cfg.MasqueradeAll, MasqueradeBit: cfg.MasqueradeBit,
+		}, nft, daemon.NFTListRules(nftFamily), logger)
+		if err != nil {
+			return err
+		}
+		daemon.CleanupOtherMode(ctx, logger, cfg.Mode, daemon.ExecIPTables{Family: family}, nil)
+	case config.ModeIPTables:
+		logger.InfoContext(ctx, "Using iptables Proxier")
+		if cfg.LocalhostNodePorts && family == v1.IPv4Protocol {
+			if err := os.WriteFile("/proc/sys/net/ipv4/conf/all/route_localnet", []byte("1"), 0o644); err != nil {
+				logger.ErrorContext(ctx, "failed to set sysctl net/ipv4/conf/all/route_localnet: localhost NodePorts will not work", "err", err)
+			}
+		}
+		applier = daemon.NewIPTablesApplier(iptables.Config{
+			Family: family, NodeIP: nodeIP, ClusterCIDR: clusterCIDR, NodePortAddresses: npa, LocalAddresses: localAddrs,
+			MasqueradeAll: cfg.MasqueradeAll, MasqueradeBit: cfg.MasqueradeBit, LocalhostNodePorts: cfg.LocalhostNodePorts,
+			ConntrackTCPBeLiberal: cfg.TCPBeLiberal,
+		}, daemon.ExecIPTables{Family: family}, logger)
+		nftFamily := knftables.IPv4Family
+		if family == v1.IPv6Protocol {
+			nftFamily = knftables.IPv6Family
+		}
+		if nft, err := knftables.New(nftFamily, nftables.Table); err == nil {
+			daemon.CleanupOtherMode(ctx, logger, cfg.Mode, nil, nft)
+		}
+	}
+
+	var p *daemon.Proxier
+	network := "tcp4"
+	if family == v1.IPv6Protocol {
+		network = "tcp6"
+	}
+	var hcIPs []net.IP
+	if !npa.MatchAll() {
+		hcIPs = npa.NodeIPs(localAddrs)
+	}
+	serviceHealth := healthcheck.NewServiceHealthServer(logger, network, hcIPs, func() bool { return p.Health().Health().Healthy }, nil)
+	defer serviceHealth.Close()
+
+	p, err = daemon.New(daemon.Config{
+		Family: family, NodeName: nodeName,
+		MinSyncPeriod: cfg.MinSyncPeriod, SyncPeriod: cfg.SyncPeriod, FullSyncPeriod: extra.FullSyncPeriod,
+		RuleDiffLimit: extra.RuleDiffLimit,
+		Applier:       applier, Conntrack: conntrack.New(), ServiceHealth: serviceHealth,
+		Metrics: m, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if cfg.HealthzBindAddress != "" {
+		go serveRetrying(ctx, logger, "healthz", cfg.HealthzBindAddress, p.Health().Handler(), kpc.BindAddressHardFail, cancel)
+	}
+	if cfg.MetricsBindAddress != "" {
+		go serveRetrying(ctx, logger, "metrics", cfg.MetricsBindAddress, p.MetricsHandler(kpc), kpc.BindAddressHardFail, cancel)
+	}
+	if cfg.Mode == config.ModeIPTables {
+		go daemon.CanaryMonitor(ctx, logger, daemon.ExecIPTables{Family: family}, cfg.SyncPeriod, p.ForceFullSync)
+	}
+	if opts.ConfigFile != "" {
+		go watchConfigFile(ctx, logger, opts.ConfigFile, cancel)
+	}
+
+	if fileObjs != nil {
+		src := &daemon.ObjectsFile{Path: extra.Objects, NodeName: nodeName, Proxier: p, Logger: logger}
+		if err := src.Load(ctx); err != nil {
+			return err
+		}
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go src.Watch(ctx, hup)
+	} else {
+		go func() {
+			if err := daemon.RunInformers(ctx, logger, client, p, kpc.ConfigSyncPeriod.Duration); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+
+	p.Run(ctx)
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	logger.Info("proxier stopped")
+	return nil
+}
+
+func newClient(kpc *kubeproxyconfig.KubeProxyConfiguration, kubeconfig string) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig == "" {
+		rc, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and no in-cluster config (use --objects FILE to run without an apiserver): %w", err)
+		}
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		}
+	}
+	rc.AcceptContentTypes = kpc.ClientConnection.AcceptContentTypes
+	rc.ContentType = kpc.ClientConnection.ContentType
+	rc.QPS = kpc.ClientConnection.QPS
+	rc.Burst = int(kpc.ClientConnection.Burst)
+	rc.UserAgent = "svclab-proxier"
+	return kubernetes.NewForConfig(rc)
+}
+
+// detectNodeIP follows kube-proxy: --bind-address if it is not the
+// unspecified address, else the Node's InternalIP (or ExternalIP), else
+// loopback with an error.
+func detectNodeIP(ctx context.Context, logger *slog.Logger, bind net.IP, nodeName string, client kubernetes.Interface, objs *manifest.Objects) net.IP {
+	if bind != nil && !bind.IsUnspecified() {
+		return bind
+	}
+	var node *v1.Node
+	switch {
+	case objs != nil:
+		node = objs.Node(nodeName)
+	case client != nil:
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err == nil {
+				node = n
+				break
+			}
+			if !apierrors.IsNotFound(err) {
+				logger.ErrorContext(ctx, "failed to retrieve node info", "node", nodeName, "err", err)
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	if node != nil {
+		for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+			for _, a := range node.Status.Addresses {
+				if a.Type == t {
+					if ip := netutils.ParseIPSloppy(a.Address); ip != nil {
+						return ip
+					}
+				}
+			}
+		}
+	}
+	logger.ErrorContext(ctx, "Can't determine this node's IP, assuming loopback; if this is incorrect, please set the --bind-address flag")
+	if bind != nil && bind.To4() == nil {
+		return net.IPv6loopback
+	}
+	return net.ParseIP("127.0.0.1")
+}
+
+func localAddresses(family v1.IPFamily) []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []net.IP
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if (ipn.IP.To4() != nil) == (family == v1.IPv4Protocol) {
+			out = append(out, ipn.IP)
+		}
+	}
+	return out
+}
+
+func familyCIDRs(cidrs []string, family v1.IPFamily) []string {
+	var out []string
+	for _, c := range cidrs {
+		if _, _, err := netutils.ParseCIDRSloppy(c); err == nil && netutils.IsIPv6CIDRString(c) == (family == v1.IPv6Protocol) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// serveRetrying serves h on addr; a bind failure is retried every 5s as
+// kube-proxy does, or ends the daemon with bindAddressHardFail.
+func serveRetrying(ctx context.Context, logger *slog.Logger, name, addr string, h http.Handler, hardFail bool, cancel context.CancelCauseFunc) {
+	for {
+		err := healthcheck.ServeHTTP(ctx, logger, name, addr, h)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if hardFail {
+			cancel(err)
+			return
+		}
+		logger.ErrorContext(ctx, "server failed; retrying in 5s", "server", name, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// watchConfigFile ends the daemon when its configuration file changes, as
+// kube-proxy does (the DaemonSet then restarts it with the new config).
+func watchConfigFile(ctx context.Context, logger *slog.Logger, path string, cancel context.CancelCauseFunc) {
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cur, err := os.ReadFile(path)
+			if err == nil && string(cur) != string(orig) {
+				err := errors.New("content of the proxy server's configuration file was updated")
+				logger.ErrorContext(ctx, err.Error(), "file", path)
+				cancel(err)
+				return
+			}
+		}
+	}
+}
