@@ -18,6 +18,9 @@ type Applied struct {
 	CleanupFailed bool
 	// RulesWritten counts the rules written per table (iptables).
 	RulesWritten map[string]int
+	// LargeClusterMode is set by iptables above 1000 endpoints; the
+	// periodic full resync is then skipped, as upstream.
+	LargeClusterMode bool
 }
 
 // Applier programs model snapshots into the kernel.

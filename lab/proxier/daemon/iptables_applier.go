@@ -174,6 +174,7 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		return fail(err)
 	}
 	out.RulesWritten = countRules(res.Restore)
+	out.LargeClusterMode = res.LargeClusterMode
 	start := time.Now()
 	if err := a.run.Restore(ctx, []byte(res.Restore)); err != nil {
 		return fail(fmt.Errorf("failed to execute iptables-restore: %w", err))

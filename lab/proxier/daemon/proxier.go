@@ -104,6 +104,7 @@ type Proxier struct {
 	lastApplied     *model.Snapshot
 	lastFullSync    time.Time
 	lastSyncAttempt time.Time
+	largeCluster    bool
 	delayed         clock.Timer
 }
 
@@ -430,7 +431,8 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 	p.lastSyncAttempt = now
 
 	full, reason := p.needFull, p.fullReason
-	if !full && now.Sub(p.lastFullSync) > p.cfg.FullSyncPeriod {
+	// Avoid regular full syncs for large clusters (iptables).
+	if !full && !p.largeCluster && now.Sub(p.lastFullSync) > p.cfg.FullSyncPeriod {
 		full, reason = true, ReasonPeriodic
 	}
 	p.needFull, p.fullReason = false, ""
@@ -526,6 +528,7 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 	if full {
 		p.lastFullSync = p.clock.Now()
 	}
+	p.largeCluster = applied.LargeClusterMode
 	for table, n := range applied.RulesWritten {
 		p.metrics.IPTablesRulesLastSync.WithLabelValues(table, family).Set(float64(n))
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	netutils "k8s.io/utils/net"
 	"sigs.k8s.io/knftables"
@@ -108,6 +109,8 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	// client-go logs through klog; send it to the same place.
+	klog.SetSlogLogger(logger)
 
 	nodeName := cfg.HostnameOverride
 	if nodeName == "" {
