@@ -112,6 +112,9 @@ func parseFlags(e env, flavor string, args []string) (options, int, bool) {
 		fmt.Fprintf(e.stderr, "webserver: unknown flavour %q (want nginx or httpd)\n", flavor)
 		return o, 2, true
 	}
+	if flavor == FlavorHTTPD {
+		args = splitAttached(args)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, 0, true
@@ -123,6 +126,20 @@ func parseFlags(e env, flavor string, args []string) (options, int, bool) {
 		return o, 2, true
 	}
 	return o, 0, false
+}
+
+// splitAttached turns httpd's getopt-style "-DFOREGROUND" into "-D",
+// "FOREGROUND".
+func splitAttached(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if len(a) > 2 && a[0] == '-' && strings.ContainsRune("Dkfd", rune(a[1])) && a[2] != '=' {
+			out = append(out, a[:2], a[2:])
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func run(ctx context.Context, e env, flavor string, args []string) int {
