@@ -93,9 +93,10 @@ type Lab struct {
 	ID  string
 	log *slog.Logger
 
-	mu     sync.Mutex
-	netns  []Netns
-	closed bool
+	mu        sync.Mutex
+	netns     []Netns
+	hostLinks []string
+	closed    bool
 }
 
 // NewLab returns a Lab with a fresh random ID (prefix + 4 hex digits, so
@@ -153,6 +154,30 @@ func (l *Lab) Veth(ctx context.Context, a Netns, aName, aAddr string, b Netns, b
 	return nil
 }
 
+// HostVeth links the host to ns: interface hostName on the host (a port of
+// bridge master, if not empty) and nsName in ns with address nsAddr (a
+// CIDR), both up. Close deletes the host end explicitly: the kernel tears
+// a deleted namespace down asynchronously, veths included.
+func (l *Lab) HostVeth(ctx context.Context, hostName, master string, ns Netns, nsName, nsAddr string) error {
+	if _, err := run(ctx, nil, "ip", "link", "add", "name", hostName, "type", "veth", "peer", "name", nsName, "netns", ns.Name); err != nil {
+		return fmt.Errorf("create veth %s - %s/%s: %w", hostName, ns.Name, nsName, err)
+	}
+	l.mu.Lock()
+	l.hostLinks = append(l.hostLinks, hostName)
+	l.mu.Unlock()
+	up := []string{"link", "set", hostName, "up"}
+	if master != "" {
+		up = []string{"link", "set", hostName, "master", master, "up"}
+	}
+	if _, err := run(ctx, nil, "ip", up...); err != nil {
+		return err
+	}
+	if err := ns.IP(ctx, "addr", "add", nsAddr, "dev", nsName); err != nil {
+		return err
+	}
+	return ns.IP(ctx, "link", "set", nsName, "up")
+}
+
 // Names returns the names of the namespaces created so far.
 func (l *Lab) Names() []string {
 	l.mu.Lock()
@@ -171,8 +196,14 @@ func (l *Lab) Close(ctx context.Context) error {
 	l.mu.Lock()
 	l.closed = true
 	ns := slices.Clone(l.netns)
+	links := slices.Clone(l.hostLinks)
 	l.mu.Unlock()
 	var errs []error
+	for _, link := range links {
+		if _, err := run(ctx, nil, "ip", "link", "del", link); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+			errs = append(errs, err)
+		}
+	}
 	for _, n := range ns {
 		if _, err := run(ctx, nil, "ip", "netns", "del", n.Name); err != nil {
 			if _, serr := os.Stat(n.Path()); serr == nil {

@@ -176,6 +176,47 @@ COMMIT
 	if na != want {
 		t.Errorf("normalised:\n%s\nwant:\n%s", na, want)
 	}
+	// Service ports in random order, as kube-proxy writes them; the
+	// rules of one port keep their order, the last rules stay last.
+	ordered := `*nat
+:KUBE-SERVICES - [0:0]
+-A KUBE-SERVICES -m comment --comment "ns/b:p cluster IP" -j KUBE-SVC-B
+-A KUBE-SERVICES -m comment --comment "ns/b:p external IP" -j KUBE-EXT-B
+-A KUBE-SERVICES -m comment --comment ns/a:p -j KUBE-SVC-A
+-A KUBE-SERVICES -d 192.168.0.3 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS
+-A KUBE-SERVICES -d 192.168.0.2 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS
+COMMIT
+`
+	shuffled := `*nat
+:KUBE-SERVICES - [0:0]
+-A KUBE-SERVICES -d 192.168.0.2 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS
+-A KUBE-SERVICES -m comment --comment ns/a:p -j KUBE-SVC-A
+-A KUBE-SERVICES -m comment --comment "ns/b:p cluster IP" -j KUBE-SVC-B
+-A KUBE-SERVICES -d 192.168.0.3 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS
+-A KUBE-SERVICES -m comment --comment "ns/b:p external IP" -j KUBE-EXT-B
+COMMIT
+`
+	no, err := NormalizeIPTablesSave(ordered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := NormalizeIPTablesSave(shuffled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Diff("ordered", no, "shuffled", ns); d != "" {
+		t.Errorf("Service port order still matters after normalisation:\n%s", d)
+	}
+	if !strings.Contains(no, "KUBE-SVC-A\n-A KUBE-SERVICES -m comment --comment \"ns/b:p cluster IP\" -j KUBE-SVC-B\n-A KUBE-SERVICES -m comment --comment \"ns/b:p external IP\" -j KUBE-EXT-B\n-A KUBE-SERVICES -d 192.168.0.2") {
+		t.Errorf("not sorted by Service port with the last rules last:\n%s", no)
+	}
+	inPort := strings.Replace(shuffled, `"ns/b:p cluster IP" -j KUBE-SVC-B`, `"ns/b:p cluster IP" -j KUBE-SVC-X`, 1)
+	inPort = strings.Replace(inPort, `"ns/b:p external IP" -j KUBE-EXT-B`, `"ns/b:p cluster IP" -j KUBE-SVC-B`, 1)
+	inPort = strings.Replace(inPort, `"ns/b:p cluster IP" -j KUBE-SVC-X`, `"ns/b:p external IP" -j KUBE-EXT-B`, 1)
+	if ni, err := NormalizeIPTablesSave(inPort); err != nil || ni == no {
+		t.Errorf("the order of one Service port's rules was lost (err %v)", err)
+	}
+
 	swapped := strings.Replace(b, "-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000\n", "", 1)
 	swapped = strings.Replace(swapped, "-A KUBE-POSTROUTING -m mark", "-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000\n-A KUBE-POSTROUTING -m mark", 1)
 	if ns, err := NormalizeIPTablesSave(swapped); err != nil || ns == na {
