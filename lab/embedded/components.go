@@ -22,8 +22,14 @@ type Component struct {
 	// After names the component that must be healthy before this one
 	// starts.
 	After string
-	// Args follow the component name on svclab-kube's command line.
+	// Args follow the component name on svclab-kube's command line, or,
+	// for Self components, argv[0].
 	Args []string
+	// Self components are this executable re-executed (argv[0] Argv0) in
+	// the host's namespaces, rather than svclab-kube in the control-plane
+	// node's network namespace.
+	Self  bool
+	Argv0 string
 	// Health is an HTTPS URL that answers 200 when the component is
 	// healthy. It is probed from the host with the cluster CA and the
 	// HealthCert client certificate (a pki base name; empty for none).
@@ -42,7 +48,7 @@ func Components(st *State, dir string) []Component {
 	cp := st.ControlPlane()
 	ip := cp.IP
 	etcdPeer := "http://127.0.0.1:2380"
-	return []Component{
+	comps := []Component{
 		{
 			Name: "etcd",
 			Args: []string{
@@ -155,6 +161,27 @@ func Components(st *State, dir string) []Component {
 			Health:   fmt.Sprintf("https://%s:%d/healthz", ip, schedulerPort),
 			HealthCA: "ca",
 		},
+	}
+	for _, n := range st.Nodes {
+		comps = append(comps, NodeAgentComponent(n, dir))
+	}
+	return comps
+}
+
+// nodeAgentArg0 is argv[0] of a re-executed node agent.
+const nodeAgentArg0 = "svclab-node-agent"
+
+// NodeAgentComponent is the agent (kubelet) of node n.
+func NodeAgentComponent(n NodeSpec, dir string) Component {
+	return Component{
+		Name:       "kubelet-" + n.Name,
+		After:      "kube-apiserver",
+		Self:       true,
+		Argv0:      nodeAgentArg0,
+		Args:       []string{dir, n.Name},
+		Health:     fmt.Sprintf("https://%s:%d/healthz", n.IP, 10250),
+		HealthCert: "apiserver-kubelet-client",
+		HealthCA:   "ca",
 	}
 }
 

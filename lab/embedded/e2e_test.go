@@ -88,6 +88,11 @@ func assertNoLeaks(t testing.TB, dir string, st *State) {
 	if exec.Command("ip", "link", "show", st.Bridge).Run() == nil {
 		t.Errorf("bridge %s left behind", st.Bridge)
 	}
+	for _, ns := range listNetns() {
+		if strings.HasPrefix(ns, podNetnsPrefix(st.Name)) {
+			t.Errorf("pod network namespace %s left behind", ns)
+		}
+	}
 	if exec.Command("nft", "list", "table", "inet", st.FirewallTable()).Run() == nil {
 		t.Errorf("nft table %s left behind", st.FirewallTable())
 	}
@@ -95,6 +100,9 @@ func assertNoLeaks(t testing.TB, dir string, st *State) {
 		t.Errorf("state directory %s left behind", dir)
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if bytes.Contains(mounts, []byte(dir+"/")) {
+		t.Errorf("mounts under %s left behind", dir)
+	}
 	for _, n := range st.Nodes {
 		if bytes.Contains(mounts, []byte("/run/netns/"+n.Netns+" ")) {
 			t.Errorf("mount of %s left behind", n.Netns)
@@ -135,8 +143,16 @@ func TestClusterLifecycle(t *testing.T) {
 			p.Delete(context.Background(), name)
 		}
 	})
-	wantSteps := []string{"Finding svclab-kube v1.37.2", "Creating the network fabric", "Generating certificates and kubeconfigs",
-		"Starting the control-plane supervisor", "Starting etcd", "Starting kube-apiserver", "Starting kube-controller-manager", "Starting kube-scheduler"}
+	wantSteps := []string{"Finding svclab-kube v1.37.2", "Preparing images", "Creating the network fabric", "Generating certificates and kubeconfigs",
+		"Starting the control-plane supervisor", "Starting etcd", "Starting kube-apiserver", "Starting kube-controller-manager", "Starting kube-scheduler",
+		"Starting the node agents", "Waiting for the nodes to be Ready"}
+	var got []string
+	for _, s := range rec.steps {
+		if !strings.HasPrefix(s, "Building ") { // image layers built on first use
+			got = append(got, s)
+		}
+	}
+	rec.steps = got
 	if strings.Join(rec.steps, "|") != strings.Join(wantSteps, "|") {
 		t.Errorf("progress steps:\n%v\nwant\n%v", rec.steps, wantSteps)
 	}

@@ -172,6 +172,29 @@ func ControlPlaneCerts(nodeName string, ip, serviceIP net.IP) (kube, etcd, front
 	return kube, etcd, frontProxy
 }
 
+// NodeCerts lists the certificates of a node's agent (its kubelet): a
+// client certificate in the system:nodes group, which the Node authorizer
+// and NodeRestriction admission recognise, and a serving certificate for
+// its kubelet endpoint.
+func NodeCerts(nodeName string, ip net.IP) []CertSpec {
+	return []CertSpec{
+		{File: "node-" + nodeName, CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}, Client: true},
+		{File: "node-" + nodeName + "-serving", CommonName: nodeName, Server: true, DNSNames: []string{nodeName}, IPs: []net.IP{ip}},
+	}
+}
+
+// AddNode issues a node's certificates (see NodeCerts).
+func (p *PKI) AddNode(nodeName string, ip net.IP, now time.Time) error {
+	for _, spec := range NodeCerts(nodeName, ip) {
+		kp, err := p.CA.Sign(spec, now)
+		if err != nil {
+			return err
+		}
+		p.Leaves[spec.File] = kp
+	}
+	return nil
+}
+
 // NewPKI generates the whole PKI of a control-plane node.
 func NewPKI(nodeName string, ip, serviceIP net.IP, now time.Time) (*PKI, error) {
 	ca, err := NewCA("kubernetes", now)

@@ -19,6 +19,9 @@ func TestPKI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p.AddNode("lab-worker", net.ParseIP("172.29.1.3"), now); err != nil {
+		t.Fatal(err)
+	}
 	roots := func(ca KeyPair) *x509.CertPool {
 		pool := x509.NewCertPool()
 		pool.AddCert(ca.Cert)
@@ -45,6 +48,8 @@ func TestPKI(t *testing.T) {
 		{leaf: "scheduler-serving", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-scheduler", ip: "127.0.0.1"},
 		{leaf: "etcd-server", ca: p.EtcdCA, usage: x509.ExtKeyUsageServerAuth, cn: "lab-control-plane", ip: "127.0.0.1"},
 		{leaf: "apiserver-etcd-client", ca: p.EtcdCA, usage: x509.ExtKeyUsageClientAuth, cn: "kube-apiserver-etcd-client"},
+		{leaf: "node-lab-worker", ca: p.CA, usage: x509.ExtKeyUsageClientAuth, cn: "system:node:lab-worker", org: []string{"system:nodes"}},
+		{leaf: "node-lab-worker-serving", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "lab-worker", ip: "172.29.1.3"},
 		{leaf: "front-proxy-client", ca: p.FrontProxyCA, usage: x509.ExtKeyUsageClientAuth, cn: "front-proxy-client"},
 	} {
 		t.Run(tc.leaf+"/"+tc.dnsName+tc.ip, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/kubebin"
 )
 
@@ -34,6 +35,8 @@ type Provider struct {
 	KubeBin func(ctx context.Context, p cluster.Progress) (string, error)
 	// ReadyTimeout bounds how long Create waits for the control plane.
 	ReadyTimeout time.Duration
+	// ImagesDir overrides where pods' images are kept.
+	ImagesDir string
 }
 
 var _ cluster.Provider = (*Provider)(nil)
@@ -120,6 +123,16 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			st = &State{KubeBin: bin}
 			return nil
 		}},
+		{Name: "Preparing images", Run: func(ctx context.Context) error {
+			dir, err := p.imagesDir()
+			if err != nil {
+				return err
+			}
+			exe, _ := os.Executable()
+			store := images.NewStore(dir, images.Options{SvclabBin: exe, KubeBin: st.KubeBin, Logger: p.Log})
+			st.ImagesDir = dir
+			return store.Build(ctx, pr)
+		}},
 		{Name: "Creating the network fabric", Run: func(ctx context.Context) error {
 			index, err := createBridge(ctx, p.runner())
 			if err != nil {
@@ -130,7 +143,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 				p.runner().Run(ctx, nil, "ip", "link", "del", fmt.Sprintf("%s%d", bridgePrefix, index))
 				return err
 			}
-			ns.KubeBin, ns.Created = st.KubeBin, time.Now().UTC()
+			ns.KubeBin, ns.ImagesDir, ns.Created = st.KubeBin, st.ImagesDir, time.Now().UTC()
 			st = ns
 			c.st = st
 			if err := writeJSON(paths{dir}.state(), st); err != nil {
@@ -148,14 +161,53 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 	deadline := time.Now().Add(p.ReadyTimeout)
 	for _, comp := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		actions = append(actions, cluster.Action{Name: "Starting " + comp, Run: func(ctx context.Context) error {
-			return waitComponent(ctx, dir, comp, deadline)
+			if err := waitComponent(ctx, dir, comp, deadline); err != nil {
+				return err
+			}
+			if comp != "kube-apiserver" {
+				return nil
+			}
+			client, err := c.Client()
+			if err != nil {
+				return err
+			}
+			return nodeAgentRBAC(ctx, client)
 		}})
 	}
+	actions = append(actions,
+		cluster.Action{Name: "Starting the node agents", Run: func(ctx context.Context) error {
+			for _, n := range st.Nodes {
+				if err := waitComponent(ctx, dir, NodeAgentComponent(n, dir).Name, deadline); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		cluster.Action{Name: "Waiting for the nodes to be Ready", Run: func(ctx context.Context) error {
+			client, err := c.Client()
+			if err != nil {
+				return err
+			}
+			if err := waitNodesReady(ctx, client, st, deadline); err != nil {
+				return err
+			}
+			return markNodes(ctx, client, st)
+		}},
+	)
 	if err := cluster.RunActions(ctx, pr, actions); err != nil {
 		return nil, err
 	}
 	pr.Infof("kubeconfig: %s", c.KubeconfigPath())
 	return c, nil
+}
+
+// imagesDir is where pods' images live: $SVCLAB_CACHE_DIR/images or the
+// user's cache.
+func (p *Provider) imagesDir() (string, error) {
+	if p.ImagesDir != "" {
+		return p.ImagesDir, nil
+	}
+	return images.DefaultDir()
 }
 
 // writeControlPlaneFiles writes the PKI and the kubeconfigs of st into dir.
@@ -168,14 +220,20 @@ func writeControlPlaneFiles(st *State, dir string) error {
 	}
 	svcIP := append(net.IP(nil), svcNet.IP.To4()...)
 	svcIP[3]++
-	pki, err := NewPKI(cp.Name, net.ParseIP(cp.IP), svcIP, time.Now())
+	now := time.Now()
+	pki, err := NewPKI(cp.Name, net.ParseIP(cp.IP), svcIP, now)
 	if err != nil {
 		return err
+	}
+	for _, n := range st.Nodes {
+		if err := pki.AddNode(n.Name, net.ParseIP(n.IP), now); err != nil {
+			return err
+		}
 	}
 	if err := pki.Write(pa.pki()); err != nil {
 		return err
 	}
-	for _, d := range []string{pa.logs(), filepath.Dir(pa.config("x"))} {
+	for _, d := range []string{pa.logs(), filepath.Dir(pa.config("x")), filepath.Join(dir, "nodes")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -184,6 +242,9 @@ func writeControlPlaneFiles(st *State, dir string) error {
 		{pa.kubeconfig(), "kubernetes-admin", "admin"},
 		{pa.config("controller-manager.conf"), "system:kube-controller-manager", "controller-manager"},
 		{pa.config("scheduler.conf"), "system:kube-scheduler", "scheduler"},
+	}
+	for _, n := range st.Nodes {
+		kubeconfigs = append(kubeconfigs, struct{ path, user, leaf string }{pa.config("node-" + n.Name + ".conf"), "system:node:" + n.Name, "node-" + n.Name})
 	}
 	for _, k := range kubeconfigs {
 		b, err := Kubeconfig(st.Name, st.Server(), pki.CA.CertPEM(), k.user, pki.Leaves[k.leaf])
@@ -327,7 +388,12 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	name := filepath.Base(dir)
 	stopSupervisor(dir)
 	killAll(markedProcesses(func(d string) bool { return d == dir }), 5*time.Second)
+	// Containers run in the cluster's namespaces without the marker.
+	killAll(processesInNetns(p.leftoverNetns(name)), 5*time.Second)
 	var errs []error
+	if err := unmountUnder(dir); err != nil {
+		errs = append(errs, err)
+	}
 	if st == nil {
 		st = &State{Name: name}
 	}
@@ -371,7 +437,7 @@ func stopSupervisor(dir string) {
 // leftoverNetns lists network namespaces named like the nodes of cluster
 // name.
 func (p *Provider) leftoverNetns(name string) []string {
-	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*)$`)
+	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+)$`)
 	var out []string
 	for _, ns := range listNetns() {
 		if re.MatchString(ns) {
@@ -424,7 +490,19 @@ func Sweep(ctx context.Context, r Runner) error {
 		stopSupervisor(dir)
 	}
 	killAll(markedProcesses(func(string) bool { return true }), 5*time.Second)
+	var all []string
+	for _, ns := range listNetns() {
+		if strings.HasPrefix(ns, netnsPrefix) {
+			all = append(all, ns)
+		}
+	}
+	killAll(processesInNetns(all), 5*time.Second)
 	var errs []error
+	if err := unmountMatching(func(mp string) bool {
+		return strings.Contains(mp, "/clusters/") && strings.HasSuffix(mp, "/rootfs")
+	}); err != nil {
+		errs = append(errs, err)
+	}
 	for _, ns := range listNetns() {
 		if strings.HasPrefix(ns, netnsPrefix) {
 			if err := deleteNetns(ctx, r, ns); err != nil {

@@ -49,15 +49,17 @@ type State struct {
 	Name string `json:"name"`
 	// Index numbers the cluster's fabric: bridge svlbr<Index>, subnet
 	// <FabricBase>.<Index>.0/24.
-	Index       int        `json:"index"`
-	Subnet      string     `json:"subnet"`
-	Gateway     string     `json:"gateway"`
-	Bridge      string     `json:"bridge"`
-	ServiceCIDR string     `json:"serviceCIDR"`
-	PodCIDR     string     `json:"podCIDR"`
-	KubeBin     string     `json:"kubeBin"`
-	Nodes       []NodeSpec `json:"nodes"`
-	Created     time.Time  `json:"created"`
+	Index       int    `json:"index"`
+	Subnet      string `json:"subnet"`
+	Gateway     string `json:"gateway"`
+	Bridge      string `json:"bridge"`
+	ServiceCIDR string `json:"serviceCIDR"`
+	PodCIDR     string `json:"podCIDR"`
+	KubeBin     string `json:"kubeBin"`
+	// ImagesDir holds the images pods run from.
+	ImagesDir string     `json:"imagesDir"`
+	Nodes     []NodeSpec `json:"nodes"`
+	Created   time.Time  `json:"created"`
 }
 
 // ControlPlane returns the control-plane node.

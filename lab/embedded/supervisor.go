@@ -16,6 +16,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/svclab/svclab/lab/images/agnhost"
+	"github.com/svclab/svclab/lab/images/webserver"
+	proxierrun "github.com/svclab/svclab/lab/proxier/run"
 )
 
 // Component states recorded in status.json.
@@ -66,13 +70,35 @@ const EnvClusterDir = "SVCLAB_CLUSTER_DIR"
 const supervisorArg0 = "svclab-supervisor"
 
 // Init must be called first thing in main (and in TestMain of tests that
-// create clusters): when the process was started as a cluster supervisor it
-// runs the supervisor and exits.
+// create clusters): when the process was started in one of svclab's other
+// roles — a cluster supervisor, a node agent, or a program of a pod image
+// (agnhost, nginx, httpd, kube-proxy) — it runs that and exits.
 func Init() {
-	if filepath.Base(os.Args[0]) != supervisorArg0 || len(os.Args) != 2 {
-		return
+	switch filepath.Base(os.Args[0]) {
+	case supervisorArg0:
+		if len(os.Args) == 2 {
+			os.Exit(runSupervisor(os.Args[1]))
+		}
+	case nodeAgentArg0:
+		if len(os.Args) == 3 {
+			os.Exit(runNodeAgent(os.Args[1], os.Args[2]))
+		}
+	// Inside containers the svclab binary stands in for the programs of
+	// the images it serves (see package images).
+	case "agnhost", "agnhost-2":
+		os.Exit(agnhost.Main(os.Args[1:]))
+	case "nginx":
+		os.Exit(webserver.Main("nginx", os.Args[1:]))
+	case "httpd", "httpd-foreground":
+		os.Exit(webserver.Main("httpd", os.Args[1:]))
+	case "kube-proxy":
+		cmd := proxierrun.NewRunCommand()
+		cmd.SetArgs(os.Args[1:])
+		if err := cmd.Execute(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	os.Exit(runSupervisor(os.Args[1]))
 }
 
 // spawnSupervisor starts the supervisor of the cluster in dir as a daemon in
@@ -296,8 +322,14 @@ func (p *process) runOnce(ctx context.Context) error {
 		return err
 	}
 	defer logf.Close()
-	args := append([]string{"netns", "exec", p.s.st.ControlPlane().Netns, p.s.st.KubeBin, p.c.Name}, p.c.Args...)
-	cmd := exec.Command("ip", args...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", p.s.st.ControlPlane().Netns, p.s.st.KubeBin, p.c.Name}, p.c.Args...)...)
+	if p.c.Self {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cmd = &exec.Cmd{Path: exe, Args: append([]string{p.c.Argv0}, p.c.Args...)}
+	}
 	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC=25")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so stop reaches everything it started; and

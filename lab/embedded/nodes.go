@@ -1,0 +1,160 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/images"
+	"github.com/svclab/svclab/lab/nodeagent"
+)
+
+// podNetnsPrefix starts the network namespace names of cluster's pods.
+func podNetnsPrefix(clusterName string) string { return netnsPrefix + clusterName + "-pod-" }
+
+func (p paths) node(name string) string { return filepath.Join(p.dir, "nodes", name) }
+
+// nodeAgentConfig is the agent configuration of node n.
+func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
+	pa := paths{dir}
+	return nodeagent.Config{
+		NodeName:       n.Name,
+		NodeIP:         n.IP,
+		Netns:          n.Netns,
+		Labels:         n.Labels,
+		Kubeconfig:     pa.config("node-" + n.Name + ".conf"),
+		ServingCert:    filepath.Join(pa.pki(), "node-"+n.Name+"-serving.crt"),
+		ServingKey:     filepath.Join(pa.pki(), "node-"+n.Name+"-serving.key"),
+		ClientCA:       filepath.Join(pa.pki(), "ca.crt"),
+		StateDir:       pa.node(n.Name),
+		PodNetnsPrefix: podNetnsPrefix(st.Name),
+		ClusterDNS:     cluster.DefaultClusterDNS,
+		DNSDomain:      cluster.DefaultDNSDomain,
+		Marker:         EnvClusterDir + "=" + dir,
+	}
+}
+
+// runNodeAgent is the re-executed node agent's main.
+func runNodeAgent(dir, node string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", node)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	st, err := loadState(paths{dir})
+	if err != nil {
+		log.Error("cannot read the cluster state", "err", err)
+		return 1
+	}
+	n, ok := st.Node(node)
+	if !ok {
+		log.Error("no such node in the cluster", "node", node)
+		return 1
+	}
+	exe, _ := os.Executable()
+	store := images.NewStore(st.ImagesDir, images.Options{SvclabBin: exe, KubeBin: st.KubeBin, Logger: log})
+	if err := nodeagent.Run(ctx, nodeAgentConfig(st, dir, n), imageResolver{store}, log); err != nil {
+		log.Error("node agent failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// imageResolver adapts the image store to what the node agent needs.
+type imageResolver struct{ s *images.Store }
+
+func (r imageResolver) Resolve(ref string) (nodeagent.Image, error) {
+	img, err := r.s.Resolve(ref)
+	if err != nil {
+		if errors.Is(err, images.ErrNotFound) {
+			return nodeagent.Image{}, fmt.Errorf("%w: %w", nodeagent.ErrImageNotFound, err)
+		}
+		return nodeagent.Image{}, err
+	}
+	return nodeagent.Image{Name: img.Name, Layers: img.Layers, Entrypoint: img.Entrypoint, Cmd: img.Cmd, Env: img.Env, WorkingDir: img.WorkingDir}, nil
+}
+
+// nodeAgentRBAC lets node agents watch what a kubelet and kindnet watch
+// together: ConfigMaps, Secrets and Services for pods' environment, and
+// all Nodes for the routes to their pod CIDRs. The Node authorizer alone
+// allows a node only its own objects.
+func nodeAgentRBAC(ctx context.Context, client kubernetes.Interface) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "svclab:node-agent", Labels: map[string]string{"app.kubernetes.io/managed-by": "svclab"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes", "configmaps", "secrets", "services"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "svclab:node-agent", Labels: role.Labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "system:nodes"}},
+	}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// markNodes does what kubeadm does after the kubelets register: the
+// control-plane node gets its role label and, when there are workers, the
+// NoSchedule taint (a kubelet may not set these on itself).
+func markNodes(ctx context.Context, client kubernetes.Interface, st *State) error {
+	cp := st.ControlPlane()
+	taints := ""
+	if len(st.Nodes) > 1 {
+		taints = `,"spec":{"taints":[{"key":"node-role.kubernetes.io/control-plane","effect":"NoSchedule"}]}`
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":"","node.kubernetes.io/exclude-from-external-load-balancers":""}}%s}`, taints)
+	_, err := client.CoreV1().Nodes().Patch(ctx, cp.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// waitNodesReady waits until every node of st is registered and Ready.
+func waitNodesReady(ctx context.Context, client kubernetes.Interface, st *State, deadline time.Time) error {
+	for {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		ready := map[string]bool{}
+		if err == nil {
+			for _, n := range nodes.Items {
+				for _, c := range n.Status.Conditions {
+					if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && n.Spec.PodCIDR != "" {
+						ready[n.Name] = true
+					}
+				}
+			}
+		}
+		var missing []string
+		for _, n := range st.Nodes {
+			if !ready[n.Name] {
+				missing = append(missing, n.Name)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nodes not Ready in time: %v (see the kubelet-* logs in %s)", missing, "logs/")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package nodeagent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+)
+
+// Run runs the node's agent until ctx ends.
+func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("node agent configuration: %w", err)
+	}
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "pods"), filepath.Join(cfg.StateDir, "runc"), filepath.Join(cfg.StateDir, "rootfs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading the node's kubeconfig: %w", err)
+	}
+	restCfg.UserAgent = "kubelet/" + "v1.37.2 (svclab node agent)"
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := servingTLS(cfg)
+	if err != nil {
+		return err
+	}
+	listener, err := listenIn(cfg.Netns, net.JoinHostPort(cfg.NodeIP, strconv.Itoa(KubeletPort)))
+	if err != nil {
+		return fmt.Errorf("opening the kubelet endpoint on %s:%d: %w", cfg.NodeIP, KubeletPort, err)
+	}
+	defer listener.Close()
+
+	eb := record.NewBroadcaster(record.WithContext(ctx))
+	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer eb.Shutdown()
+	recorder := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.NodeName})
+
+	pn := newPodNetwork(execRunner{}, cfg.Netns, cfg.PodNetnsPrefix, cfg.StateDir)
+	prov := &provider{
+		cfg:     cfg,
+		client:  client,
+		log:     log,
+		net:     pn,
+		rt:      &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker},
+		images:  images,
+		vols:    volumeSource{client: client, nodeDir: filepath.Join(cfg.StateDir, "rootfs")},
+		events:  recorder,
+		nodeCtx: ctx,
+		pods:    map[string]*podRun{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
+	nodeObj := nodeObject(cfg, runcVersion(ctx))
+	n, err := nodeutil.NewNode(cfg.NodeName,
+		func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) { return prov, nodeProvider{}, nil },
+		nodeutil.WithClient(client),
+		nodeutil.AttachProviderRoutes(mux),
+		func(c *nodeutil.NodeConfig) error {
+			c.NodeSpec = *nodeObj
+			c.EventRecorder = recorder
+			c.NumWorkers = 4
+			c.InformerResyncPeriod = time.Minute
+			// The HTTP server is ours (its listener lives in the node's
+			// network namespace); leave virtual-kubelet's off.
+			c.TLSConfig = nil
+			return nil
+		},
+	)
+	if err != nil {
+		return fmt.Errorf("setting up the node: %w", err)
+	}
+	srv := &http.Server{Handler: mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
+	go srv.Serve(tls.NewListener(listener, tlsCfg))
+	defer srv.Close()
+
+	routes := &routeSync{cfg: cfg, runner: execRunner{}, net: pn, log: log}
+	go routes.watch(ctx, client)
+
+	log.Info("node agent starting", "node", cfg.NodeName, "ip", cfg.NodeIP)
+	err = n.Run(ctx)
+	if ctx.Err() != nil {
+		prov.stopAll()
+		return nil
+	}
+	return err
+}
+
+// stopAll stops every pod's containers (the agent is shutting down, as
+// when a node is deleted) and waits for them.
+func (p *provider) stopAll() {
+	p.mu.Lock()
+	runs := make([]*podRun, 0, len(p.pods))
+	for _, r := range p.pods {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	for _, r := range runs {
+		r.terminate(2 * time.Second)
+	}
+	for _, r := range runs {
+		select {
+		case <-r.stopped:
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
+// servingTLS is the kubelet endpoint's TLS: the node's certificate, and
+// client certificates verified against the cluster CA (the API server
+// presents its kubelet client certificate).
+func servingTLS(cfg Config) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.ServingCert, cfg.ServingKey)
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubelet serving certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(cfg.ClientCA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("the client CA file holds no certificate")
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}
+
+// routeSync keeps the node's routes to the other nodes' pod CIDRs, as
+// kindnet does, and tells the pod network the node's own CIDR.
+type routeSync struct {
+	cfg    Config
+	runner Runner
+	net    *podNetwork
+	log *slog.Logger
+
+	mu        sync.Mutex
+	installed map[string]bool
+}
+
+func (s *routeSync) watch(ctx context.Context, client kubernetes.Interface) {
+	f := informers.NewSharedInformerFactory(client, 5*time.Minute)
+	inf := f.Core().V1().Nodes()
+	trigger := make(chan struct{}, 1)
+	kick := func(any) {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: kick, UpdateFunc: func(_, n any) { kick(n) }, DeleteFunc: kick})
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-trigger:
+		case <-time.After(30 * time.Second):
+		}
+		nodes, err := inf.Lister().List(labels.Everything())
+		if err != nil {
+			continue
+		}
+		s.sync(ctx, nodes)
+	}
+}
+
+func (s *routeSync) sync(ctx context.Context, nodes []*corev1.Node) {
+	want := map[string]nodeRoute{}
+	for _, n := range nodes {
+		ip := ""
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ip = a.Address
+			}
+		}
+		want[n.Name] = nodeRoute{cidr: n.Spec.PodCIDR, ip: ip}
+		if n.Name == s.cfg.NodeName && n.Spec.PodCIDR != "" {
+			if p, err := netip.ParsePrefix(n.Spec.PodCIDR); err == nil {
+				s.net.setCIDR(p)
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.installed == nil {
+		s.installed = map[string]bool{}
+	}
+	next := map[string]bool{}
+	for _, r := range routesFor(s.cfg.NodeName, want) {
+		next[r] = true
+		if s.installed[r] {
+			continue
+		}
+		cidr, via := splitRoute(r)
+		if err := s.runner.Run(ctx, "ip", "-n", s.cfg.Netns, "route", "replace", cidr, "via", via); err != nil {
+			s.log.Error("adding a pod route", "route", r, "err", err)
+			delete(next, r)
+		}
+	}
+	for r := range s.installed {
+		if !next[r] {
+			cidr, via := splitRoute(r)
+			s.runner.Run(ctx, "ip", "-n", s.cfg.Netns, "route", "del", cidr, "via", via)
+		}
+	}
+	s.installed = next
+}
+
+func splitRoute(r string) (cidr, via string) {
+	var v string
+	fmt.Sscanf(r, "%s via %s", &cidr, &v)
+	return cidr, v
+}

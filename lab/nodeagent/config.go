@@ -1,0 +1,56 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+)
+
+// KubeletPort is the port of the kubelet API on every node.
+const KubeletPort = 10250
+
+// Config is what one node's agent needs.
+type Config struct {
+	NodeName string
+	NodeIP   string
+	// Netns is the node's network namespace (under /run/netns).
+	Netns string
+	// Labels are extra labels the node registers with.
+	Labels map[string]string
+	// Kubeconfig authenticates the agent as system:node:NodeName.
+	Kubeconfig string
+	// ServingCert and ServingKey are the kubelet endpoint's certificate.
+	ServingCert, ServingKey string
+	// ClientCA verifies clients of the kubelet endpoint (the API server).
+	ClientCA string
+	// StateDir holds the node's pods: sandboxes, container bundles, logs.
+	StateDir string
+	// PodNetnsPrefix starts the names of pod network namespaces.
+	PodNetnsPrefix string
+	// ClusterDNS and DNSDomain go into pods' resolv.conf.
+	ClusterDNS, DNSDomain string
+	// Marker is the environment variable (KEY=VALUE) every process the
+	// agent starts carries, so a sweep finds them after a crash.
+	Marker string
+}
+
+// Validate checks cfg.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("node name is empty"))
+	}
+	if _, err := netip.ParseAddr(c.NodeIP); err != nil {
+		errs = append(errs, fmt.Errorf("node IP %q: %w", c.NodeIP, err))
+	}
+	for name, v := range map[string]string{"netns": c.Netns, "kubeconfig": c.Kubeconfig, "serving certificate": c.ServingCert,
+		"serving key": c.ServingKey, "client CA": c.ClientCA, "state directory": c.StateDir, "pod netns prefix": c.PodNetnsPrefix} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is not set", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) podDir(uid string) string { return filepath.Join(c.StateDir, "pods", uid) }

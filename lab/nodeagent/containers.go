@@ -1,0 +1,463 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Back-off of restarting containers and pulling images, as the kubelet's.
+const (
+	initialBackoff = 10 * time.Second
+	maxBackoff     = 5 * time.Minute
+	// backoffReset: a container that ran this long restarts without delay
+	// counting from its earlier crashes.
+	backoffReset = 10 * time.Minute
+)
+
+// containerRun is one container of a pod, across its restarts.
+type containerRun struct {
+	pod  *podRun
+	spec *corev1.Container
+	init bool
+
+	mu           sync.Mutex
+	image        string
+	restarts     int
+	current      *runningContainer
+	currentID    string
+	waiting      *corev1.ContainerStateWaiting
+	lastTerm     *corev1.ContainerStateTerminated
+	terminated   *corev1.ContainerStateTerminated
+	ready        bool
+	started      bool
+	stopping     bool
+	imageChanged chan struct{}
+	// probeFailures counts consecutive liveness failures per run.
+	exitCode int
+}
+
+func newContainerRun(p *podRun, spec *corev1.Container, init bool) *containerRun {
+	return &containerRun{pod: p, spec: spec, init: init, image: spec.Image, imageChanged: make(chan struct{}, 1),
+		waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+}
+
+func (c *containerRun) logPath(restart int) string {
+	return filepath.Join(c.pod.dir(), "logs", c.spec.Name, fmt.Sprintf("%d.log", restart))
+}
+
+func (c *containerRun) restartCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.restarts
+}
+
+func (c *containerRun) runningID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == nil {
+		return ""
+	}
+	return c.currentID
+}
+
+func (c *containerRun) finished() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current == nil
+}
+
+func (c *containerRun) lastExitCode() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.exitCode
+}
+
+func (c *containerRun) setImage(image string) {
+	c.mu.Lock()
+	c.image = image
+	c.mu.Unlock()
+	select {
+	case c.imageChanged <- struct{}{}:
+	default:
+	}
+	if id := c.runningID(); id != "" {
+		c.pod.p.rt.kill(context.Background(), id, syscall.SIGTERM)
+	}
+}
+
+func (c *containerRun) setWaiting(reason, msg string) {
+	c.mu.Lock()
+	c.waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: msg}
+	c.mu.Unlock()
+	c.pod.changed()
+}
+
+// restartPolicy says whether a container that exited with code restarts.
+func (c *containerRun) shouldRestart(code int) bool {
+	if c.init {
+		if c.spec.RestartPolicy != nil && *c.spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return true // a sidecar
+		}
+		return code != 0 && c.pod.pod.Spec.RestartPolicy != corev1.RestartPolicyNever
+	}
+	switch c.pod.pod.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	default:
+		return true
+	}
+}
+
+// runToCompletion runs an init container until it succeeds; false means
+// the pod cannot go on (it failed for good, or is being stopped).
+func (c *containerRun) runToCompletion() bool {
+	c.loop()
+	return c.lastExitCode() == 0 && c.pod.ctx.Err() == nil
+}
+
+// loop runs the container, restarting it as the pod's restartPolicy says,
+// with the kubelet's back-off (CrashLoopBackOff, ImagePullBackOff).
+func (c *containerRun) loop() {
+	ctx := c.pod.ctx
+	backoff := initialBackoff
+	for {
+		img, err := c.resolveImage()
+		if err != nil {
+			if !c.sleep(ctx, backoff, "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q", c.currentImage())) {
+				return
+			}
+			backoff = min(backoff*2, maxBackoff)
+			continue
+		}
+		start := time.Now()
+		code, err := c.runOnce(img)
+		if ctx.Err() != nil || c.isStopping() {
+			return
+		}
+		if err != nil {
+			c.pod.event(corev1.EventTypeWarning, "Failed", "Error: %v", err)
+			code = 128
+			c.mu.Lock()
+			c.exitCode = code
+			c.mu.Unlock()
+		}
+		if !c.shouldRestart(code) {
+			return
+		}
+		if time.Since(start) > backoffReset {
+			backoff = initialBackoff
+		}
+		c.mu.Lock()
+		c.restarts++
+		c.mu.Unlock()
+		c.pod.event(corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.spec.Name, c.pod.pod.Name)
+		if !c.sleep(ctx, backoff, "CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff, c.spec.Name, c.pod.pod.Name)) {
+			return
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func (c *containerRun) isStopping() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopping
+}
+
+func (c *containerRun) currentImage() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.image
+}
+
+// sleep waits d in the waiting state reason; false when the pod stops.
+func (c *containerRun) sleep(ctx context.Context, d time.Duration, reason, msg string) bool {
+	c.setWaiting(reason, msg)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.imageChanged:
+		return true
+	case <-time.After(d):
+		return true
+	}
+}
+
+func (c *containerRun) resolveImage() (Image, error) {
+	ref := c.currentImage()
+	c.pod.event(corev1.EventTypeNormal, "Pulling", "Pulling image %q", ref)
+	img, err := c.pod.p.images.Resolve(ref)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to pull image %q: %v", ref, err)
+		c.pod.event(corev1.EventTypeWarning, "Failed", "%s", msg)
+		c.pod.event(corev1.EventTypeWarning, "Failed", "Error: ErrImagePull")
+		c.setWaiting("ErrImagePull", msg)
+		return Image{}, err
+	}
+	c.pod.event(corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", ref)
+	return img, nil
+}
+
+// runOnce creates and starts the container and waits for it to exit,
+// probing it meanwhile.
+func (c *containerRun) runOnce(img Image) (int, error) {
+	r := c.pod
+	spec, err := c.containerSpec(img)
+	if err != nil {
+		c.setWaiting("CreateContainerConfigError", err.Error())
+		return 0, err
+	}
+	log, err := openContainerLog(c.logPath(c.restartCount()))
+	if err != nil {
+		return 0, err
+	}
+	defer log.Close()
+	r.event(corev1.EventTypeNormal, "Created", "Created container: %s", c.spec.Name)
+	rc, err := r.p.rt.run(spec, log)
+	if err != nil {
+		c.setWaiting("RunContainerError", err.Error())
+		return 0, err
+	}
+	r.event(corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
+	c.mu.Lock()
+	c.current, c.currentID, c.waiting, c.terminated = rc, spec.ID, nil, nil
+	c.ready = c.spec.ReadinessProbe == nil && !c.init
+	c.started = c.spec.StartupProbe == nil
+	c.mu.Unlock()
+	r.changed()
+	probeCtx, stopProbes := context.WithCancel(r.ctx)
+	go c.probe(probeCtx, rc)
+	<-rc.done
+	stopProbes()
+	c.mu.Lock()
+	c.current, c.ready = nil, false
+	reason := "Completed"
+	if rc.exitCode != 0 {
+		reason = "Error"
+	}
+	if rc.exitCode == 137 && c.stopping {
+		reason = "Error"
+	}
+	term := &corev1.ContainerStateTerminated{ExitCode: int32(rc.exitCode), Reason: reason,
+		StartedAt: metav1.NewTime(rc.started), FinishedAt: metav1.NewTime(rc.finished), ContainerID: "runc://" + spec.ID}
+	c.terminated, c.lastTerm, c.exitCode = term, term, rc.exitCode
+	c.mu.Unlock()
+	r.p.rt.cleanup(spec.Bundle)
+	r.changed()
+	return rc.exitCode, rc.err
+}
+
+// containerSpec turns the pod's container into what runc runs.
+func (c *containerRun) containerSpec(img Image) (containerSpec, error) {
+	r := c.pod
+	pod := r.pod
+	args := c.spec.Command
+	if len(args) == 0 {
+		args = img.Entrypoint
+		if len(c.spec.Args) == 0 {
+			args = append(append([]string(nil), args...), img.Cmd...)
+		}
+	}
+	args = append(append([]string(nil), args...), expandAll(c.spec.Args, c.spec.Env)...)
+	if len(args) == 0 {
+		return containerSpec{}, errors.New("no command specified")
+	}
+	env := append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME=" + pod.Name}, img.Env...)
+	for _, e := range c.spec.Env {
+		env = append(env, e.Name+"="+expand(e.Value, c.spec.Env))
+	}
+	cwd := c.spec.WorkingDir
+	if cwd == "" {
+		cwd = img.WorkingDir
+	}
+	dir := r.dir()
+	mounts := []Mount{
+		{Source: filepath.Join(dir, "resolv.conf"), Destination: "/etc/resolv.conf"},
+		{Source: filepath.Join(dir, "hosts"), Destination: "/etc/hosts"},
+		{Source: filepath.Join(dir, "hostname"), Destination: "/etc/hostname"},
+	}
+	r.mu.Lock()
+	vols, netns := r.volumes, r.netns
+	r.mu.Unlock()
+	for _, vm := range c.spec.VolumeMounts {
+		src, ok := vols[vm.Name]
+		if !ok {
+			return containerSpec{}, fmt.Errorf("volume mount %q has no volume", vm.Name)
+		}
+		if vm.SubPath != "" {
+			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
+		}
+		mounts = append(mounts, Mount{Source: src, Destination: vm.MountPath, ReadOnly: vm.ReadOnly})
+	}
+	hostname := pod.Name
+	if pod.Spec.Hostname != "" {
+		hostname = pod.Spec.Hostname
+	}
+	if pod.Spec.HostNetwork {
+		hostname = ""
+	}
+	s := containerSpec{
+		ID:       fmt.Sprintf("%s-%s-%d", string(pod.UID)[:8], c.spec.Name, c.restartCount()),
+		Image:    img,
+		Args:     args,
+		Env:      env,
+		Cwd:      cwd,
+		Hostname: hostname,
+		Netns:    "/run/netns/" + netns,
+		Mounts:   mounts,
+		TTY:      c.spec.TTY,
+		Stdin:    c.spec.Stdin,
+	}
+	s.Bundle = filepath.Join(dir, "containers", s.ID)
+	if sc := c.spec.SecurityContext; sc != nil {
+		s.Privileged = sc.Privileged != nil && *sc.Privileged
+		if sc.Capabilities != nil {
+			for _, a := range sc.Capabilities.Add {
+				s.CapAdd = append(s.CapAdd, string(a))
+			}
+			for _, d := range sc.Capabilities.Drop {
+				s.CapDrop = append(s.CapDrop, string(d))
+			}
+		}
+		s.RunAsUser, s.RunAsGroup = sc.RunAsUser, sc.RunAsGroup
+		s.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if s.RunAsUser == nil {
+			s.RunAsUser = psc.RunAsUser
+		}
+		if s.RunAsGroup == nil {
+			s.RunAsGroup = psc.RunAsGroup
+		}
+	}
+	return s, nil
+}
+
+// expand substitutes $(VAR) references to the container's env, as the
+// kubelet does; $$ escapes.
+func expand(s string, env []corev1.EnvVar) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	vars := map[string]string{}
+	for _, e := range env {
+		vars[e.Name] = e.Value
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '$' && i+1 < len(s) {
+			if s[i+1] == '$' {
+				b.WriteByte('$')
+				i++
+				continue
+			}
+			if s[i+1] == '(' {
+				if end := strings.IndexByte(s[i+2:], ')'); end >= 0 {
+					name := s[i+2 : i+2+end]
+					if v, ok := vars[name]; ok {
+						b.WriteString(v)
+						i += end + 2
+						continue
+					}
+				}
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func expandAll(ss []string, env []corev1.EnvVar) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = expand(s, env)
+	}
+	return out
+}
+
+// stopGracefully runs the preStop hook, sends SIGTERM and, at deadline,
+// SIGKILL.
+func (c *containerRun) stopGracefully(deadline time.Time) {
+	c.mu.Lock()
+	c.stopping = true
+	rc, id := c.current, c.currentID
+	c.mu.Unlock()
+	if rc == nil {
+		return
+	}
+	r := c.pod
+	r.event(corev1.EventTypeNormal, "Killing", "Stopping container %s", c.spec.Name)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if c.spec.Lifecycle != nil && c.spec.Lifecycle.PreStop != nil {
+		if err := c.runHandler(ctx, id, c.spec.Lifecycle.PreStop); err != nil {
+			r.event(corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
+		}
+	}
+	sig := syscall.SIGTERM
+	if c.spec.Lifecycle != nil && c.spec.Lifecycle.StopSignal != nil {
+		if s, ok := signals[string(*c.spec.Lifecycle.StopSignal)]; ok {
+			sig = s
+		}
+	}
+	r.p.rt.kill(context.Background(), id, sig)
+	select {
+	case <-rc.done:
+	case <-ctx.Done():
+		r.p.rt.kill(context.Background(), id, syscall.SIGKILL)
+		<-rc.done
+	}
+}
+
+var signals = map[string]syscall.Signal{"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT,
+	"SIGKILL": syscall.SIGKILL, "SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGHUP": syscall.SIGHUP}
+
+func (c *containerRun) cleanup() {
+	c.mu.Lock()
+	id := c.currentID
+	c.mu.Unlock()
+	if id != "" {
+		c.pod.p.rt.delete(context.Background(), id)
+		c.pod.p.rt.cleanup(filepath.Join(c.pod.dir(), "containers", id))
+	}
+}
+
+// status renders the container's status.
+func (c *containerRun) status() corev1.ContainerStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := corev1.ContainerStatus{
+		Name:         c.spec.Name,
+		Image:        c.image,
+		ImageID:      "svclab://" + c.image,
+		RestartCount: int32(c.restarts),
+		Ready:        c.ready,
+	}
+	started := c.started
+	st.Started = &started
+	switch {
+	case c.current != nil:
+		st.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.current.started)}
+		st.ContainerID = "runc://" + c.currentID
+	case c.waiting != nil:
+		st.State.Waiting = c.waiting.DeepCopy()
+	case c.terminated != nil:
+		st.State.Terminated = c.terminated.DeepCopy()
+		st.ContainerID = c.terminated.ContainerID
+	}
+	if c.lastTerm != nil && (c.current != nil || c.waiting != nil) {
+		st.LastTerminationState.Terminated = c.lastTerm.DeepCopy()
+	}
+	return st
+}

@@ -1,0 +1,14 @@
+// Package nodeagent is the kubelet of an embedded node. One agent runs per
+// node: it registers the Node (addresses, capacity, kubelet endpoint, Ready
+// condition, Lease heartbeats), programs the node's routes to the other
+// nodes' pod CIDRs (as kindnet does), gives each pod bound to the node a
+// network namespace with a veth and an address from the node's pod CIDR, and
+// runs the pod's containers with runc. It serves the kubelet API (exec,
+// attach, logs, port-forward) on the node's address, port 10250, with a
+// certificate signed by the cluster CA.
+//
+// The agent runs in the host's namespaces and reaches into the node's
+// network namespace by name (ip -n, setns for its listener), so that the
+// namespaces it creates for pods are visible to the host and can always be
+// swept.
+package nodeagent

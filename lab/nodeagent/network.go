@@ -1,0 +1,194 @@
+package nodeagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// podNetwork gives pods network namespaces on the node, kindnet-style: each
+// pod has eth0 with an address from the node's pod CIDR and a default route
+// to the node; the node has a /32 route per pod over the pod's veth, whose
+// node end holds the CIDR's first address as the gateway.
+type podNetwork struct {
+	run      Runner
+	nodeNS   string
+	prefix   string
+	stateDir string
+
+	mu   sync.Mutex
+	cidr netip.Prefix
+	// used maps allocated addresses to pod UIDs; persisted so a restarted
+	// agent does not hand out an address twice.
+	used map[netip.Addr]string
+}
+
+func newPodNetwork(r Runner, nodeNS, prefix, stateDir string) *podNetwork {
+	return &podNetwork{run: r, nodeNS: nodeNS, prefix: prefix, stateDir: stateDir, used: map[netip.Addr]string{}}
+}
+
+var errNoPodCIDR = errors.New("the node has no pod CIDR yet")
+
+// setCIDR records the node's pod CIDR (from Node.spec.podCIDR) and loads
+// the allocations of a previous run.
+func (n *podNetwork) setCIDR(cidr netip.Prefix) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cidr == cidr {
+		return nil
+	}
+	n.cidr = cidr
+	b, err := os.ReadFile(n.ipamFile())
+	if err != nil {
+		return nil
+	}
+	var saved map[string]string
+	if json.Unmarshal(b, &saved) != nil {
+		return nil
+	}
+	for ip, uid := range saved {
+		if a, err := netip.ParseAddr(ip); err == nil && cidr.Contains(a) {
+			n.used[a] = uid
+		}
+	}
+	return nil
+}
+
+func (n *podNetwork) ipamFile() string { return filepath.Join(n.stateDir, "ipam.json") }
+
+func (n *podNetwork) saveLocked() error {
+	m := map[string]string{}
+	for ip, uid := range n.used {
+		m[ip.String()] = uid
+	}
+	b, _ := json.Marshal(m)
+	tmp := n.ipamFile() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.ipamFile())
+}
+
+// gateway is the CIDR's first address.
+func (n *podNetwork) gateway() netip.Addr { return n.cidr.Masked().Addr().Next() }
+
+// allocate returns uid's address, allocating the lowest free one.
+func (n *podNetwork) allocate(uid string) (netip.Addr, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.cidr.IsValid() {
+		return netip.Addr{}, errNoPodCIDR
+	}
+	for ip, u := range n.used {
+		if u == uid {
+			return ip, nil
+		}
+	}
+	// .0 is the network, .1 the gateway; the last is the broadcast.
+	for ip := n.gateway().Next(); n.cidr.Contains(ip); ip = ip.Next() {
+		if !n.cidr.Contains(ip.Next()) {
+			break
+		}
+		if _, taken := n.used[ip]; !taken {
+			n.used[ip] = uid
+			return ip, n.saveLocked()
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no free pod address left in %s", n.cidr)
+}
+
+func (n *podNetwork) release(uid string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ip, u := range n.used {
+		if u == uid {
+			delete(n.used, ip)
+		}
+	}
+	return n.saveLocked()
+}
+
+// names derives the pod's namespace and veth names from its UID.
+func (n *podNetwork) names(uid string) (netns, hostVeth string) {
+	sum := sha256.Sum256([]byte(uid))
+	h := hex.EncodeToString(sum[:])
+	return n.prefix + h[:10], "veth" + h[:8]
+}
+
+// setup creates the pod's network namespace and wires it to the node.
+func (n *podNetwork) setup(ctx context.Context, uid, hostname string) (netns string, ip netip.Addr, err error) {
+	ip, err = n.allocate(uid)
+	if err != nil {
+		return "", ip, err
+	}
+	netns, veth := n.names(uid)
+	defer func() {
+		if err != nil {
+			n.teardown(context.WithoutCancel(ctx), uid)
+		}
+	}()
+	bits := fmt.Sprint(n.cidr.Bits())
+	gw := n.gateway().String()
+	cmds := [][]string{
+		{"ip", "netns", "add", netns},
+		{"ip", "-n", n.nodeNS, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns},
+		{"ip", "-n", netns, "link", "set", "lo", "up"},
+		{"ip", "-n", netns, "addr", "add", ip.String() + "/" + bits, "dev", "eth0"},
+		{"ip", "-n", netns, "link", "set", "eth0", "up"},
+		// As the CNI ptp plugin (kindnet) does: the pod's subnet is
+		// reached through the node, not on-link.
+		{"ip", "-n", netns, "route", "del", n.cidr.Masked().String(), "dev", "eth0"},
+		{"ip", "-n", netns, "route", "replace", gw + "/32", "dev", "eth0", "scope", "link", "src", ip.String()},
+		{"ip", "-n", netns, "route", "replace", n.cidr.Masked().String(), "via", gw, "dev", "eth0", "src", ip.String()},
+		{"ip", "-n", netns, "route", "replace", "default", "via", gw, "dev", "eth0"},
+		{"ip", "-n", n.nodeNS, "addr", "replace", gw + "/32", "dev", veth},
+		{"ip", "-n", n.nodeNS, "link", "set", veth, "up"},
+		{"ip", "-n", n.nodeNS, "route", "replace", ip.String() + "/32", "dev", veth, "src", gw},
+	}
+	for _, c := range cmds {
+		if err := n.run.Run(ctx, c[0], c[1:]...); err != nil {
+			return "", ip, fmt.Errorf("setting up the pod network: %w", err)
+		}
+	}
+	return netns, ip, nil
+}
+
+// teardown removes the pod's namespace (and with it the veth pair) and
+// releases its address. Missing pieces are not errors.
+func (n *podNetwork) teardown(ctx context.Context, uid string) error {
+	netns, _ := n.names(uid)
+	err := n.run.Run(ctx, "ip", "netns", "del", netns)
+	if err != nil && !isMissing(err) {
+		return err
+	}
+	return n.release(uid)
+}
+
+func isMissing(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "No such file") || strings.Contains(msg, "Cannot find device") || strings.Contains(msg, "does not exist")
+}
+
+// routesFor computes the node's routes to the other nodes' pod CIDRs.
+func routesFor(self string, nodes map[string]nodeRoute) []string {
+	var out []string
+	for name, r := range nodes {
+		if name == self || r.cidr == "" || r.ip == "" {
+			continue
+		}
+		out = append(out, r.cidr+" via "+r.ip)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type nodeRoute struct{ cidr, ip string }

@@ -1,0 +1,677 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// provider runs the pods bound to the node (virtual-kubelet's
+// PodLifecycleHandler and PodNotifier).
+type provider struct {
+	cfg     Config
+	client  kubernetes.Interface
+	log     *slog.Logger
+	net     *podNetwork
+	rt      *runc
+	images  Images
+	vols    volumeSource
+	events  record.EventRecorder
+	nodeCtx context.Context
+
+	mu     sync.Mutex
+	pods   map[string]*podRun // by namespace/name
+	notify func(*corev1.Pod)
+}
+
+func podKey(ns, name string) string { return ns + "/" + name }
+
+// NotifyPods registers the callback for pod status changes.
+func (p *provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = cb
+	p.mu.Unlock()
+}
+
+func (p *provider) publish(pod *corev1.Pod) {
+	p.mu.Lock()
+	cb := p.notify
+	p.mu.Unlock()
+	if cb != nil {
+		cb(pod)
+	}
+}
+
+func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	key := podKey(pod.Namespace, pod.Name)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.pods[key]; ok && r.pod.UID == pod.UID {
+		return nil
+	}
+	r := newPodRun(p, pod.DeepCopy())
+	p.pods[key] = r
+	go r.run()
+	return nil
+}
+
+// UpdatePod: a pod's spec is immutable apart from images and a few
+// fields; like the kubelet, a changed image restarts that container.
+func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	p.mu.Unlock()
+	if !ok {
+		return errdefs.NotFoundf("pod %s/%s is not running on this node", pod.Namespace, pod.Name)
+	}
+	r.update(pod)
+	return nil
+}
+
+// DeletePod starts graceful termination and returns at once.
+func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	p.mu.Unlock()
+	if !ok {
+		return errdefs.NotFoundf("pod %s/%s is not running on this node", pod.Namespace, pod.Name)
+	}
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = *pod.DeletionGracePeriodSeconds
+	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	r.terminate(time.Duration(grace) * time.Second)
+	return nil
+}
+
+func (p *provider) forget(r *podRun) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := podKey(r.pod.Namespace, r.pod.Name)
+	if p.pods[key] == r {
+		delete(p.pods, key)
+	}
+}
+
+func (p *provider) get(ns, name string) (*podRun, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.pods[podKey(ns, name)]
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not running on this node", ns, name)
+	}
+	return r, nil
+}
+
+func (p *provider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	r, err := p.get(ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return r.snapshot(), nil
+}
+
+func (p *provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+func (p *provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	runs := make([]*podRun, 0, len(p.pods))
+	for _, r := range p.pods {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, r.snapshot())
+	}
+	return out, nil
+}
+
+// GetStatsSummary reports the node's pods without resource figures:
+// lab nodes do not meter containers.
+func (p *provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
+	pods, _ := p.GetPods(context.Background())
+	s := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: p.cfg.NodeName, StartTime: metav1.Now()}}
+	for _, pod := range pods {
+		s.Pods = append(s.Pods, statsv1alpha1.PodStats{PodRef: statsv1alpha1.PodReference{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID)}, StartTime: metav1.Now()})
+	}
+	return s, nil
+}
+
+// GetMetricsResource reports no resource metrics (see GetStatsSummary).
+func (p *provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) { return nil, nil }
+
+// GetContainerLogs reads a container's log (the previous run's with
+// opts.Previous), honouring tail, since, timestamps and follow.
+func (p *provider) GetContainerLogs(ctx context.Context, ns, name, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	r, err := p.get(ns, name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.container(container)
+	if err != nil {
+		return nil, err
+	}
+	path := c.logPath(c.restartCount())
+	if opts.Previous {
+		if c.restartCount() == 0 {
+			return nil, errdefs.InvalidInputf("previous terminated container %q in pod %q not found", container, name)
+		}
+		path = c.logPath(c.restartCount() - 1)
+	}
+	return readLog(ctx, path, opts, func() bool { return c.finished() })
+}
+
+// RunInContainer is kubectl exec.
+func (p *provider) RunInContainer(ctx context.Context, ns, name, container string, cmd []string, attach api.AttachIO) error {
+	r, err := p.get(ns, name)
+	if err != nil {
+		return err
+	}
+	c, err := r.container(container)
+	if err != nil {
+		return err
+	}
+	id := c.runningID()
+	if id == "" {
+		return fmt.Errorf("container %q in pod %q is not running", container, name)
+	}
+	return execAttached(ctx, p.rt, id, cmd, attach)
+}
+
+// AttachToContainer is kubectl attach: the container's output follows.
+func (p *provider) AttachToContainer(ctx context.Context, ns, name, container string, attach api.AttachIO) error {
+	r, err := p.get(ns, name)
+	if err != nil {
+		return err
+	}
+	c, err := r.container(container)
+	if err != nil {
+		return err
+	}
+	rc, err := readLog(ctx, c.logPath(c.restartCount()), api.ContainerLogOpts{Follow: true, Tail: 0}, func() bool { return c.finished() })
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if attach.Stdout() != nil {
+		_, err = io.Copy(attach.Stdout(), rc)
+	}
+	return err
+}
+
+// PortForward is kubectl port-forward: a connection to the pod's port,
+// from inside the pod's network namespace.
+func (p *provider) PortForward(ctx context.Context, ns, name string, port int32, stream io.ReadWriteCloser) error {
+	r, err := p.get(ns, name)
+	if err != nil {
+		return err
+	}
+	netns := r.netnsName()
+	if netns == "" {
+		return fmt.Errorf("pod %q has no network yet", name)
+	}
+	conn, err := dialIn(ctx, netns, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return fmt.Errorf("connecting to port %d of pod %s: %w", port, name, err)
+	}
+	defer conn.Close()
+	errc := make(chan error, 2)
+	go func() { _, err := io.Copy(conn, stream); errc <- err }()
+	go func() { _, err := io.Copy(stream, conn); errc <- err }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// podRun is one pod on this node: its sandbox, volumes and containers.
+type podRun struct {
+	p   *provider
+	ctx context.Context
+	// stop ends the pod's containers' loops.
+	stop context.CancelFunc
+
+	mu          sync.Mutex
+	pod         *corev1.Pod
+	netns       string
+	ip          netip.Addr
+	volumes     map[string]string
+	initDone    bool
+	containers  []*containerRun
+	terminating bool
+	stopped     chan struct{}
+	phase       corev1.PodPhase
+	reason      string
+	message     string
+	startTime   metav1.Time
+}
+
+func newPodRun(p *provider, pod *corev1.Pod) *podRun {
+	ctx, stop := context.WithCancel(p.nodeCtx)
+	r := &podRun{p: p, ctx: ctx, stop: stop, pod: pod, stopped: make(chan struct{}), phase: corev1.PodPending, startTime: metav1.Now()}
+	for i := range pod.Spec.Containers {
+		r.containers = append(r.containers, newContainerRun(r, &pod.Spec.Containers[i], false))
+	}
+	return r
+}
+
+func (r *podRun) dir() string { return r.p.cfg.podDir(string(r.pod.UID)) }
+
+func (r *podRun) netnsName() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.netns
+}
+
+func (r *podRun) container(name string) (*containerRun, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.containers {
+		if c.spec.Name == name {
+			return c, nil
+		}
+	}
+	for _, c := range r.pod.Spec.InitContainers {
+		if c.Name == name {
+			return nil, errdefs.NotFoundf("init container %q of pod %q is not running", name, r.pod.Name)
+		}
+	}
+	return nil, errdefs.NotFoundf("container %q is not valid for pod %q", name, r.pod.Name)
+}
+
+func (r *podRun) event(typ, reason, format string, args ...any) {
+	r.p.events.Eventf(r.pod, typ, reason, format, args...)
+}
+
+// changed publishes the pod's current status.
+func (r *podRun) changed() { r.p.publish(r.snapshot()) }
+
+func (r *podRun) run() {
+	pod := r.pod
+	log := r.p.log.With("pod", podKey(pod.Namespace, pod.Name))
+	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
+		r.fail("CreatePodSandboxError", err)
+		return
+	}
+	// The sandbox: the pod's network.
+	for {
+		if err := r.setupNetwork(); err != nil {
+			if errors.Is(err, errNoPodCIDR) {
+				select {
+				case <-r.ctx.Done():
+					return
+				case <-time.After(time.Second):
+					continue
+				}
+			}
+			log.Error("pod sandbox", "err", err)
+			r.event(corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(5 * time.Second):
+				continue
+			}
+		}
+		break
+	}
+	vols, err := r.p.vols.prepare(r.ctx, pod, r.dir())
+	if err != nil {
+		r.event(corev1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
+		r.fail("FailedMount", err)
+		return
+	}
+	r.mu.Lock()
+	r.volumes = vols
+	r.mu.Unlock()
+	if err := writePodFiles(r); err != nil {
+		r.fail("CreatePodSandboxError", err)
+		return
+	}
+	r.changed()
+	// Init containers, one after the other.
+	for i := range pod.Spec.InitContainers {
+		c := newContainerRun(r, &pod.Spec.InitContainers[i], true)
+		r.mu.Lock()
+		r.containers = append([]*containerRun{c}, r.containers...)
+		r.mu.Unlock()
+		if !c.runToCompletion() {
+			return
+		}
+	}
+	r.mu.Lock()
+	r.initDone = true
+	r.phase = corev1.PodRunning
+	r.mu.Unlock()
+	r.changed()
+	var wg sync.WaitGroup
+	for _, c := range r.appContainers() {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.loop() }()
+	}
+	wg.Wait()
+	r.finish()
+}
+
+func (r *podRun) appContainers() []*containerRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*containerRun
+	for _, c := range r.containers {
+		if !c.init {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *podRun) setupNetwork() error {
+	if r.pod.Spec.HostNetwork {
+		ip, _ := netip.ParseAddr(r.p.cfg.NodeIP)
+		r.mu.Lock()
+		r.netns, r.ip = r.p.cfg.Netns, ip
+		r.mu.Unlock()
+		return nil
+	}
+	netns, ip, err := r.p.net.setup(r.ctx, string(r.pod.UID), r.pod.Name)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.netns, r.ip = netns, ip
+	r.mu.Unlock()
+	return nil
+}
+
+// fail ends a pod that cannot start.
+func (r *podRun) fail(reason string, err error) {
+	r.mu.Lock()
+	r.phase, r.reason, r.message = corev1.PodFailed, reason, err.Error()
+	r.mu.Unlock()
+	r.changed()
+}
+
+// finish runs once every container has stopped for good (restartPolicy
+// Never/OnFailure) or the pod was terminated.
+func (r *podRun) finish() {
+	r.mu.Lock()
+	if !r.terminating {
+		failed := false
+		for _, c := range r.containers {
+			if !c.init && c.lastExitCode() != 0 {
+				failed = true
+			}
+		}
+		r.phase = corev1.PodSucceeded
+		if failed {
+			r.phase = corev1.PodFailed
+		}
+	}
+	r.mu.Unlock()
+	r.changed()
+}
+
+func (r *podRun) update(pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pod.Labels, r.pod.Annotations = pod.Labels, pod.Annotations
+	r.pod.DeletionTimestamp, r.pod.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
+	for _, c := range r.containers {
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == c.spec.Name && pod.Spec.Containers[i].Image != c.spec.Image {
+				c.setImage(pod.Spec.Containers[i].Image)
+			}
+		}
+	}
+}
+
+// terminate stops the pod gracefully: preStop hooks, SIGTERM, and SIGKILL
+// once grace has passed; then the sandbox goes.
+func (r *podRun) terminate(grace time.Duration) {
+	r.mu.Lock()
+	if r.terminating {
+		r.mu.Unlock()
+		return
+	}
+	r.terminating = true
+	containers := append([]*containerRun(nil), r.containers...)
+	r.mu.Unlock()
+	go func() {
+		deadline := time.Now().Add(grace)
+		var wg sync.WaitGroup
+		for _, c := range containers {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.stopGracefully(deadline) }()
+		}
+		wg.Wait()
+		r.stop()
+		r.teardown()
+		r.changed()
+		r.p.forget(r)
+		close(r.stopped)
+	}()
+}
+
+func (r *podRun) teardown() {
+	ctx := context.Background()
+	for _, c := range r.snapshotContainers() {
+		c.cleanup()
+	}
+	if !r.pod.Spec.HostNetwork {
+		if err := r.p.net.teardown(ctx, string(r.pod.UID)); err != nil {
+			r.p.log.Error("removing pod network", "pod", r.pod.Name, "err", err)
+		}
+	}
+	if err := os.RemoveAll(r.dir()); err != nil {
+		r.p.log.Error("removing pod directory", "pod", r.pod.Name, "err", err)
+	}
+}
+
+func (r *podRun) snapshotContainers() []*containerRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*containerRun(nil), r.containers...)
+}
+
+// snapshot renders the pod with its current status.
+func (r *podRun) snapshot() *corev1.Pod {
+	r.mu.Lock()
+	pod := r.pod.DeepCopy()
+	phase, reason, message, ip, initDone := r.phase, r.reason, r.message, r.ip, r.initDone
+	containers := append([]*containerRun(nil), r.containers...)
+	r.mu.Unlock()
+	st := corev1.PodStatus{
+		Phase:     phase,
+		Reason:    reason,
+		Message:   message,
+		HostIP:    r.p.cfg.NodeIP,
+		HostIPs:   []corev1.HostIP{{IP: r.p.cfg.NodeIP}},
+		StartTime: &r.startTime,
+		QOSClass:  qosClass(pod),
+	}
+	if ip.IsValid() {
+		st.PodIP = ip.String()
+		st.PodIPs = []corev1.PodIP{{IP: ip.String()}}
+	}
+	allReady := len(pod.Spec.Containers) > 0
+	for _, c := range containers {
+		cs := c.status()
+		if c.init {
+			st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+			continue
+		}
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+		if !cs.Ready {
+			allReady = false
+		}
+	}
+	sort.Slice(st.ContainerStatuses, func(i, j int) bool {
+		return containerIndex(pod, st.ContainerStatuses[i].Name) < containerIndex(pod, st.ContainerStatuses[j].Name)
+	})
+	if phase != corev1.PodRunning {
+		allReady = false
+	}
+	now := metav1.Now()
+	cond := func(t corev1.PodConditionType, ok bool, reason string) corev1.PodCondition {
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, LastTransitionTime: now, Reason: reason}
+		if ok {
+			c.Status, c.Reason = corev1.ConditionTrue, ""
+		}
+		return c
+	}
+	notReady := "ContainersNotReady"
+	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+		notReady = "PodCompleted"
+	}
+	st.Conditions = []corev1.PodCondition{
+		cond(corev1.PodReadyToStartContainers, ip.IsValid(), ""),
+		cond(corev1.PodInitialized, initDone || len(pod.Spec.InitContainers) == 0, "ContainersNotInitialized"),
+		cond(corev1.ContainersReady, allReady, notReady),
+		cond(corev1.PodReady, allReady, notReady),
+		cond(corev1.PodScheduled, true, ""),
+	}
+	// Keep transition times stable when nothing changed.
+	for i := range st.Conditions {
+		for _, old := range pod.Status.Conditions {
+			if old.Type == st.Conditions[i].Type && old.Status == st.Conditions[i].Status {
+				st.Conditions[i].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	pod.Status = st
+	return pod
+}
+
+func containerIndex(pod *corev1.Pod, name string) int {
+	for i, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return i
+		}
+	}
+	return len(pod.Spec.Containers)
+}
+
+func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
+	requests, limits := false, false
+	guaranteed := true
+	for _, c := range pod.Spec.Containers {
+		if len(c.Resources.Requests) > 0 {
+			requests = true
+		}
+		if len(c.Resources.Limits) > 0 {
+			limits = true
+		}
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			l, ok := c.Resources.Limits[r]
+			q, ok2 := c.Resources.Requests[r]
+			if !ok || (ok2 && q.Cmp(l) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !requests && !limits:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	default:
+		return corev1.PodQOSBurstable
+	}
+}
+
+// writePodFiles writes the files the kubelet manages for each pod:
+// resolv.conf, hosts and hostname.
+func writePodFiles(r *podRun) error {
+	pod := r.pod
+	dir := r.dir()
+	cfg := r.p.cfg
+	var resolv strings.Builder
+	policy := pod.Spec.DNSPolicy
+	if policy == "" {
+		policy = corev1.DNSClusterFirst
+	}
+	if policy == corev1.DNSClusterFirst && pod.Spec.HostNetwork {
+		policy = corev1.DNSDefault
+	}
+	switch policy {
+	case corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet:
+		fmt.Fprintf(&resolv, "search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", pod.Namespace, cfg.DNSDomain, cfg.DNSDomain, cfg.DNSDomain, cfg.ClusterDNS)
+	case corev1.DNSNone:
+	default:
+		// The node's own resolver configuration: lab nodes have no
+		// resolver outside the cluster.
+		resolv.WriteString("# lab nodes have no resolver outside the cluster\n")
+	}
+	if dc := pod.Spec.DNSConfig; dc != nil {
+		if len(dc.Searches) > 0 {
+			fmt.Fprintf(&resolv, "search %s\n", strings.Join(dc.Searches, " "))
+		}
+		for _, ns := range dc.Nameservers {
+			fmt.Fprintf(&resolv, "nameserver %s\n", ns)
+		}
+		for _, o := range dc.Options {
+			if o.Value != nil {
+				fmt.Fprintf(&resolv, "options %s:%s\n", o.Name, *o.Value)
+			} else {
+				fmt.Fprintf(&resolv, "options %s\n", o.Name)
+			}
+		}
+	}
+	hostname := pod.Name
+	if pod.Spec.Hostname != "" {
+		hostname = pod.Spec.Hostname
+	}
+	if pod.Spec.HostNetwork {
+		hostname = cfg.NodeName
+	}
+	ip := r.ip.String()
+	hosts := "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	fqdn := hostname
+	if pod.Spec.Subdomain != "" {
+		fqdn = fmt.Sprintf("%s.%s.%s.svc.%s", hostname, pod.Spec.Subdomain, pod.Namespace, cfg.DNSDomain)
+	}
+	hosts += fmt.Sprintf("%s\t%s", ip, fqdn)
+	if fqdn != hostname {
+		hosts += "\t" + hostname
+	}
+	hosts += "\n"
+	for _, ha := range pod.Spec.HostAliases {
+		hosts += fmt.Sprintf("%s\t%s\n", ha.IP, strings.Join(ha.Hostnames, "\t"))
+	}
+	files := map[string]string{"resolv.conf": resolv.String(), "hosts": hosts, "hostname": hostname + "\n"}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
