@@ -80,7 +80,9 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
 	nodeObj := nodeObject(cfg, runcVersion(ctx))
 	n, err := nodeutil.NewNode(cfg.NodeName,
-		func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) { return prov, nodeProvider{}, nil },
+		func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+			return prov, nodeProvider{}, nil
+		},
 		nodeutil.WithClient(client),
 		nodeutil.AttachProviderRoutes(mux),
 		func(c *nodeutil.NodeConfig) error {
@@ -158,7 +160,7 @@ type routeSync struct {
 	cfg    Config
 	runner Runner
 	net    *podNetwork
-	log *slog.Logger
+	log    *slog.Logger
 
 	mu        sync.Mutex
 	installed map[string]bool

@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"golang.org/x/sys/unix"
 
 	"github.com/svclab/svclab/lab/cluster"
 )

@@ -42,6 +42,9 @@ const (
 	// when a NodePort is not DNATed.
 	nodeListenerPort = 30005
 
+	// routerIP is the node's default gateway (a namespace of its own).
+	routerIP = "192.168.66.2"
+
 	dropTimeout = time.Second
 )
 
@@ -117,8 +120,8 @@ const (
 var portName = map[string]string{"tcp": "http", "udp": "dns"}
 
 // dest resolves a Service port address from the manifest. addr overrides
-// the node address of a NodePort.
-func (w *world) dest(svcName, via, addr, proto string) (netip.AddrPort, error) {
+// the IP (the node address of a NodePort, for example), port the port.
+func (w *world) dest(svcName, via, addr string, port int, proto string) (netip.AddrPort, error) {
 	var svc *v1.Service
 	for _, s := range w.objs.Services {
 		if s.Namespace+"/"+s.Name == svcName {
@@ -138,15 +141,12 @@ func (w *world) dest(svcName, via, addr, proto string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("Service %s has no %s port %q", svcName, proto, portName[proto])
 	}
 	var ip string
-	port := int(sp.Port)
+	svcPort := int(sp.Port)
 	switch via {
 	case viaClusterIP:
 		ip = svc.Spec.ClusterIP
 	case viaNodePort:
-		ip, port = nodeIP, int(sp.NodePort)
-		if addr != "" {
-			ip = addr
-		}
+		ip, svcPort = nodeIP, int(sp.NodePort)
 	case viaExternalIP:
 		if len(svc.Spec.ExternalIPs) > 0 {
 			ip = svc.Spec.ExternalIPs[0]
@@ -155,6 +155,12 @@ func (w *world) dest(svcName, via, addr, proto string) (netip.AddrPort, error) {
 		if len(svc.Status.LoadBalancer.Ingress) > 0 {
 			ip = svc.Status.LoadBalancer.Ingress[0].IP
 		}
+	}
+	if addr != "" {
+		ip = addr
+	}
+	if port == 0 {
+		port = svcPort
 	}
 	a, err := netip.ParseAddr(ip)
 	if err != nil || port == 0 {
@@ -213,9 +219,17 @@ func newWorld(t *testing.T, mode string) *world {
 		must(w.ext.IP(ctx, "addr", "add", a+"/24", "dev", "eth0"))
 	}
 	must(w.ext.IP(ctx, "route", "add", "default", "via", nodeIP))
-	// The ext client is the node's router: what the rules do not
-	// redirect goes there and dies (it does not forward).
-	must(w.node.IP(ctx, "route", "add", "default", "via", extClientIP))
+	// The node's default route leads to a "router" namespace that
+	// accepts the whole service CIDR as local and answers on the
+	// Services' ports as "router": Service traffic that the rules neither
+	// redirect nor stop leaks there and says so.
+	router := newNetns("rtr")
+	must(lab.Veth(ctx, w.node, lab.ID+"r", "192.168.66.1/30", router, "eth0", routerIP+"/30"))
+	must(w.node.IP(ctx, "route", "add", "default", "via", routerIP))
+	must(router.IP(ctx, "route", "add", "local", serviceCIDR, "dev", "lo", "table", "local"))
+	for _, dst := range []string{"192.168.77.0/24", "10.244.0.0/16"} {
+		must(router.IP(ctx, "route", "add", dst, "via", "192.168.66.1"))
+	}
 	must(w.node.IP(ctx, "addr", "add", secondaryNodeIP+"/32", "dev", "lo"))
 
 	var servers []*EchoServer
@@ -243,6 +257,9 @@ func newWorld(t *testing.T, mode string) *world {
 	s, err := StartEcho(w.node, "node", []int{nodeListenerPort}, nil, testLogger(t))
 	must(err)
 	servers = append(servers, s)
+	s, err = StartEcho(router, "router", []int{80, 81}, []int{53, 81}, testLogger(t))
+	must(err)
+	servers = append(servers, s)
 
 	switch mode {
 	case render.ModeNFTables:
@@ -263,7 +280,8 @@ type flowCase struct {
 	src    string   // source address (default: the client's)
 	svc    string   // namespace/name
 	via    string
-	addr   string // node address for viaNodePort (default nodeIP)
+	addr   string // IP to use instead of the Service's (e.g. another node address for viaNodePort)
+	port   int    // port to use instead of the Service's
 	n      int
 
 	want Outcome
@@ -291,6 +309,8 @@ var flowCases = []flowCase{
 	{name: "eTP Local without local endpoint: NodePort dropped", from: "ext", svc: "flow/etp-local-remote", via: viaNodePort, n: 1, want: TimedOut},
 	{name: "eTP Local without local endpoint: pod traffic to NodePort short-circuited", from: "c", svc: "flow/etp-local-remote", via: viaNodePort, n: 5,
 		want: Reached, backends: []string{"b1"}, peer: "client"},
+	{name: "eTP Local without local endpoint: node traffic to NodePort short-circuited and masqueraded", from: "node", svc: "flow/etp-local-remote", via: viaNodePort, n: 5,
+		want: Reached, backends: []string{"b1"}, peer: podGateway},
 	{name: "eTP Local without local endpoint: cluster IP still works", from: "c", svc: "flow/etp-local-remote", via: viaClusterIP, n: 5,
 		want: Reached, backends: []string{"b1"}, peer: "client"},
 	{name: "eTP Local: NodePort goes to the local endpoint with the client IP", from: "ext", svc: "flow/etp-local", via: viaNodePort, n: 15,
@@ -321,6 +341,14 @@ var flowCases = []flowCase{
 		want: Reached, backends: []string{"a3"}, peer: podGateway},
 	{name: "external IP", from: "ext", svc: "flow/external-ip", via: viaExternalIP, n: 3,
 		want: Reached, backends: []string{"a3"}, peer: podGateway},
+	{name: "cluster IP on a port it does not serve: rejected (nftables cluster-ips-check)", modes: []string{render.ModeNFTables},
+		from: "c", svc: "flow/spread", via: viaClusterIP, port: 81, n: 2, want: Refused},
+	{name: "cluster IP on a port it does not serve: not handled (iptables), leaks to the router", modes: []string{render.ModeIPTables},
+		from: "c", svc: "flow/spread", via: viaClusterIP, port: 81, n: 2, want: Reached, backends: []string{"router"}, peer: "client"},
+	{name: "unallocated service CIDR address: dropped (nftables cluster-ips-check)", modes: []string{render.ModeNFTables},
+		from: "c", svc: "flow/spread", via: viaClusterIP, addr: "10.96.200.200", n: 1, want: TimedOut},
+	{name: "unallocated service CIDR address: not handled (iptables), leaks to the router", modes: []string{render.ModeIPTables},
+		from: "c", svc: "flow/spread", via: viaClusterIP, addr: "10.96.200.200", n: 2, want: Reached, backends: []string{"router"}, peer: "client"},
 	{name: "topology hints: only the endpoint for this zone", from: "c", svc: "flow/zones", via: viaClusterIP, n: 20,
 		want: Reached, backends: []string{"a1"}, peer: "client"},
 }
@@ -332,7 +360,7 @@ var flowCases = []flowCase{
 // chance has a probability of 3^-10).
 func affinityCase(ctx context.Context, w *world, proto string) []string {
 	var problems []string
-	dst, err := w.dest("flow/affinity", viaClusterIP, "", proto)
+	dst, err := w.dest("flow/affinity", viaClusterIP, "", 0, proto)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -385,7 +413,7 @@ func (c flowCase) run(ctx context.Context, w *world, proto string) (problems []s
 	if err != nil {
 		return []string{err.Error()}, ""
 	}
-	dst, err := w.dest(c.svc, c.via, c.addr, proto)
+	dst, err := w.dest(c.svc, c.via, c.addr, c.port, proto)
 	if err != nil {
 		return []string{err.Error()}, ""
 	}
