@@ -87,6 +87,36 @@ fi
 exec "$@"
 `
 
+// apkShim stands in for Alpine's package manager, which tutorials run in
+// alpine and busybox pods ("apk add curl"): the tools are already there,
+// and pods cannot reach a package registry anyway.
+const apkShim = `#!/bin/sh
+# svclab: this lab's alpine image is Debian-based and has its tools
+# installed already; pods cannot reach a package registry.
+installed=" bash bind-tools busybox busybox-extras ca-certificates conntrack-tools coreutils curl drill iproute2 iptables iputils iputils-ping netcat-openbsd nftables procps tcpdump wget "
+cmd="$1"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+add)
+  status=0
+  for arg in "$@"; do
+    case "$arg" in
+    -*) continue ;;
+    esac
+    case "$installed" in
+    *" $arg "*) echo "OK: $arg is already installed (svclab's images are Debian-based)" ;;
+    *) echo "ERROR: unable to select packages: $arg (not installed, and pods in this lab cannot reach a package registry)" >&2; status=1 ;;
+    esac
+  done
+  exit $status ;;
+update|upgrade|cache)
+  echo "OK: nothing to do (svclab's images are Debian-based and complete)"; exit 0 ;;
+*)
+  echo "apk: svclab's images are Debian-based; the tools are installed already (curl, wget, dig, nslookup, nc, ip, nft, iptables, conntrack, tcpdump)" >&2
+  exit 1 ;;
+esac
+`
+
 const nginxEntrypoint = `#!/bin/sh
 # As in the nginx image: announce, then run the command.
 set -e
@@ -102,6 +132,7 @@ func treeLayers() map[string][]entry {
 	return map[string][]entry{
 		layerToolsConfig: {
 			file("/entrypoint.sh", 0o755, curlEntrypoint),
+			file("/usr/local/bin/apk", 0o755, apkShim),
 		},
 		layerAgnhost: {
 			symlink("/agnhost", svclabPath),

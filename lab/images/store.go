@@ -26,7 +26,8 @@ import (
 type Image struct {
 	// Name is our canonical name, e.g. "svclab/tools".
 	Name string
-	// Layers are root filesystem directories, lowest first.
+	// Layers are root filesystem directories, lowest first (overlayfs's
+	// lowerdir= option lists them the other way round, topmost first).
 	Layers []string
 	// Entrypoint and Cmd behave as in an OCI image: a pod's command
 	// replaces Entrypoint, its args replace Cmd.
@@ -155,7 +156,7 @@ func (s *Store) Resolve(ref string) (Image, error) {
 	for _, name := range imageLayers[v.image] {
 		key, err := s.layerKey(name)
 		if err != nil {
-			return Image{}, fmt.Errorf("image %q: %w", ref, err)
+			return Image{}, fmt.Errorf("%w: image %q (%s): %w", ErrNotBuilt, ref, v.image, err)
 		}
 		root := filepath.Join(s.layerPath(name, key), "rootfs")
 		if _, err := os.Stat(root); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -258,7 +259,7 @@ func TestBuildWithoutKube(t *testing.T) {
 		t.Errorf("no note about the skipped CoreDNS image: %q", p.infos)
 	}
 	_, err := f.store.Resolve("registry.k8s.io/coredns/coredns:v1.11.1")
-	if err == nil || !strings.Contains(err.Error(), "svclab-kube") {
+	if !errors.Is(err, ErrNotBuilt) || !strings.Contains(err.Error(), "svclab-kube") {
 		t.Errorf("coredns without svclab-kube: %v", err)
 	}
 	if _, err := f.store.Resolve("busybox"); err != nil {
@@ -360,5 +361,44 @@ func TestProgressWriter(t *testing.T) {
 	}
 	if tail := w.Tail(); !strings.HasSuffix(tail, "W: a warning\nE: the end") {
 		t.Errorf("tail %q", tail)
+	}
+}
+
+func TestScripts(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeTree(dir, treeLayers()[layerToolsConfig]); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		script string
+		args   []string
+		code   int
+		out    string
+	}{
+		{"usr/local/bin/apk", []string{"add", "--no-cache", "curl", "bind-tools"}, 0, "OK: bind-tools is already installed"},
+		{"usr/local/bin/apk", []string{"update"}, 0, "nothing to do"},
+		{"usr/local/bin/apk", []string{"add", "curl", "redis"}, 1, "unable to select packages: redis"},
+		// curlimages/curl's entrypoint: options go to curl, commands run.
+		{"entrypoint.sh", []string{"-V"}, 0, "curl_invoked"},
+		{"entrypoint.sh", []string{"echo", "plain"}, 0, "plain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.script+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+			cmd := exec.Command("/bin/sh", append([]string{filepath.Join(dir, tt.script)}, tt.args...)...)
+			// A stand-in curl, so the test needs no network nor curl.
+			bin := t.TempDir()
+			os.WriteFile(filepath.Join(bin, "curl"), []byte("#!/bin/sh\necho curl_invoked \"$@\"\n"), 0o755)
+			cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin"}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || !strings.Contains(string(out), tt.out) {
+				t.Errorf("exit %d, output %q; want %d and %q", code, out, tt.code, tt.out)
+			}
+		})
 	}
 }
