@@ -21,11 +21,14 @@ import (
 // Suite is the Debian release the tools image is built from.
 const Suite = "bookworm"
 
-// ToolsPackages are installed on top of debootstrap's minbase variant.
-var ToolsPackages = []string{
-	"bash", "busybox", "ca-certificates", "conntrack", "curl", "dnsutils",
-	"iproute2", "iptables", "iputils-ping", "netcat-openbsd", "nftables",
-	"procps", "tcpdump", "wget",
+// ToolsPackages returns the Debian packages installed on top of
+// debootstrap's minbase variant.
+func ToolsPackages() []string {
+	return []string{
+		"bash", "busybox", "ca-certificates", "conntrack", "curl", "dnsutils",
+		"iproute2", "iptables", "iputils-ping", "netcat-openbsd", "nftables",
+		"procps", "tcpdump", "wget",
+	}
 }
 
 // toolsRecipe changes whenever the way the tools layer is made changes.
@@ -56,7 +59,7 @@ func debianArch() string {
 func toolsKey() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "recipe=%d format=%d suite=%s arch=%s variant=minbase packages=%s\n",
-		toolsRecipe, layerFormat, Suite, debianArch(), strings.Join(ToolsPackages, ","))
+		toolsRecipe, layerFormat, Suite, debianArch(), strings.Join(ToolsPackages(), ","))
 	return Suite + "-" + hex.EncodeToString(h.Sum(nil))[:12]
 }
 
@@ -85,12 +88,12 @@ func (s *Store) buildTools(ctx context.Context, p cluster.Progress, rootfs strin
 		return err
 	}
 	args := []string{"--variant=minbase", "--arch=" + debianArch(),
-		"--include=" + strings.Join(ToolsPackages, ","), "--cache-dir=" + cache}
+		"--include=" + strings.Join(ToolsPackages(), ","), "--cache-dir=" + cache}
 	if _, err := os.Stat(debianKeyring); err == nil {
 		args = append(args, "--keyring="+debianKeyring)
 	}
 	args = append(args, Suite, rootfs, mirror)
-	done = p.Start(fmt.Sprintf("Bootstrapping Debian %s with %d tool packages (cold: a few minutes, cached afterwards)", Suite, len(ToolsPackages)))
+	done = p.Start(fmt.Sprintf("Bootstrapping Debian %s with %d tool packages (cold: a few minutes, cached afterwards)", Suite, len(ToolsPackages())))
 	out := newProgressWriter(p, s.progressEvery)
 	err = s.sys.Run(ctx, out, debootstrap, args...)
 	out.Flush()
