@@ -60,6 +60,25 @@ spec:
   clusterIP: 172.30.0.53
   ports: [{name: dns, port: 53, protocol: UDP}]
 ---
+apiVersion: v1
+kind: Service
+metadata: {namespace: demo, name: lb}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 32100
+  clusterIP: 172.30.0.70
+  ports: [{name: http, port: 80, nodePort: 30070}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {namespace: demo, name: lb-1, labels: {kubernetes.io/service-name: lb}}
+addressType: IPv4
+endpoints:
+- {addresses: [10.180.0.70], nodeName: it-node}
+- {addresses: [10.180.0.71], nodeName: it-node}
+ports: [{name: http, port: 80, protocol: TCP}]
+---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {namespace: demo, name: web-1, labels: {kubernetes.io/service-name: web}}
@@ -301,7 +320,8 @@ func TestDaemonInNetworkNamespace(t *testing.T) {
 					t.Fatalf("nft flush chain: %v %s", err, out)
 				}
 			},
-			hasWebRule: func(rules string) bool { return strings.Contains(rules, "numgen random mod 2") },
+			// demo/web's DNAT rule: "... numgen random mod 2 map { 0 : 10.180.0.1 . 8080, ... }".
+			hasWebRule: func(rules string) bool { return strings.Contains(rules, ": 10.180.0.1 . 8080") },
 		},
 		{
 			mode:  "iptables",
@@ -384,6 +404,16 @@ func TestDaemonInNetworkNamespace(t *testing.T) {
 				if !strings.Contains(metricsText, want) {
 					t.Errorf("/metrics lacks %s", want)
 				}
+			}
+			// The healthCheckNodePort of the eTP Local LoadBalancer Service.
+			resp, err := ns.client().Get("http://192.168.77.2:32100/")
+			if err != nil {
+				t.Fatalf("health check node port: %v", err)
+			}
+			hcBody, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Load-Balancing-Endpoint-Weight") != "2" || !strings.Contains(string(hcBody), `"localEndpoints": 2`) {
+				t.Errorf("health check node port: %d %v %s", resp.StatusCode, resp.Header, hcBody)
 			}
 			if code, body := ns.get(":10249/configz"); code != 200 || !strings.Contains(body, "kubeproxy.config.k8s.io") {
 				t.Errorf("/configz: %d %s", code, body)
