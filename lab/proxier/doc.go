@@ -14,6 +14,15 @@
 //     and nat tables.
 //   - render is the "svclab proxier render" command that prints what would
 //     be programmed.
+//   - daemon is the runtime behind "svclab proxier run" (package run): the
+//     object store fed by informers or an objects file, the sync loop on
+//     runner's bounded-frequency runner, the nftables and iptables
+//     appliers, and the hooks to conntrack (UDP reconciler), healthcheck
+//     (/healthz, /livez, healthCheckNodePorts) and metrics.
+//   - events and faults are the teaching hooks: the sync-event stream and
+//     the runtime fault switches.
+//   - config reads KubeProxyConfiguration files and kube-proxy's flags;
+//     deploy generates the kube-proxy DaemonSet, ConfigMap and RBAC.
 //
 // See README.md for the chain layout of both modes.
 package proxier
