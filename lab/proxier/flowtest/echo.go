@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/ipv4"
 )
 
 // EchoServer answers every TCP connection and every UDP datagram on its
@@ -82,17 +84,28 @@ func (s *EchoServer) serveTCP(l net.Listener) {
 	}
 }
 
+// serveUDP answers each datagram from the address it was sent to, so
+// that the reply matches the client's connected socket even where the
+// namespace has several addresses.
 func (s *EchoServer) serveUDP(c net.PacketConn) {
+	pc := ipv4.NewPacketConn(c)
+	if err := pc.SetControlMessage(ipv4.FlagDst, true); err != nil {
+		s.log.Warn("cannot learn destination addresses", "err", err)
+	}
 	buf := make([]byte, 1500)
 	for {
-		_, peer, err := c.ReadFrom(buf)
+		_, cm, peer, err := pc.ReadFrom(buf)
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
 				s.log.Warn("read failed", "err", err)
 			}
 			return
 		}
-		if _, err := c.WriteTo(fmt.Appendf(nil, "%s %s\n", s.Name, peer), peer); err != nil {
+		var reply *ipv4.ControlMessage
+		if cm != nil && cm.Dst != nil {
+			reply = &ipv4.ControlMessage{Src: cm.Dst}
+		}
+		if _, err := pc.WriteTo(fmt.Appendf(nil, "%s %s\n", s.Name, peer), reply, peer); err != nil {
 			s.log.Warn("reply failed", "err", err)
 		}
 	}
