@@ -193,6 +193,20 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			}
 			return markNodes(ctx, client, st)
 		}},
+		cluster.Action{Name: "Installing kube-proxy (the bundled proxier) and CoreDNS", Run: func(ctx context.Context) error {
+			client, err := c.Client()
+			if err != nil {
+				return err
+			}
+			objs, err := addonObjects(st)
+			if err != nil {
+				return err
+			}
+			if err := createObjects(ctx, client, objs); err != nil {
+				return err
+			}
+			return waitAddons(ctx, client, len(st.Nodes), deadline)
+		}},
 	)
 	if err := cluster.RunActions(ctx, pr, actions); err != nil {
 		return nil, err

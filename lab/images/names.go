@@ -47,7 +47,10 @@ var known = []struct {
 	names []string
 	v     variant
 }{
-	{[]string{"busybox"}, variant{image: ImageTools, cmd: []string{"sh"}}},
+	// busybox's applets come first, so sh, wget and nslookup behave and
+	// print as in the busybox image.
+	{[]string{"busybox"}, variant{image: ImageTools, cmd: []string{"sh"},
+		env: []string{"PATH=" + busyboxAppletDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}},
 	{[]string{"ubuntu"}, variant{image: ImageTools, cmd: []string{"bash"}}},
 	{[]string{"debian"}, variant{image: ImageTools, cmd: []string{"bash"}}},
 	{[]string{"alpine"}, variant{image: ImageTools, cmd: []string{"/bin/sh"}}},

@@ -262,7 +262,9 @@ func (c *containerRun) runOnce(img Image) (int, error) {
 func (c *containerRun) containerSpec(img Image) (containerSpec, error) {
 	r := c.pod
 	pod := r.pod
-	args := c.spec.Command
+	// As the kubelet: command replaces the image's entrypoint, args its
+	// cmd, and $(VAR) references to the container's env are expanded.
+	args := expandAll(c.spec.Command, c.spec.Env)
 	if len(args) == 0 {
 		args = img.Entrypoint
 		if len(c.spec.Args) == 0 {
@@ -273,7 +275,11 @@ func (c *containerRun) containerSpec(img Image) (containerSpec, error) {
 	if len(args) == 0 {
 		return containerSpec{}, errors.New("no command specified")
 	}
-	env := append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME=" + pod.Name}, img.Env...)
+	env := append([]string(nil), img.Env...)
+	if !hasEnv(env, "PATH") {
+		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	}
+	env = append(env, "HOSTNAME="+pod.Name)
 	for _, e := range c.spec.Env {
 		env = append(env, e.Name+"="+expand(e.Value, c.spec.Env))
 	}
@@ -378,7 +384,19 @@ func expand(s string, env []corev1.EnvVar) string {
 	return b.String()
 }
 
+func hasEnv(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
 func expandAll(ss []string, env []corev1.EnvVar) []string {
+	if ss == nil {
+		return nil
+	}
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = expand(s, env)

@@ -135,6 +135,14 @@ func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
 		for _, d := range defaultCaps {
 			set[d] = true
 		}
+		// As the kubelet: drops apply to the defaults, then adds.
+		for _, d := range c.CapDrop {
+			if normaliseCap(d) == "CAP_ALL" {
+				set = map[string]bool{}
+				continue
+			}
+			delete(set, normaliseCap(d))
+		}
 		for _, a := range c.CapAdd {
 			if normaliseCap(a) == "CAP_ALL" {
 				for _, b := range bounding {
@@ -143,13 +151,6 @@ func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
 				continue
 			}
 			set[normaliseCap(a)] = true
-		}
-		for _, d := range c.CapDrop {
-			if normaliseCap(d) == "CAP_ALL" {
-				set = map[string]bool{}
-				continue
-			}
-			delete(set, normaliseCap(d))
 		}
 		caps = nil
 		for _, name := range capNames {
