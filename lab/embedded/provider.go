@@ -158,9 +158,14 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			return spawnSupervisor(dir)
 		}},
 	}
-	deadline := time.Now().Add(p.ReadyTimeout)
+	// The deadline starts with the control plane: building images or
+	// svclab-kube before that may take minutes on a cold cache.
+	var deadline time.Time
 	for _, comp := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		actions = append(actions, cluster.Action{Name: "Starting " + comp, Run: func(ctx context.Context) error {
+			if deadline.IsZero() {
+				deadline = time.Now().Add(p.ReadyTimeout)
+			}
 			if err := waitComponent(ctx, dir, comp, deadline); err != nil {
 				return err
 			}

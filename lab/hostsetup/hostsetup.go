@@ -27,6 +27,7 @@ var Requirements = []Requirement{
 	{"runc", "runc", "running pod containers"},
 	{"sysctl", "procps", "node kernel settings"},
 	{"modprobe", "kmod", "loading kernel modules"},
+	{"debootstrap", "debootstrap", "building the Debian root filesystem pods and node shells run from"},
 }
 
 // Host is what setup needs to know about the machine, behind an interface
