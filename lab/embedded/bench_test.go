@@ -4,21 +4,29 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/kubebin"
 )
 
-// BenchmarkCreateToReady measures a warm `cluster create` (svclab-kube
-// cached) from the call to a ready control plane (every component healthy,
-// /readyz ok), and the memory of the whole control plane once it has
-// settled: resident (RSS, which counts the shared binary once per process)
-// and proportional (PSS, which splits shared pages fairly).
+// BenchmarkCreateToReady measures a warm `cluster create` (svclab-kube and
+// images cached) of a 3-node cluster, from the call to every node Ready
+// with kube-proxy running on each and CoreDNS ready, and the memory of the
+// whole idle cluster once it has settled — control plane, node agents and
+// add-on containers: resident (RSS, which counts shared binaries once per
+// process) and proportional (PSS, which splits shared pages fairly).
 func BenchmarkCreateToReady(b *testing.B) {
 	requireLab(b)
 	ctx := context.Background()
@@ -39,7 +47,7 @@ func BenchmarkCreateToReady(b *testing.B) {
 		}
 		b.StopTimer()
 		time.Sleep(15 * time.Second) // let the controllers settle
-		r, s := memory(c.(*Cluster).dir)
+		r, s := memory(c.(*Cluster).dir, p.leftoverNetns(name))
 		rss, pss = rss+r, pss+s
 		if err := p.Delete(ctx, name); err != nil {
 			b.Fatal(err)
@@ -50,9 +58,17 @@ func BenchmarkCreateToReady(b *testing.B) {
 	b.ReportMetric(pss/float64(b.N), "pss-MiB")
 }
 
-// memory sums RSS and PSS (MiB) of every process of the cluster in dir.
-func memory(dir string) (rss, pss float64) {
+// memory sums RSS and PSS (MiB) of every process of the cluster in dir:
+// those svclab started and those running in the cluster's namespaces.
+func memory(dir string, netns []string) (rss, pss float64) {
+	pids := map[int]bool{}
 	for _, pid := range markedProcesses(func(d string) bool { return d == dir }) {
+		pids[pid] = true
+	}
+	for _, pid := range processesInNetns(netns) {
+		pids[pid] = true
+	}
+	for pid := range pids {
 		f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
 		if err != nil {
 			continue
@@ -73,4 +89,84 @@ func memory(dir string) (rss, pss float64) {
 		}
 	}
 	return rss, pss
+}
+
+// BenchmarkPodReady measures, on one 3-node cluster, the latency from
+// creating a pod (agnhost netexec with a readiness probe) to its Ready
+// condition, over 30 pods created at once, and reports p50 and p99.
+func BenchmarkPodReady(b *testing.B) {
+	requireLab(b)
+	ctx := context.Background()
+	p := New(b.TempDir(), nil)
+	name := uniqueName("podbench")
+	cc, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Delete(context.Background(), name) })
+	client, err := cc.Client()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const pods = 30
+	var lat []time.Duration
+	for i := 0; b.Loop(); i++ {
+		ns := fmt.Sprintf("bench-%d", i)
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		created := map[string]time.Time{}
+		for j := range pods {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", j)},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "agnhost", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+					Args: []string{"netexec", "--http-port=8080"},
+					ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
+						HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}},
+				}}},
+			}
+			created[pod.Name] = time.Now()
+			if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		deadline := time.After(3 * time.Minute)
+		for len(created) > 0 {
+			select {
+			case ev := <-w.ResultChan():
+				pod, ok := ev.Object.(*corev1.Pod)
+				if !ok || ev.Type == watch.Deleted {
+					continue
+				}
+				if start, ok := created[pod.Name]; ok && podReady(pod) {
+					lat = append(lat, time.Since(start))
+					delete(created, pod.Name)
+				}
+			case <-deadline:
+				b.Fatalf("%d pods not Ready after 3 minutes", len(created))
+			}
+		}
+		w.Stop()
+		b.StopTimer()
+		client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		b.StartTimer()
+	}
+	slices.Sort(lat)
+	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Milliseconds()) }
+	b.ReportMetric(pct(0.5), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
