@@ -41,16 +41,25 @@ import (
 	"github.com/svclab/svclab/lab/proxier/render"
 )
 
-// The differential test's node: a Node object only; kube-proxy runs for it
-// in a namespace of its own that has its IP.
+// The differential test's nodes are Node objects only; kube-proxy runs for
+// one of them in a namespace of its own that has its IPs.
 const (
 	diffNode   = "diff-node"
 	diffNodeIP = "192.168.77.1"
-	// diffNodeIP2 is a second InternalIP of the node (and address in its
-	// namespace), so that nodePortAddresses CIDRs select more than one.
-	diffNodeIP2 = "192.168.78.1"
-	diffNS      = "diff"
-	otherNode   = "other-node"
+	otherNode  = "other-node"
+	diffNS     = "diff"
+)
+
+type fakeNode struct {
+	name, zone string
+	// ips are the node's InternalIPs, primary first; diff-node has two so
+	// that nodePortAddresses CIDRs select more than one.
+	ips []string
+}
+
+var (
+	diffNodeSpec  = fakeNode{name: diffNode, zone: "zone-a", ips: []string{diffNodeIP, "192.168.78.1"}}
+	otherNodeSpec = fakeNode{name: otherNode, zone: "zone-b", ips: []string{"192.168.79.1"}}
 )
 
 // diffShape is one Service and its EndpointSlices.
@@ -257,23 +266,28 @@ func createShapes(ctx context.Context, client kubernetes.Interface) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: diffNS}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace: %w", err)
 	}
-	if _, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: diffNode,
-		Labels: map[string]string{v1.LabelTopologyZone: "zone-a", v1.LabelHostname: diffNode}}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create node: %w", err)
-	}
-	// The controller manager updates new Nodes too (taints, pod CIDR).
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := client.CoreV1().Nodes().Get(ctx, diffNode, metav1.GetOptions{})
-		if err != nil {
-			return err
+	for _, n := range []fakeNode{diffNodeSpec, otherNodeSpec} {
+		if _, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name,
+			Labels: map[string]string{v1.LabelTopologyZone: n.zone, v1.LabelHostname: n.name}}}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node: %w", err)
 		}
-		node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: diffNodeIP}, {Type: v1.NodeInternalIP, Address: diffNodeIP2},
-			{Type: v1.NodeHostName, Address: diffNode}}
-		_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("set node addresses: %w", err)
+		// The controller manager updates new Nodes too (taints, pod CIDR).
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			node.Status.Addresses = nil
+			for _, ip := range n.ips {
+				node.Status.Addresses = append(node.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
+			}
+			node.Status.Addresses = append(node.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: n.name})
+			_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("set addresses of node %s: %w", n.name, err)
+		}
 	}
 	for _, s := range diffShapes {
 		svc, err := client.CoreV1().Services(diffNS).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.name}, Spec: s.spec}, metav1.CreateOptions{})
@@ -324,13 +338,16 @@ func apiObjects(ctx context.Context, client kubernetes.Interface) (manifest []by
 		o.ManagedFields = nil
 		docs = append(docs, o)
 	}
-	node, err := client.CoreV1().Nodes().Get(ctx, diffNode, metav1.GetOptions{})
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("get Node: %w", err)
+		return nil, nil, fmt.Errorf("list Nodes: %w", err)
 	}
-	node.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
-	node.ManagedFields = nil
-	docs = append(docs, node)
+	for i := range nodes.Items {
+		o := &nodes.Items[i]
+		o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+		o.ManagedFields = nil
+		docs = append(docs, o)
+	}
 	var b bytes.Buffer
 	for _, d := range docs {
 		y, err := yaml.Marshal(d)
@@ -359,9 +376,9 @@ type kubeProxy struct {
 	err     error
 }
 
-// startKubeProxy runs "svclab-kube kube-proxy" for diffNode in a new
-// namespace of lab that has diffNodeIP and reaches the API server over a
-// veth on the cluster's bridge. It is killed when t ends.
+// startKubeProxy runs "svclab-kube kube-proxy" for m's node in a new
+// namespace of lab that has the node's IPs and reaches the API server over
+// a veth on the cluster's bridge. It is killed when t ends.
 func startKubeProxy(t *testing.T, lab *Lab, c *embedded.Cluster, bin string, index int, m diffMode) *kubeProxy {
 	t.Helper()
 	ctx := t.Context()
@@ -381,7 +398,7 @@ func startKubeProxy(t *testing.T, lab *Lab, c *embedded.Cluster, bin string, ind
 	if err := lab.HostVeth(ctx, hostIf, st.Bridge, ns, "eth0", fmt.Sprintf("%s/%d", netip.AddrFrom4(addr), prefix.Bits())); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{diffNodeIP, diffNodeIP2} {
+	for _, a := range m.node.ips {
 		if err := ns.IP(ctx, "addr", "add", a+"/32", "dev", "lo"); err != nil {
 			t.Fatal(err)
 		}
@@ -420,7 +437,7 @@ nftables: {masqueradeAll: %[6]t, syncPeriod: 5s}
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, kcPath, diffNode, m.mode, clusterCIDR, npa, m.masqueradeAll)
+`, kcPath, m.node.name, m.mode, clusterCIDR, npa, m.masqueradeAll)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -552,16 +569,22 @@ func stableListing(ctx context.Context, list func() (string, error), normalize f
 // diffMode is one kube-proxy configuration compared with ours.
 type diffMode struct {
 	name              string
+	node              fakeNode
 	mode              string
 	nodePortAddresses []string
 	masqueradeAll     bool
 }
 
 var diffModes = []diffMode{
-	{name: "nftables", mode: render.ModeNFTables},
-	{name: "iptables", mode: render.ModeIPTables},
-	{name: "nftables nodePortAddresses CIDR masqueradeAll", mode: render.ModeNFTables, nodePortAddresses: []string{"192.168.0.0/16"}, masqueradeAll: true},
-	{name: "iptables nodePortAddresses CIDR masqueradeAll", mode: render.ModeIPTables, nodePortAddresses: []string{"192.168.0.0/16"}, masqueradeAll: true},
+	{name: "nftables", node: diffNodeSpec, mode: render.ModeNFTables},
+	{name: "iptables", node: diffNodeSpec, mode: render.ModeIPTables},
+	{name: "nftables nodePortAddresses CIDR masqueradeAll", node: diffNodeSpec, mode: render.ModeNFTables,
+		nodePortAddresses: []string{"192.168.0.0/16"}, masqueradeAll: true},
+	{name: "iptables nodePortAddresses CIDR masqueradeAll", node: diffNodeSpec, mode: render.ModeIPTables,
+		nodePortAddresses: []string{"192.168.0.0/16"}, masqueradeAll: true},
+	// The other perspective: the "remote" endpoints are local, zone-b.
+	{name: "nftables on other-node", node: otherNodeSpec, mode: render.ModeNFTables},
+	{name: "iptables on other-node", node: otherNodeSpec, mode: render.ModeIPTables},
 }
 
 func TestDifferentialUpstreamKubeProxy(t *testing.T) {
@@ -676,7 +699,7 @@ func ourRules(ctx context.Context, t *testing.T, lab *Lab, client kubernetes.Int
 	switch m.mode {
 	case render.ModeNFTables:
 		err = render.Render(ctx, testLogger(t), render.Options{
-			Mode: m.mode, NodeName: diffNode, ClusterCIDR: clusterCIDR,
+			Mode: m.mode, NodeName: m.node.name, ClusterCIDR: clusterCIDR,
 			ServiceCIDRs: serviceCIDRs, NodePortAddresses: m.nodePortAddresses, MasqueradeAll: m.masqueradeAll,
 		}, bytes.NewReader(objs), objsPath, &ours)
 		if err != nil {
@@ -685,7 +708,35 @@ func ourRules(ctx context.Context, t *testing.T, lab *Lab, client kubernetes.Int
 		if err := ApplyNFTables(ctx, ns, ours.String()); err != nil {
 			return "", "", err
 		}
-		return settled(ctx, func() (string, error) { return ListNFTables(ctx, ns) }, NormalizeNFTables, objsPath)
+		listing, _, err = settled(ctx, func() (string, error) { return ListNFTables(ctx, ns) }, NormalizeNFTables, objsPath)
+		if err != nil {
+			return "", "", err
+		}
+		// The other output form, the transaction kube-proxy's first sync
+		// pipes into nft, must give the same table.
+		var tx bytes.Buffer
+		err = render.Render(ctx, testLogger(t), render.Options{
+			Mode: m.mode, NodeName: m.node.name, ClusterCIDR: clusterCIDR, Output: render.OutputTransaction,
+			ServiceCIDRs: serviceCIDRs, NodePortAddresses: m.nodePortAddresses, MasqueradeAll: m.masqueradeAll,
+		}, bytes.NewReader(objs), objsPath, &tx)
+		if err != nil {
+			return "", "", fmt.Errorf("render transaction: %w", err)
+		}
+		txNS, err := lab.Netns(ctx, nsName+"t")
+		if err != nil {
+			return "", "", err
+		}
+		if err := ApplyNFTables(ctx, txNS, tx.String()); err != nil {
+			return "", "", fmt.Errorf("transaction: %w", err)
+		}
+		txListing, _, err := settled(ctx, func() (string, error) { return ListNFTables(ctx, txNS) }, NormalizeNFTables, objsPath)
+		if err != nil {
+			return "", "", err
+		}
+		if d := Diff("ruleset", listing, "transaction", txListing); d != "" {
+			return "", "", fmt.Errorf("render --output transaction and --output ruleset give different tables:\n%s", d)
+		}
+		return listing, objsPath, nil
 	default:
 		// Like kube-proxy: use nfacct if the counters can be made.
 		nfacct := EnsureNFAcct(ns, NFAcctCounters...) == nil
@@ -708,7 +759,7 @@ func settled(ctx context.Context, list func() (string, error), normalize func(st
 	return l, objsPath, err
 }
 
-// renderIPTables renders iptables-restore input for diffNode like
+// renderIPTables renders iptables-restore input for m's node like
 // "svclab proxier render --mode iptables" does, but with the nfacct
 // matches kube-proxy adds when the kernel supports nfacct (render, which
 // touches nothing, cannot know and leaves them out).
@@ -717,23 +768,27 @@ func renderIPTables(ctx context.Context, logger *slog.Logger, objs []byte, sourc
 	if err != nil {
 		return err
 	}
-	node := decoded.Node(diffNode)
+	node := decoded.Node(m.node.name)
 	if node == nil {
-		return fmt.Errorf("no Node %s in %s", diffNode, source)
+		return fmt.Errorf("no Node %s in %s", m.node.name, source)
 	}
-	nodeIP := net.ParseIP(diffNodeIP)
+	var localAddrs []net.IP
+	for _, ip := range m.node.ips {
+		localAddrs = append(localAddrs, net.ParseIP(ip))
+	}
+	nodeIP := localAddrs[0]
 	npa, err := model.NewNodePortAddresses(v1.IPv4Protocol, m.nodePortAddresses, nodeIP)
 	if err != nil {
 		return err
 	}
-	snap, err := model.Build(ctx, logger, model.Input{Family: v1.IPv4Protocol, Node: node, NodeName: diffNode,
+	snap, err := model.Build(ctx, logger, model.Input{Family: v1.IPv4Protocol, Node: node, NodeName: m.node.name,
 		Services: decoded.Services, EndpointSlices: decoded.EndpointSlices})
 	if err != nil {
 		return err
 	}
 	res, err := iptables.Render(ctx, logger, iptables.Config{
 		Family: v1.IPv4Protocol, NodeIP: nodeIP, ClusterCIDR: clusterCIDR, NodePortAddresses: npa,
-		LocalAddresses: []net.IP{nodeIP, net.ParseIP(diffNodeIP2)}, MasqueradeAll: m.masqueradeAll,
+		LocalAddresses: localAddrs, MasqueradeAll: m.masqueradeAll,
 		LocalhostNodePorts: true, NFAcct: nfacct,
 	}, snap, iptables.Options{})
 	if err != nil {

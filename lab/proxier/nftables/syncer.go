@@ -436,9 +436,12 @@ func (s *Syncer) setup(ctx context.Context, tx *knftables.Transaction) {
 		chain := &knftables.Chain{Name: "localhost-nodeport-reject-" + proto}
 		tx.Add(chain)
 		tx.Delete(chain)
-		counter := &knftables.Counter{Name: "localhost-nodeport-rejected-" + proto}
-		tx.Add(counter)
-		tx.Delete(counter)
+		// Two objects: knftables.Fake sets Handle on the Counter it adds,
+		// and a shared one would turn the delete into "delete counter ...
+		// handle N" (without a newline) in the rendered transaction.
+		counterName := "localhost-nodeport-rejected-" + proto
+		tx.Add(&knftables.Counter{Name: counterName})
+		tx.Delete(&knftables.Counter{Name: counterName})
 	}
 
 	tx.Add(&knftables.Map{
