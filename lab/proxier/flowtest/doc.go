@@ -16,7 +16,11 @@
 //   - differential_test.go runs upstream kube-proxy v1.37.2 (svclab-kube
 //     kube-proxy) against an embedded cluster in a namespace of its own and
 //     compares its ruleset with ours for the same objects, after
-//     normalisation (normalize.go).
+//     normalisation (normalize.go). Six configurations: both modes with
+//     default settings, with nodePortAddresses CIDRs and masqueradeAll, and
+//     from the other node's point of view. The nftables transaction output
+//     is loaded too and must give the same table. Set FLOWTEST_DUMP_DIR to
+//     keep both normalised listings of each configuration.
 //
 // The exported helpers (namespaces, echo servers, probes, normalisers) are
 // only meant for these tests. Only loopback and addresses inside namespaces
