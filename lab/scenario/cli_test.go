@@ -1,0 +1,65 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func runCommand(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	c := NewCommand()
+	var out bytes.Buffer
+	c.SetOut(&out)
+	c.SetErr(&out)
+	c.SetArgs(args)
+	err := c.Execute()
+	return out.String(), err
+}
+
+func TestLintCommandClean(t *testing.T) {
+	out, err := runCommand(t, "lint", "testdata/valid")
+	if err != nil {
+		t.Fatalf("lint: %v\n%s", err, out)
+	}
+	if out != "1 scenarios, no problems\n" {
+		t.Errorf("output = %q", out)
+	}
+}
+
+func TestLintCommandProblems(t *testing.T) {
+	out, err := runCommand(t, "lint", "testdata/valid", "testdata/broken/bad-weight")
+	var exit *ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("err = %v, want exit code 1", err)
+	}
+	want := `testdata/broken/bad-weight/bad-weight/scenario.yaml:5: estimatedMinutes: must be an integer, not a string
+testdata/broken/bad-weight/bad-weight/scenario.yaml:22: checks[0].weight: must be a positive number
+testdata/broken/bad-weight/bad-weight/scenario.yaml:30: checks[1].weight: must be a number, not a string
+testdata/broken/bad-weight/bad-weight/scenario.yaml:38: checks[2].weight: must be a positive number
+4 problems; 1 scenarios are clean
+`
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestListCommand(t *testing.T) {
+	out, err := runCommand(t, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ID", "selector-typo", "targetport-mismatch", "etp-local-drop", "Services & Networking"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCommand(t, "list", "--dir", "testdata/valid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "minimal") || strings.Contains(out, "selector-typo") {
+		t.Errorf("list --dir output:\n%s", out)
+	}
+}

@@ -1,0 +1,310 @@
+package scenario
+
+import "fmt"
+
+// FileName is the name of the file that declares a scenario in its
+// directory.
+const FileName = "scenario.yaml"
+
+// The struct tags below drive both the field rules of the validator and the
+// JSON Schema:
+//
+//	yaml:"name"   the field's name in scenario.yaml
+//	rule:"..."    comma-separated rules: required, nonblank (a string, or
+//	              each string of a list, has a non-space character),
+//	              enum=TABLE, pattern=TABLE (tables in rules.go), min=N,
+//	              max=N, gt=N (numbers), minItems=N, unique (list items)
+//	doc:"..."     the description editors show
+
+// Scenario is one scenario.yaml.
+type Scenario struct {
+	ID               string       `yaml:"id" rule:"required,pattern=name" doc:"The scenario's id: a DNS label, equal to the name of its directory."`
+	Title            string       `yaml:"title" rule:"required,nonblank" doc:"A short title shown in scenario lists."`
+	Domain           string       `yaml:"domain" rule:"required,enum=domains" doc:"The CKA curriculum domain the scenario trains."`
+	Difficulty       string       `yaml:"difficulty" rule:"required,enum=difficulties" doc:"How hard the scenario is."`
+	EstimatedMinutes int          `yaml:"estimatedMinutes" rule:"required,min=1,max=120" doc:"How long a learner typically needs, in minutes."`
+	Cluster          ClusterShape `yaml:"cluster" rule:"required" doc:"The cluster the scenario needs."`
+	Setup            Setup        `yaml:"setup" rule:"required" doc:"What makes the working application before the faults break it."`
+	Faults           []Fault      `yaml:"faults" doc:"The faults injected after setup, in order (from the fault library)."`
+	Task             string       `yaml:"task" rule:"required,nonblank" doc:"The task in exam wording (Markdown)."`
+	Hints            []string     `yaml:"hints" rule:"required,minItems=1,nonblank" doc:"Progressive hints (Markdown), from a nudge to almost the answer."`
+	Checks           []Check      `yaml:"checks" rule:"required,minItems=1" doc:"The weighted checks that grade the learner's fix."`
+	Solution         []string     `yaml:"solution" rule:"required,minItems=1,nonblank" doc:"The reference solution: the shell commands a learner would type, in order (kubectl is on the PATH)."`
+	Explanation      string       `yaml:"explanation" rule:"required,nonblank" doc:"Shown after solving (Markdown): ties the fault to the mechanism, which EndpointSlices and rules changed and why."`
+
+	// Dir is the scenario's directory as shown in messages (not part of
+	// the file).
+	Dir string `yaml:"-"`
+	// Manifests are the decoded setup manifests, in Setup.Manifests order
+	// (not part of the file).
+	Manifests []Manifest `yaml:"-"`
+}
+
+// File is the scenario.yaml path as shown in messages.
+func (s *Scenario) File() string { return joinDisplay(s.Dir, FileName) }
+
+// ClusterShape is the cluster a scenario needs. Nodes are named like kind's:
+// "control-plane", "worker", "worker2", ... (a cluster named lab calls them
+// lab-control-plane, lab-worker, ...). Scenarios name nodes by these short
+// names.
+type ClusterShape struct {
+	Nodes      int                          `yaml:"nodes" rule:"required,min=1,max=6" doc:"Number of nodes: one control plane, the rest workers."`
+	ProxyMode  string                       `yaml:"proxyMode" rule:"enum=proxyModes" doc:"kube-proxy's mode (default nftables)."`
+	NodeLabels map[string]map[string]string `yaml:"nodeLabels" doc:"Extra labels per node short name, for example worker: {topology.kubernetes.io/zone: zone-a}."`
+}
+
+// Proxy modes.
+const (
+	ProxyModeNFTables = "nftables"
+	ProxyModeIPTables = "iptables"
+)
+
+// Mode is the proxy mode, defaulted.
+func (c ClusterShape) Mode() string {
+	if c.ProxyMode == "" {
+		return ProxyModeNFTables
+	}
+	return c.ProxyMode
+}
+
+// NodeNames are the short names of the shape's nodes: control-plane,
+// worker, worker2, ...
+func (c ClusterShape) NodeNames() []string {
+	var names []string
+	for i := range c.Nodes {
+		switch i {
+		case 0:
+			names = append(names, "control-plane")
+		case 1:
+			names = append(names, "worker")
+		default:
+			names = append(names, fmt.Sprintf("worker%d", i))
+		}
+	}
+	return names
+}
+
+// HasNode reports whether short is one of the shape's node names.
+func (c ClusterShape) HasNode(short string) bool {
+	for _, n := range c.NodeNames() {
+		if n == short {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeName is the full name of a node of cluster clusterName.
+func NodeName(clusterName, short string) string { return clusterName + "-" + short }
+
+// Setup makes the working application.
+type Setup struct {
+	Manifests []string `yaml:"manifests" rule:"required,minItems=1,unique,pattern=file" doc:"Manifest files in the scenario's directory, applied in order."`
+}
+
+// Fault declares one fault to inject, by name, with its parameters.
+type Fault struct {
+	Name   string `yaml:"name" rule:"required" doc:"The fault's name in the fault library."`
+	Params Params `yaml:"params" doc:"The fault's parameters."`
+}
+
+// Check kinds.
+const (
+	CheckAPI       = "api"
+	CheckProbe     = "probe"
+	CheckDataplane = "dataplane"
+	CheckRightFix  = "rightFix"
+)
+
+// Check is one graded check. Exactly one of API, Probe, Dataplane and
+// RightFix is set.
+type Check struct {
+	ID          string          `yaml:"id" rule:"required,pattern=name" doc:"The check's id, unique in the scenario."`
+	Description string          `yaml:"description" rule:"required,nonblank" doc:"What the check verifies, for the learner (\"The web Service has ready endpoints\")."`
+	FailMessage string          `yaml:"failMessage" rule:"nonblank" doc:"Shown to the learner when the check fails; required for rightFix checks."`
+	Weight      float64         `yaml:"weight" rule:"required,gt=0" doc:"The check's share of the score."`
+	UnlocksHint int             `yaml:"unlocksHint" rule:"min=1" doc:"The hint (1-based) that a failure of this check unlocks."`
+	API         *APICheck       `yaml:"api" doc:"An assertion on API objects."`
+	Probe       *ProbeCheck     `yaml:"probe" doc:"Traffic sent from a node or pod to a target, with the expected outcome."`
+	Dataplane   *DataplaneCheck `yaml:"dataplane" doc:"An assertion on nodes' Service rules or conntrack tables."`
+	RightFix    *RightFixCheck  `yaml:"rightFix" doc:"A rule that the fix must respect (the object was fixed in place, not recreated)."`
+}
+
+// Kind is which of the check kinds c is ("" if none or several are set).
+func (c *Check) Kind() string {
+	var kinds []string
+	if c.API != nil {
+		kinds = append(kinds, CheckAPI)
+	}
+	if c.Probe != nil {
+		kinds = append(kinds, CheckProbe)
+	}
+	if c.Dataplane != nil {
+		kinds = append(kinds, CheckDataplane)
+	}
+	if c.RightFix != nil {
+		kinds = append(kinds, CheckRightFix)
+	}
+	if len(kinds) != 1 {
+		return ""
+	}
+	return kinds[0]
+}
+
+// ObjectRef names API objects: one by name, or all that match a label
+// selector.
+type ObjectRef struct {
+	APIVersion    string `yaml:"apiVersion" doc:"The object's API version; inferred from the kind when left out."`
+	Kind          string `yaml:"kind" rule:"required" doc:"The object's kind, for example Service or EndpointSlice."`
+	Namespace     string `yaml:"namespace" rule:"pattern=name" doc:"The namespace (default: default)."`
+	Name          string `yaml:"name" doc:"The object's name (or use labelSelector)."`
+	LabelSelector string `yaml:"labelSelector" doc:"A label selector such as kubernetes.io/service-name=web (or use name)."`
+}
+
+// API check operators.
+const (
+	OpEquals       = "equals"
+	OpNotEquals    = "notEquals"
+	OpContains     = "contains"
+	OpNotContains  = "notContains"
+	OpMatches      = "matches"
+	OpExists       = "exists"
+	OpAbsent       = "absent"
+	OpCountAtLeast = "countAtLeast"
+	OpCountEquals  = "countEquals"
+)
+
+// APICheck asserts on a JSONPath (kubectl syntax) over the referenced
+// objects: the values it yields across all of them, joined with spaces, are
+// compared with Value; the count operators count the values.
+type APICheck struct {
+	Object   ObjectRef `yaml:"object" rule:"required" doc:"The objects to read."`
+	JSONPath string    `yaml:"jsonPath" rule:"required" doc:"A kubectl JSONPath, for example {.spec.selector.app}."`
+	Op       string    `yaml:"op" rule:"required,enum=apiOps" doc:"How to compare."`
+	Value    Scalar    `yaml:"value" doc:"The value to compare with (a regular expression for matches, a number for the count operators)."`
+}
+
+// ProbeCheck sends Attempts probes and compares the outcomes with Expect.
+type ProbeCheck struct {
+	From     ProbeSource `yaml:"from" rule:"required" doc:"Where the probes start."`
+	Protocol string      `yaml:"protocol" rule:"required,enum=protocols" doc:"What to send."`
+	Target   ProbeTarget `yaml:"target" rule:"required" doc:"Where the probes go."`
+	Path     string      `yaml:"path" rule:"pattern=httpPath" doc:"The HTTP path (http only; default /). agnhost netexec answers /hostname and /clientip."`
+	Query    string      `yaml:"query" doc:"The name to resolve (dns only)."`
+	Attempts int         `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10)."`
+	Timeout  string      `yaml:"timeout" rule:"pattern=duration" doc:"Each probe's timeout, such as 2s (default 2s)."`
+	Expect   ProbeExpect `yaml:"expect" rule:"required" doc:"The expected outcome."`
+}
+
+// ProbeSource is a node, a named pod, or any pod matching a selector.
+type ProbeSource struct {
+	Node        string `yaml:"node" doc:"A node's short name (control-plane, worker, worker2, ...)."`
+	Pod         string `yaml:"pod" rule:"pattern=name" doc:"A pod's name."`
+	PodSelector string `yaml:"podSelector" doc:"A label selector: any one matching pod."`
+	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pod's namespace (default: default)."`
+}
+
+// Probe target routes to a Service.
+const (
+	ViaClusterIP = "clusterIP"
+	ViaDNSName   = "dnsName"
+	ViaNodePort  = "nodePort"
+)
+
+// ProbeTarget is a Service (reached through its ClusterIP, its DNS name or
+// its NodePort on a node), a node's address, or a literal host.
+type ProbeTarget struct {
+	Service   string `yaml:"service" rule:"pattern=name" doc:"A Service's name."`
+	Namespace string `yaml:"namespace" rule:"pattern=name" doc:"The Service's namespace (default: default)."`
+	Via       string `yaml:"via" rule:"enum=vias" doc:"How to reach the Service (default clusterIP); nodePort needs node."`
+	Node      string `yaml:"node" doc:"A node's short name: its address is the target (with via: nodePort, the Service's NodePort on it)."`
+	Host      string `yaml:"host" doc:"A literal IP address or DNS name."`
+	Port      int    `yaml:"port" rule:"required,min=1,max=65535" doc:"The Service port (for a Service) or the port."`
+}
+
+// Probe outcomes.
+const (
+	OutcomeSuccess = "success"
+	OutcomeRefused = "refused"
+	OutcomeTimeout = "timeout"
+)
+
+// ProbeExpect is what the probes must show.
+type ProbeExpect struct {
+	Outcome    string      `yaml:"outcome" rule:"required,enum=outcomes" doc:"success; refused (a REJECT: connection refused or ICMP unreachable); timeout (a DROP: no answer)."`
+	Ratio      float64     `yaml:"ratio" rule:"gt=0,max=1" doc:"The least fraction of attempts with that outcome (default 1)."`
+	Responders *Responders `yaml:"responders" doc:"Which pods must have answered (http to /hostname)."`
+	ClientIP   string      `yaml:"clientIP" rule:"enum=clientIPs" doc:"The client address the backend saw (http to /clientip): preserved (the probe's own address) or masqueraded (a node's address)."`
+}
+
+// Responders are the pods expected to answer.
+type Responders struct {
+	PodSelector string `yaml:"podSelector" rule:"required" doc:"Every answer must come from a pod matching this selector."`
+	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pods' namespace (default: default)."`
+	AtLeast     int    `yaml:"atLeast" rule:"min=1" doc:"How many distinct pods must have answered (default 1)."`
+}
+
+// DataplaneCheck asserts on the rules or conntrack tables of nodes. Exactly
+// one of Rules and Conntrack is set.
+type DataplaneCheck struct {
+	Nodes     []string            `yaml:"nodes" rule:"unique" doc:"Nodes' short names (default: every node)."`
+	Rules     *RulesAssertion     `yaml:"rules" doc:"What the node's proxy rules do with a Service's traffic."`
+	Conntrack *ConntrackAssertion `yaml:"conntrack" doc:"What the node's conntrack table holds."`
+}
+
+// Rule verdicts of RulesAssertion.
+const (
+	RulesEndpoints = "endpoints"
+	RulesReject    = "reject"
+	RulesDrop      = "drop"
+	RulesAbsent    = "absent"
+)
+
+// RulesAssertion says what a node's proxy rules do with a Service's traffic:
+// send it to endpoints, reject it (no endpoints), drop it (no local
+// endpoints under a Local traffic policy), or have no rules for it at all.
+type RulesAssertion struct {
+	Service   string `yaml:"service" rule:"required,pattern=name" doc:"The Service's name."`
+	Namespace string `yaml:"namespace" rule:"pattern=name" doc:"The Service's namespace (default: default)."`
+	Port      int    `yaml:"port" rule:"min=1,max=65535" doc:"The Service port (default: every port)."`
+	Traffic   string `yaml:"traffic" rule:"enum=traffics" doc:"internal (ClusterIP, default) or external (NodePorts, external and load-balancer IPs)."`
+	Expect    string `yaml:"expect" rule:"required,enum=ruleVerdicts" doc:"endpoints, reject, drop or absent."`
+}
+
+// Conntrack expectations.
+const (
+	ConntrackNoStaleEntries = "noStaleEntries"
+	ConntrackNoEntries      = "noEntries"
+)
+
+// ConntrackAssertion says what a node's conntrack table must not hold for a
+// Service: entries whose reply comes from an address that is no longer a
+// ready endpoint (noStaleEntries), or any entry at all (noEntries).
+type ConntrackAssertion struct {
+	Service   string `yaml:"service" rule:"required,pattern=name" doc:"The Service whose ClusterIP the entries are for."`
+	Namespace string `yaml:"namespace" rule:"pattern=name" doc:"The Service's namespace (default: default)."`
+	Protocol  string `yaml:"protocol" rule:"required,enum=l4protocols" doc:"tcp or udp."`
+	Port      int    `yaml:"port" rule:"min=1,max=65535" doc:"The Service port (default: every port)."`
+	Expect    string `yaml:"expect" rule:"required,enum=conntrackExpects" doc:"noStaleEntries or noEntries."`
+}
+
+// Right-fix rules.
+const (
+	RightFixUIDUnchanged = "uidUnchanged"
+	RightFixUnchanged    = "unchanged"
+	RightFixExists       = "exists"
+)
+
+// RightFixCheck is a rule the fix must respect, compared with the state
+// right after the faults were injected: the object was not deleted and
+// recreated (uidUnchanged), a field was left alone (unchanged, with
+// JSONPath), or the object still exists (exists).
+type RightFixCheck struct {
+	Object   ObjectRef `yaml:"object" rule:"required" doc:"The object the rule is about."`
+	Rule     string    `yaml:"rule" rule:"required,enum=rightFixRules" doc:"uidUnchanged, unchanged or exists."`
+	JSONPath string    `yaml:"jsonPath" doc:"With unchanged: the field that must keep its value, such as {.spec.template.metadata.labels}."`
+}
+
+// Scalar is a YAML scalar kept as its text, so that value: true and
+// value: "true" mean the same.
+type Scalar string

@@ -1,0 +1,393 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/jsonpath"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// validator checks the rules of a decoded scenario that span fields: what
+// the struct tags cannot say.
+type validator struct {
+	d      *decoder
+	s      *Scenario
+	faults *Registry
+}
+
+func (v *validator) bad(path, format string, args ...any) {
+	v.d.add(v.d.lineOf(path), path, fmt.Sprintf(format, args...))
+}
+
+func (v *validator) validate() {
+	s := v.s
+	for _, node := range sortedKeys(s.Cluster.NodeLabels) {
+		p := "cluster.nodeLabels." + node
+		if !s.Cluster.HasNode(node) {
+			v.bad(p, "no node %q in a %d-node cluster; the nodes are %s", node, s.Cluster.Nodes, strings.Join(s.Cluster.NodeNames(), ", "))
+		}
+		for _, k := range sortedKeys(s.Cluster.NodeLabels[node]) {
+			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+				v.bad(p+"."+k, "not a valid label key: %s", strings.Join(msgs, "; "))
+			}
+			if msgs := validation.IsValidLabelValue(s.Cluster.NodeLabels[node][k]); len(msgs) > 0 {
+				v.bad(p+"."+k, "not a valid label value: %s", strings.Join(msgs, "; "))
+			}
+		}
+	}
+	for i, f := range s.Faults {
+		v.fault(fmt.Sprintf("faults[%d]", i), f)
+	}
+	ids := map[string]int{}
+	for i := range s.Checks {
+		c := &s.Checks[i]
+		p := fmt.Sprintf("checks[%d]", i)
+		if j, dup := ids[c.ID]; dup && c.ID != "" {
+			v.bad(p+".id", "%q is also the id of checks[%d]; check ids must be unique", c.ID, j)
+		} else {
+			ids[c.ID] = i
+		}
+		v.check(p, c)
+	}
+	for i, cmd := range s.Solution {
+		if _, err := syntax.NewParser().Parse(strings.NewReader(cmd), ""); err != nil {
+			v.bad(fmt.Sprintf("solution[%d]", i), "not a valid shell command: %v", err)
+		}
+	}
+}
+
+func (v *validator) fault(p string, f Fault) {
+	if f.Name == "" {
+		return // reported as required
+	}
+	kind, ok := v.faults.Lookup(f.Name)
+	if !ok {
+		v.bad(p+".name", "unknown fault %q; the fault library has %s", f.Name, strings.Join(v.faults.Names(), ", "))
+		return
+	}
+	if err := kind.Validate(f.Params); err != nil {
+		for _, e := range flatten(err) {
+			var pe *ParamError
+			if errors.As(e, &pe) {
+				v.bad(p+".params."+pe.Param, "%v", pe.Err)
+			} else {
+				v.bad(p+".params", "%v", e)
+			}
+		}
+		return
+	}
+	if specs, ok := kind.(interface{ ParamSpecs() []ParamSpec }); ok {
+		for _, spec := range specs.ParamSpecs() {
+			if spec.Type != ParamNode {
+				continue
+			}
+			if node, ok := f.Params[spec.Name].(string); ok && !v.s.Cluster.HasNode(node) {
+				v.bad(p+".params."+spec.Name, "no node %q in a %d-node cluster; the nodes are %s", node, v.s.Cluster.Nodes, strings.Join(v.s.Cluster.NodeNames(), ", "))
+			}
+		}
+	}
+}
+
+// faultObjects checks that a fault's object parameters name objects that
+// the setup manifests create.
+func (v *validator) faultObjects() {
+	for i, f := range v.s.Faults {
+		kind, ok := v.faults.Lookup(f.Name)
+		if !ok {
+			continue
+		}
+		specs, ok := kind.(interface{ ParamSpecs() []ParamSpec })
+		if !ok || kind.Validate(f.Params) != nil {
+			continue
+		}
+		ns := f.Params.String("namespace", "default")
+		for _, spec := range specs.ParamSpecs() {
+			name, ok := f.Params[spec.Name].(string)
+			if spec.Type != ParamObject || !ok {
+				continue
+			}
+			if !v.s.creates(spec.Kind, ns, name) {
+				v.bad(fmt.Sprintf("faults[%d].params.%s", i, spec.Name), "the setup manifests create no %s %s/%s", spec.Kind, ns, name)
+			}
+		}
+	}
+}
+
+// creates reports whether the setup manifests create the object.
+func (s *Scenario) creates(kind, namespace, name string) bool {
+	for _, m := range s.Manifests {
+		for _, o := range m.Objects {
+			if o.GVK.Kind == kind && o.Namespace == namespace && o.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func (v *validator) check(p string, c *Check) {
+	if c.Kind() == "" {
+		v.bad(p, "set exactly one of api, probe, dataplane and rightFix")
+	}
+	if c.UnlocksHint > len(v.s.Hints) {
+		v.bad(p+".unlocksHint", "there is no hint %d; the scenario has %d hints", c.UnlocksHint, len(v.s.Hints))
+	}
+	if c.API != nil {
+		v.apiCheck(p+".api", c.API)
+	}
+	if c.Probe != nil {
+		v.probe(p+".probe", c.Probe)
+	}
+	if c.Dataplane != nil {
+		v.dataplane(p+".dataplane", c.Dataplane)
+	}
+	if c.RightFix != nil {
+		v.rightFix(p+".rightFix", c.RightFix)
+		if strings.TrimSpace(c.FailMessage) == "" {
+			v.bad(p+".failMessage", "is required for a rightFix check: tell the learner what the fix should have left alone")
+		}
+	}
+}
+
+// GVK resolves the reference's kind (and apiVersion, inferred from the kind
+// when empty) against the client-go scheme.
+func (r ObjectRef) GVK() (schema.GroupVersionKind, error) {
+	if r.APIVersion != "" {
+		gv, err := schema.ParseGroupVersion(r.APIVersion)
+		if err != nil {
+			return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", r.APIVersion, err)
+		}
+		gvk := gv.WithKind(r.Kind)
+		if !scheme.Scheme.Recognizes(gvk) {
+			return schema.GroupVersionKind{}, fmt.Errorf("the lab knows no kind %s in %s", r.Kind, r.APIVersion)
+		}
+		return gvk, nil
+	}
+	// Prefer the stable version, and the kind's current group over the
+	// deprecated extensions group.
+	best, bestScore := schema.GroupVersionKind{}, -1
+	for _, gv := range scheme.Scheme.PrioritizedVersionsAllGroups() {
+		gvk := gv.WithKind(r.Kind)
+		if !scheme.Scheme.Recognizes(gvk) {
+			continue
+		}
+		score := 0
+		if gv.Version == "v1" {
+			score += 2
+		}
+		if gv.Group != "extensions" {
+			score++
+		}
+		if score > bestScore {
+			best, bestScore = gvk, score
+		}
+	}
+	if bestScore >= 0 {
+		return best, nil
+	}
+	return schema.GroupVersionKind{}, fmt.Errorf("the lab knows no kind %q (kinds are case-sensitive, such as Service or EndpointSlice)", r.Kind)
+}
+
+func (v *validator) objectRef(p string, r ObjectRef, byNameOnly bool) {
+	if r.Kind != "" {
+		if _, err := r.GVK(); err != nil {
+			v.bad(p+".kind", "%v", err)
+		}
+	}
+	switch {
+	case r.Name != "" && r.LabelSelector != "":
+		v.bad(p, "set name or labelSelector, not both")
+	case r.Name == "" && r.LabelSelector == "":
+		if byNameOnly {
+			v.bad(p+".name", "is required")
+		} else {
+			v.bad(p, "set name or labelSelector")
+		}
+	case r.LabelSelector != "" && byNameOnly:
+		v.bad(p+".labelSelector", "this rule is about one object: use name")
+	}
+	if r.Name != "" {
+		if msgs := validation.IsDNS1123Subdomain(r.Name); len(msgs) > 0 {
+			v.bad(p+".name", "%q is not a valid object name: %s", r.Name, strings.Join(msgs, "; "))
+		}
+	}
+	v.selector(p+".labelSelector", r.LabelSelector)
+}
+
+func (v *validator) selector(p, sel string) {
+	if sel == "" {
+		return
+	}
+	if _, err := labels.Parse(sel); err != nil {
+		v.bad(p, "not a valid label selector: %v", err)
+	}
+}
+
+func (v *validator) jsonPath(p, expr string) {
+	if expr == "" {
+		return
+	}
+	if err := jsonpath.New(p).Parse(expr); err != nil {
+		v.bad(p, "not a valid JSONPath: %v", err)
+	} else if !strings.Contains(expr, "{") {
+		v.bad(p, "write the JSONPath in braces as kubectl does, for example {.spec.selector}")
+	}
+}
+
+func (v *validator) apiCheck(p string, a *APICheck) {
+	v.objectRef(p+".object", a.Object, false)
+	v.jsonPath(p+".jsonPath", a.JSONPath)
+	val := string(a.Value)
+	switch a.Op {
+	case OpExists, OpAbsent:
+		if val != "" {
+			v.bad(p+".value", "%s takes no value", a.Op)
+		}
+	case OpContains, OpNotContains:
+		if val == "" {
+			v.bad(p+".value", "is required with %s", a.Op)
+		}
+	case OpMatches:
+		if _, err := regexp.Compile(val); err != nil {
+			v.bad(p+".value", "not a valid regular expression: %v", err)
+		}
+	case OpCountAtLeast, OpCountEquals:
+		if n, err := strconv.Atoi(val); err != nil || n < 0 {
+			v.bad(p+".value", "%s needs a count: a whole number of at least 0", a.Op)
+		}
+	}
+}
+
+func (v *validator) node(p, short string) {
+	if short != "" && !v.s.Cluster.HasNode(short) {
+		v.bad(p, "no node %q in a %d-node cluster; the nodes are %s", short, v.s.Cluster.Nodes, strings.Join(v.s.Cluster.NodeNames(), ", "))
+	}
+}
+
+func count(flags ...bool) int {
+	n := 0
+	for _, f := range flags {
+		if f {
+			n++
+		}
+	}
+	return n
+}
+
+func (v *validator) probe(p string, pr *ProbeCheck) {
+	from := pr.From
+	if count(from.Node != "", from.Pod != "", from.PodSelector != "") != 1 {
+		v.bad(p+".from", "set exactly one of node, pod and podSelector")
+	}
+	v.node(p+".from.node", from.Node)
+	v.selector(p+".from.podSelector", from.PodSelector)
+	if from.Node != "" && from.Namespace != "" {
+		v.bad(p+".from.namespace", "a node has no namespace")
+	}
+
+	t := pr.Target
+	switch {
+	case t.Service != "" && t.Host != "":
+		v.bad(p+".target", "set service or host, not both")
+	case t.Service == "" && t.Host == "" && t.Node == "":
+		v.bad(p+".target", "set service, host or node")
+	case t.Host != "" && t.Node != "":
+		v.bad(p+".target", "set host or node, not both")
+	}
+	if t.Service == "" {
+		if t.Via != "" {
+			v.bad(p+".target.via", "only a service target has a via")
+		}
+		if t.Namespace != "" {
+			v.bad(p+".target.namespace", "only a service target has a namespace")
+		}
+	} else {
+		switch {
+		case t.Via == ViaNodePort && t.Node == "":
+			v.bad(p+".target.node", "is required with via: nodePort (whose address to probe)")
+		case t.Via != ViaNodePort && t.Node != "":
+			v.bad(p+".target.node", "a node with a service target needs via: nodePort")
+		}
+	}
+	v.node(p+".target.node", t.Node)
+	if t.Host != "" && net.ParseIP(t.Host) == nil {
+		if msgs := validation.IsDNS1123Subdomain(strings.TrimSuffix(t.Host, ".")); len(msgs) > 0 {
+			v.bad(p+".target.host", "%q is neither an IP address nor a DNS name", t.Host)
+		}
+	}
+
+	if pr.Path != "" && pr.Protocol != "http" {
+		v.bad(p+".path", "only http probes have a path")
+	}
+	switch {
+	case pr.Protocol == "dns" && pr.Query == "":
+		v.bad(p+".query", "is required for a dns probe: the name to resolve")
+	case pr.Protocol != "dns" && pr.Query != "":
+		v.bad(p+".query", "only dns probes have a query")
+	}
+	if pr.Timeout != "" && pattern("duration").MatchString(pr.Timeout) {
+		if d, err := time.ParseDuration(pr.Timeout); err != nil || d <= 0 || d > time.Minute {
+			v.bad(p+".timeout", "must be a duration between 1ms and 1m")
+		}
+	}
+
+	e := pr.Expect
+	if e.Responders != nil || e.ClientIP != "" {
+		if pr.Protocol != "http" || e.Outcome != OutcomeSuccess {
+			v.bad(p+".expect", "responders and clientIP need an http probe with outcome: success")
+		}
+	}
+	if e.Responders != nil {
+		v.selector(p+".expect.responders.podSelector", e.Responders.PodSelector)
+		if pr.Path != "/hostname" {
+			v.bad(p+".path", "must be /hostname to learn the responders (agnhost netexec answers it with the pod's name)")
+		}
+	}
+	if e.ClientIP != "" && pr.Path != "/clientip" {
+		v.bad(p+".path", "must be /clientip to learn the client address the backend saw")
+	}
+	if e.Responders != nil && e.ClientIP != "" {
+		v.bad(p+".expect", "set responders or clientIP, not both: they need different paths")
+	}
+}
+
+func (v *validator) dataplane(p string, d *DataplaneCheck) {
+	if count(d.Rules != nil, d.Conntrack != nil) != 1 {
+		v.bad(p, "set exactly one of rules and conntrack")
+	}
+	for i, n := range d.Nodes {
+		v.node(fmt.Sprintf("%s.nodes[%d]", p, i), n)
+	}
+}
+
+func (v *validator) rightFix(p string, r *RightFixCheck) {
+	v.objectRef(p+".object", r.Object, r.Rule != RightFixUnchanged)
+	switch {
+	case r.Rule == RightFixUnchanged && r.JSONPath == "":
+		v.bad(p+".jsonPath", "is required with rule: unchanged (which field must keep its value)")
+	case r.Rule != RightFixUnchanged && r.JSONPath != "":
+		v.bad(p+".jsonPath", "only rule: unchanged takes a jsonPath")
+	}
+	v.jsonPath(p+".jsonPath", r.JSONPath)
+}
