@@ -10,6 +10,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/scenario"
 )
 
 // options are the flags every command shares.
@@ -55,6 +56,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&o.stateDir, "state-dir", embedded.DefaultStateDir(), "where svclab keeps its clusters' state (env "+embedded.EnvStateDir+")")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
+	root.AddCommand(scenario.NewCommand())
 	return root
 }
 
