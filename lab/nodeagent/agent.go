@@ -13,13 +13,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +42,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 			return err
 		}
 	}
+	vklog.L = slogLogger{log.With("component", "virtual-kubelet")}
 	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("reading the node's kubeconfig: %w", err)
@@ -71,6 +75,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		net:     pn,
 		rt:      &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker},
 		images:  images,
+		env:     clientEnvSource{client},
 		vols:    volumeSource{client: client, nodeDir: filepath.Join(cfg.StateDir, "rootfs")},
 		events:  recorder,
 		nodeCtx: ctx,
@@ -87,9 +92,13 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		nodeutil.AttachProviderRoutes(mux),
 		func(c *nodeutil.NodeConfig) error {
 			c.NodeSpec = *nodeObj
-			c.EventRecorder = recorder
+			c.EventRecorder = quietRecorder{recorder}
 			c.NumWorkers = 4
 			c.InformerResyncPeriod = time.Minute
+			// The agent resolves containers' environment itself, as the
+			// kubelet does: when each container starts (status.podIP is
+			// known by then), in order, with $(VAR) references.
+			c.SkipDownwardAPIResolution = true
 			// The HTTP server is ours (its listener lives in the node's
 			// network namespace); leave virtual-kubelet's off.
 			c.TLSConfig = nil
@@ -133,6 +142,32 @@ func (p *provider) stopAll() {
 		case <-time.After(10 * time.Second):
 		}
 	}
+}
+
+// quietRecorder drops virtual-kubelet's own success events ("Create pod in
+// provider successfully"), which a kubelet does not emit; failures pass.
+type quietRecorder struct{ record.EventRecorder }
+
+func (q quietRecorder) Event(obj runtime.Object, typ, reason, msg string) {
+	if !vkNoise(reason) {
+		q.EventRecorder.Event(obj, typ, reason, msg)
+	}
+}
+
+func (q quietRecorder) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
+	if !vkNoise(reason) {
+		q.EventRecorder.Eventf(obj, typ, reason, format, args...)
+	}
+}
+
+func (q quietRecorder) AnnotatedEventf(obj runtime.Object, ann map[string]string, typ, reason, format string, args ...any) {
+	if !vkNoise(reason) {
+		q.EventRecorder.AnnotatedEventf(obj, ann, typ, reason, format, args...)
+	}
+}
+
+func vkNoise(reason string) bool {
+	return strings.HasPrefix(reason, "Provider") && strings.HasSuffix(reason, "Success")
 }
 
 // servingTLS is the kubelet endpoint's TLS: the node's certificate, and

@@ -21,6 +21,12 @@ const (
 	// backoffReset: a container that ran this long restarts without delay
 	// counting from its earlier crashes.
 	backoffReset = 10 * time.Minute
+	// pullErrorShown is how long ErrImagePull shows before
+	// ImagePullBackOff (the kubelet's next look at the pod).
+	pullErrorShown = 5 * time.Second
+	// configRetry is how soon a container whose ConfigMap or Secret is
+	// missing is tried again.
+	configRetry = 5 * time.Second
 )
 
 // containerRun is one container of a pod, across its restarts.
@@ -131,17 +137,38 @@ func (c *containerRun) runToCompletion() bool {
 func (c *containerRun) loop() {
 	ctx := c.pod.ctx
 	backoff := initialBackoff
+	pullBackoff := initialBackoff
 	for {
 		img, err := c.resolveImage()
 		if err != nil {
-			if !c.sleep(ctx, backoff, "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q", c.currentImage())) {
+			// As the kubelet: ErrImagePull until its next look at the
+			// pod, then ImagePullBackOff until the back-off ends.
+			shown := min(pullErrorShown, pullBackoff)
+			if !c.wait(ctx, shown) {
 				return
 			}
-			backoff = min(backoff*2, maxBackoff)
+			ref := c.currentImage()
+			c.pod.event(corev1.EventTypeNormal, "BackOff", "Back-off pulling image %q", ref)
+			c.pod.event(corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
+			if !c.sleep(ctx, pullBackoff-shown, "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %v", ref, err)) {
+				return
+			}
+			pullBackoff = min(pullBackoff*2, maxBackoff)
+			continue
+		}
+		pullBackoff = initialBackoff
+		spec, err := c.containerSpec(ctx, img)
+		if err != nil {
+			// A missing ConfigMap, Secret or key: the kubelet retries
+			// at its next sync and counts no restart.
+			c.pod.event(corev1.EventTypeWarning, "Failed", "Error: %v", err)
+			if !c.sleep(ctx, configRetry, "CreateContainerConfigError", err.Error()) {
+				return
+			}
 			continue
 		}
 		start := time.Now()
-		code, err := c.runOnce(img)
+		code, err := c.runOnce(spec)
 		if ctx.Err() != nil || c.isStopping() {
 			return
 		}
@@ -184,6 +211,11 @@ func (c *containerRun) currentImage() string {
 // sleep waits d in the waiting state reason; false when the pod stops.
 func (c *containerRun) sleep(ctx context.Context, d time.Duration, reason, msg string) bool {
 	c.setWaiting(reason, msg)
+	return c.wait(ctx, d)
+}
+
+// wait waits d, or less if the image changes; false when the pod stops.
+func (c *containerRun) wait(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-ctx.Done():
 		return false
@@ -211,13 +243,8 @@ func (c *containerRun) resolveImage() (Image, error) {
 
 // runOnce creates and starts the container and waits for it to exit,
 // probing it meanwhile.
-func (c *containerRun) runOnce(img Image) (int, error) {
+func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	r := c.pod
-	spec, err := c.containerSpec(img)
-	if err != nil {
-		c.setWaiting("CreateContainerConfigError", err.Error())
-		return 0, err
-	}
 	log, err := openContainerLog(c.logPath(c.restartCount()))
 	if err != nil {
 		return 0, err
@@ -259,30 +286,49 @@ func (c *containerRun) runOnce(img Image) (int, error) {
 }
 
 // containerSpec turns the pod's container into what runc runs.
-func (c *containerRun) containerSpec(img Image) (containerSpec, error) {
+func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerSpec, error) {
 	r := c.pod
 	pod := r.pod
+	// The environment: the image's, overridden by the container's as
+	// the kubelet resolves it.
+	podNow := r.snapshot()
+	cenv, warns, err := containerEnv(ctx, r.p.env, podNow, c.spec)
+	for _, w := range warns {
+		r.event(corev1.EventTypeWarning, w.reason, "%s", w.message)
+	}
+	if err != nil {
+		return containerSpec{}, err
+	}
+	lookup := func(name string) (string, bool) { v, ok := cenv[name]; return v, ok }
 	// As the kubelet: command replaces the image's entrypoint, args its
 	// cmd, and $(VAR) references to the container's env are expanded.
-	args := expandAll(c.spec.Command, c.spec.Env)
+	args := expandAllVars(c.spec.Command, lookup)
 	if len(args) == 0 {
 		args = img.Entrypoint
 		if len(c.spec.Args) == 0 {
 			args = append(append([]string(nil), args...), img.Cmd...)
 		}
 	}
-	args = append(append([]string(nil), args...), expandAll(c.spec.Args, c.spec.Env)...)
+	args = append(append([]string(nil), args...), expandAllVars(c.spec.Args, lookup)...)
 	if len(args) == 0 {
 		return containerSpec{}, errors.New("no command specified")
 	}
-	env := append([]string(nil), img.Env...)
-	if !hasEnv(env, "PATH") {
-		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	merged := map[string]string{}
+	for _, kv := range img.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		merged[k] = v
 	}
-	env = append(env, "HOSTNAME="+pod.Name)
-	for _, e := range c.spec.Env {
-		env = append(env, e.Name+"="+expand(e.Value, c.spec.Env))
+	if _, ok := merged["PATH"]; !ok {
+		merged["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
+	merged["HOSTNAME"] = pod.Name
+	if pod.Spec.Hostname != "" {
+		merged["HOSTNAME"] = pod.Spec.Hostname
+	}
+	for k, v := range cenv {
+		merged[k] = v
+	}
+	env := envList(merged)
 	cwd := c.spec.WorkingDir
 	if cwd == "" {
 		cwd = img.WorkingDir
@@ -350,56 +396,13 @@ func (c *containerRun) containerSpec(img Image) (containerSpec, error) {
 	return s, nil
 }
 
-// expand substitutes $(VAR) references to the container's env, as the
-// kubelet does; $$ escapes.
-func expand(s string, env []corev1.EnvVar) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	vars := map[string]string{}
-	for _, e := range env {
-		vars[e.Name] = e.Value
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '$' && i+1 < len(s) {
-			if s[i+1] == '$' {
-				b.WriteByte('$')
-				i++
-				continue
-			}
-			if s[i+1] == '(' {
-				if end := strings.IndexByte(s[i+2:], ')'); end >= 0 {
-					name := s[i+2 : i+2+end]
-					if v, ok := vars[name]; ok {
-						b.WriteString(v)
-						i += end + 2
-						continue
-					}
-				}
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func hasEnv(env []string, name string) bool {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, name+"=") {
-			return true
-		}
-	}
-	return false
-}
-
-func expandAll(ss []string, env []corev1.EnvVar) []string {
+func expandAllVars(ss []string, lookup func(string) (string, bool)) []string {
 	if ss == nil {
 		return nil
 	}
 	out := make([]string, len(ss))
 	for i, s := range ss {
-		out[i] = expand(s, env)
+		out[i] = expandVars(s, lookup)
 	}
 	return out
 }

@@ -11,11 +11,22 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 )
 
+// logStart says where reading a log starts.
+type logStart int
+
+const (
+	// fromStart reads what the log holds (tailed), as kubectl logs.
+	fromStart logStart = iota
+	// fromNow skips what the log holds and only follows, as kubectl
+	// attach: kubectl prints the earlier output itself first.
+	fromNow
+)
+
 // readLog streams a container log in the CRI format back as kubectl
 // expects it: the text (with --timestamps, preceded by the time),
 // honouring tail, since, limit and follow (until done() says the container
 // has exited and the file is drained).
-func readLog(ctx context.Context, path string, opts api.ContainerLogOpts, done func() bool) (io.ReadCloser, error) {
+func readLog(ctx context.Context, path string, opts api.ContainerLogOpts, start logStart, done func() bool) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -26,12 +37,12 @@ func readLog(ctx context.Context, path string, opts api.ContainerLogOpts, done f
 	pr, pw := io.Pipe()
 	go func() {
 		defer f.Close()
-		pw.CloseWithError(streamLog(ctx, f, pw, opts, done))
+		pw.CloseWithError(streamLog(ctx, f, pw, opts, start, done))
 	}()
 	return pr, nil
 }
 
-func streamLog(ctx context.Context, f *os.File, w io.Writer, opts api.ContainerLogOpts, done func() bool) error {
+func streamLog(ctx context.Context, f io.ReadSeeker, w io.Writer, opts api.ContainerLogOpts, start logStart, done func() bool) error {
 	var since time.Time
 	if opts.SinceSeconds > 0 {
 		since = time.Now().Add(-time.Duration(opts.SinceSeconds) * time.Second)
@@ -85,6 +96,9 @@ func streamLog(ctx context.Context, f *os.File, w io.Writer, opts api.ContainerL
 		if err != nil {
 			break
 		}
+	}
+	if start == fromNow {
+		lines = nil
 	}
 	if opts.Tail > 0 && len(lines) > opts.Tail {
 		lines = lines[len(lines)-opts.Tail:]

@@ -34,6 +34,7 @@ type provider struct {
 	rt      *runc
 	images  Images
 	vols    volumeSource
+	env     envSource
 	events  record.EventRecorder
 	nodeCtx context.Context
 
@@ -185,7 +186,7 @@ func (p *provider) GetContainerLogs(ctx context.Context, ns, name, container str
 		}
 		path = c.logPath(c.restartCount() - 1)
 	}
-	return readLog(ctx, path, opts, func() bool { return c.finished() })
+	return readLog(ctx, path, opts, fromStart, func() bool { return c.finished() })
 }
 
 // RunInContainer is kubectl exec.
@@ -205,7 +206,9 @@ func (p *provider) RunInContainer(ctx context.Context, ns, name, container strin
 	return execAttached(ctx, p.rt, id, cmd, attach)
 }
 
-// AttachToContainer is kubectl attach: the container's output follows.
+// AttachToContainer is kubectl attach: the container's output from now
+// on follows (kubectl run -i prints the earlier output from the log
+// first).
 func (p *provider) AttachToContainer(ctx context.Context, ns, name, container string, attach api.AttachIO) error {
 	r, err := p.get(ns, name)
 	if err != nil {
@@ -215,7 +218,7 @@ func (p *provider) AttachToContainer(ctx context.Context, ns, name, container st
 	if err != nil {
 		return err
 	}
-	rc, err := readLog(ctx, c.logPath(c.restartCount()), api.ContainerLogOpts{Follow: true, Tail: 0}, func() bool { return c.finished() })
+	rc, err := readLog(ctx, c.logPath(c.restartCount()), api.ContainerLogOpts{Follow: true}, fromNow, func() bool { return c.finished() })
 	if err != nil {
 		return err
 	}

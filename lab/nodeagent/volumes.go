@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -229,7 +230,18 @@ func writeDownward(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, m os.F
 	return writeFiles(dir, files, kp, m)
 }
 
+// fieldValue is a downward API field of pod, as the kubelet renders it
+// for env (fieldRef) and downwardAPI volumes.
 func fieldValue(pod *corev1.Pod, path string) (string, error) {
+	if p, key, ok := subscript(path); ok {
+		switch p {
+		case "metadata.labels":
+			return pod.Labels[key], nil
+		case "metadata.annotations":
+			return pod.Annotations[key], nil
+		}
+		return "", fmt.Errorf("field %s does not support a subscript", p)
+	}
 	switch path {
 	case "metadata.name":
 		return pod.Name, nil
@@ -243,8 +255,20 @@ func fieldValue(pod *corev1.Pod, path string) (string, error) {
 		return pod.Spec.ServiceAccountName, nil
 	case "status.podIP":
 		return pod.Status.PodIP, nil
+	case "status.podIPs":
+		var ips []string
+		for _, ip := range pod.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		return strings.Join(ips, ","), nil
 	case "status.hostIP":
 		return pod.Status.HostIP, nil
+	case "status.hostIPs":
+		var ips []string
+		for _, ip := range pod.Status.HostIPs {
+			ips = append(ips, ip.IP)
+		}
+		return strings.Join(ips, ","), nil
 	case "metadata.labels", "metadata.annotations":
 		m := pod.Labels
 		if path == "metadata.annotations" {
@@ -254,7 +278,17 @@ func fieldValue(pod *corev1.Pod, path string) (string, error) {
 		for k, v := range m {
 			lines = append(lines, fmt.Sprintf("%s=%q", k, v))
 		}
+		sort.Strings(lines)
 		return strings.Join(lines, "\n"), nil
 	}
 	return "", fmt.Errorf("field %s is not supported", path)
+}
+
+// subscript splits metadata.labels['key'] into the path and the key.
+func subscript(path string) (string, string, bool) {
+	i := strings.Index(path, "['")
+	if i < 0 || !strings.HasSuffix(path, "']") {
+		return "", "", false
+	}
+	return path[:i], path[i+2 : len(path)-2], true
 }

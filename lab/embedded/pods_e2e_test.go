@@ -1,0 +1,777 @@
+package embedded
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/kubebin"
+)
+
+// kubectlCmd is kubectl against c, for commands a test drives itself
+// (stdin, a terminal, output read as it comes).
+func kubectlCmd(ctx context.Context, t *testing.T, c *Cluster, args ...string) *exec.Cmd {
+	t.Helper()
+	bin, err := kubebin.Locate(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"kubectl"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
+	return cmd
+}
+
+// kubectlErr runs kubectl and returns its output and error, for commands
+// that are meant to fail.
+func kubectlErr(t *testing.T, c *Cluster, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := kubectlCmd(ctx, t, c, args...).CombinedOutput()
+	return string(out), err
+}
+
+// nodeExec runs cmd in node's network namespace and returns its output.
+func nodeExec(t *testing.T, c *Cluster, node string, cmd ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	err := c.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &out})
+	return out.String(), err
+}
+
+// httpGet fetches url from the host with a short timeout.
+func httpGet(url string) (string, error) {
+	cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func applyYAML(t *testing.T, c *Cluster, manifest string) {
+	t.Helper()
+	cmd := kubectlCmd(context.Background(), t, c, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
+	}
+}
+
+func getPod(t *testing.T, cl kubernetes.Interface, name string) *corev1.Pod {
+	t.Helper()
+	p, err := cl.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitPodReady waits for a pod in default to be Ready.
+func waitPodReady(t *testing.T, cl kubernetes.Interface, name string, timeout time.Duration) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	waitFor(t, timeout, "pod "+name+" Ready", func() (bool, error) {
+		p, err := cl.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		return podIsReady(p), fmt.Errorf("phase %s, statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	return pod
+}
+
+// waiting returns the waiting reason of a pod's first container.
+func waiting(p *corev1.Pod) string {
+	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+		return ""
+	}
+	return p.Status.ContainerStatuses[0].State.Waiting.Reason
+}
+
+// sliceEndpoint finds the endpoint of ip in the EndpointSlices of service.
+func sliceEndpoint(cl kubernetes.Interface, service, ip string) (*discoveryv1.Endpoint, error) {
+	l, err := cl.DiscoveryV1().EndpointSlices("default").List(context.Background(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + service})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range l.Items {
+		for i, e := range s.Endpoints {
+			if slices.Contains(e.Addresses, ip) {
+				return &s.Endpoints[i], nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// TestPodsE2E checks issue 4's acceptance on one cluster: nodes, add-ons,
+// the learner's flow, Services from outside, the CKA debugging commands,
+// pod lifecycle as the kubelet runs it, kubectl's pod commands, a stopped
+// node agent, and a clean delete.
+func TestPodsE2E(t *testing.T) {
+	requireLab(t)
+	ctx := context.Background()
+	p := newTestProvider(t)
+	name := uniqueName("pods")
+	cc, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cc.(*Cluster)
+	st, dir := c.State(), c.dir
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			p.Delete(context.Background(), name)
+		}
+	})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeIP := map[string]string{}
+	for _, n := range st.Nodes {
+		nodeIP[n.Name] = n.IP
+	}
+
+	t.Run("nodes are registered like a kubelet's", func(t *testing.T) {
+		nodes, err := cl.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nodes.Items) != 3 {
+			t.Fatalf("%d nodes, want 3", len(nodes.Items))
+		}
+		cidrs := map[string]bool{}
+		for _, n := range nodes.Items {
+			if !strings.HasPrefix(n.Spec.PodCIDR, "10.244.") || !strings.HasSuffix(n.Spec.PodCIDR, "/24") || cidrs[n.Spec.PodCIDR] {
+				t.Errorf("node %s: podCIDR %q", n.Name, n.Spec.PodCIDR)
+			}
+			cidrs[n.Spec.PodCIDR] = true
+			var internal string
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					internal = a.Address
+				}
+			}
+			if internal == "" || internal != nodeIP[n.Name] {
+				t.Errorf("node %s: InternalIP %q, want %q", n.Name, internal, nodeIP[n.Name])
+			}
+			if port := n.Status.DaemonEndpoints.KubeletEndpoint.Port; port != 10250 {
+				t.Errorf("node %s: kubelet endpoint port %d", n.Name, port)
+			}
+			ready := false
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready = true
+				}
+			}
+			if !ready {
+				t.Errorf("node %s is not Ready: %+v", n.Name, n.Status.Conditions)
+			}
+			lease, err := cl.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != n.Name || lease.Spec.RenewTime == nil {
+				t.Errorf("node %s: lease %v %+v", n.Name, err, lease)
+			}
+		}
+		// The API server reaches the kubelet endpoint: kubectl logs
+		// and exec go through it (below); here its health.
+		if out := kubectl(t, c, "get", "--raw", "/api/v1/nodes/"+st.Nodes[1].Name+"/proxy/healthz"); out != "ok" {
+			t.Errorf("kubelet healthz through the API server: %q", out)
+		}
+	})
+
+	t.Run("kube-proxy and CoreDNS run", func(t *testing.T) {
+		waitFor(t, 30*time.Second, "kube-proxy on every node and both CoreDNS replicas Running", func() (bool, error) {
+			pods, err := cl.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			proxies, dns := map[string]bool{}, 0
+			for _, p := range pods.Items {
+				if p.Status.Phase != corev1.PodRunning || !podIsReady(&p) {
+					continue
+				}
+				switch p.Labels["k8s-app"] {
+				case "kube-proxy":
+					proxies[p.Spec.NodeName] = true
+				case "kube-dns":
+					dns++
+				}
+			}
+			return len(proxies) == 3 && dns == 2, fmt.Errorf("kube-proxy on %v, %d CoreDNS ready", proxies, dns)
+		})
+	})
+
+	// The learner's flow, as typed.
+	kubectl(t, c, "create", "deployment", "web", "--image=registry.k8s.io/e2e-test-images/agnhost:2.53", "--replicas=3", "--", "/agnhost", "netexec", "--http-port=8080")
+	kubectl(t, c, "expose", "deployment", "web", "--port=80", "--target-port=8080")
+	kubectl(t, c, "rollout", "status", "deployment/web", "--timeout=60s")
+	webPods, err := cl.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil || len(webPods.Items) != 3 {
+		t.Fatalf("web pods: %v %d", err, len(webPods.Items))
+	}
+	webSvc, err := cl.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rollout is done when the pods are Ready; the EndpointSlice and
+	// every node's kube-proxy follow within a second or so (a learner
+	// typing the next command never notices).
+	for _, n := range st.Nodes {
+		waitFor(t, 20*time.Second, "kube-proxy on "+n.Name+" sending to all three web pods", func() (bool, error) {
+			out, err := nodeExec(t, c, n.Name, "nft", "list", "table", "ip", "kube-proxy")
+			for _, p := range webPods.Items {
+				if !strings.Contains(out, p.Status.PodIP) {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+	}
+
+	t.Run("learner flow: the Service by name, DNS", func(t *testing.T) {
+		script := `for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo "hostname=$(wget -qO- web.default.svc.cluster.local/hostname)"; done
+nslookup web.default.svc.cluster.local
+echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
+		out := kubectl(t, c, "run", "client", "--image=busybox:1.36", "--rm", "-i", "--restart=Never", "--", "sh", "-c", script)
+		seen := map[string]int{}
+		for _, m := range regexp.MustCompile(`hostname=(\S*)`).FindAllStringSubmatch(out, -1) {
+			seen[m[1]]++
+		}
+		for h := range seen {
+			if !slices.ContainsFunc(webPods.Items, func(p corev1.Pod) bool { return p.Name == h }) {
+				t.Errorf("wget printed %q, not a web pod's name\n%s", h, out)
+			}
+		}
+		if len(seen) < 2 {
+			t.Errorf("12 requests reached %d endpoint(s), want them spread: %v\n%s", len(seen), seen, out)
+		}
+		inside, outside, _ := strings.Cut(out, "outside:")
+		if !strings.Contains(inside, "Address: "+webSvc.Spec.ClusterIP) {
+			t.Errorf("nslookup does not give the ClusterIP %s:\n%s", webSvc.Spec.ClusterIP, inside)
+		}
+		if !strings.Contains(outside, "NXDOMAIN") || strings.Contains(outside, "nslookup-rc=0") {
+			t.Errorf("nslookup of an outside name is not NXDOMAIN:\n%s", outside)
+		}
+	})
+
+	t.Run("conntrack on a node shows the UDP DNS flows", func(t *testing.T) {
+		var all strings.Builder
+		for _, n := range st.Nodes {
+			out, err := nodeExec(t, c, n.Name, "conntrack", "-L", "-p", "udp")
+			if err != nil {
+				t.Fatalf("conntrack -L on %s: %v\n%s", n.Name, err, out)
+			}
+			all.WriteString(out)
+		}
+		if !regexp.MustCompile(`udp\s+17 .*dst=10\.96\.0\.10 sport=\d+ dport=53 src=10\.244\.`).MatchString(all.String()) {
+			t.Errorf("no DNATed UDP flow to kube-dns in any node's conntrack table:\n%s", all.String())
+		}
+	})
+
+	t.Run("CKA debugging commands verbatim", func(t *testing.T) {
+		out := kubectl(t, c, "get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "wide")
+		for _, p := range webPods.Items {
+			if !strings.Contains(out, p.Status.PodIP) {
+				t.Errorf("endpointslices -o wide lacks %s:\n%s", p.Status.PodIP, out)
+			}
+		}
+		if out := kubectl(t, c, "-n", "kube-system", "exec", "ds/kube-proxy", "--", "wget", "-qO-", "http://127.0.0.1:10249/proxyMode"); strings.TrimSpace(out) != "nftables" {
+			t.Errorf("proxyMode = %q", out)
+		}
+		worker := st.Nodes[1]
+		out, err := nodeExec(t, c, worker.Name, "curl", "-sS", "http://"+worker.IP+":10256/healthz")
+		if err != nil || !strings.Contains(out, `"healthy":true`) {
+			t.Errorf("curl healthz on %s: %v\n%s", worker.Name, err, out)
+		}
+		out, err = nodeExec(t, c, worker.Name, "nft", "list", "table", "ip", "kube-proxy")
+		if err != nil || !strings.Contains(out, webSvc.Spec.ClusterIP) {
+			t.Errorf("nft list table ip kube-proxy on %s: %v, no rule for %s\n%.2000s", worker.Name, err, webSvc.Spec.ClusterIP, out)
+		}
+		if out := kubectl(t, c, "-n", "kube-system", "get", "cm", "kube-proxy", "-o", "yaml"); !strings.Contains(out, "mode: nftables") {
+			t.Errorf("kube-proxy ConfigMap:\n%s", out)
+		}
+	})
+
+	t.Run("NodePort answers on every node", func(t *testing.T) {
+		kubectl(t, c, "expose", "deployment", "web", "--name=web-np", "--type=NodePort", "--port=80", "--target-port=8080")
+		svc, err := cl.CoreV1().Services("default").Get(ctx, "web-np", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		np := svc.Spec.Ports[0].NodePort
+		for _, n := range st.Nodes {
+			waitFor(t, 20*time.Second, "NodePort on "+n.Name, func() (bool, error) {
+				out, err := httpGet(fmt.Sprintf("http://%s:%d/hostname", n.IP, np))
+				return err == nil && strings.HasPrefix(out, "web-"), err
+			})
+		}
+	})
+
+	t.Run("externalTrafficPolicy Local", func(t *testing.T) {
+		kubectl(t, c, "expose", "deployment", "web", "--name=web-local", "--type=NodePort", "--port=80", "--target-port=8080",
+			`--overrides={"apiVersion":"v1","spec":{"externalTrafficPolicy":"Local"}}`)
+		svc, err := cl.CoreV1().Services("default").Get(ctx, "web-local", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+			t.Fatalf("externalTrafficPolicy %q", svc.Spec.ExternalTrafficPolicy)
+		}
+		np := svc.Spec.Ports[0].NodePort
+		hasEndpoint := map[string]bool{}
+		for _, p := range webPods.Items {
+			hasEndpoint[p.Spec.NodeName] = true
+		}
+		if len(hasEndpoint) == 3 {
+			t.Skip("every node runs a web pod; no node to drop on")
+		}
+		for _, n := range st.Nodes {
+			url := fmt.Sprintf("http://%s:%d/clientip", n.IP, np)
+			if hasEndpoint[n.Name] {
+				// The backend sees the host's own address: no SNAT.
+				waitFor(t, 20*time.Second, "eTP Local NodePort answering on "+n.Name+" with the client's IP", func() (bool, error) {
+					out, err := httpGet(url)
+					host, _, _ := net.SplitHostPort(strings.TrimSpace(out))
+					return err == nil && host == st.Gateway, fmt.Errorf("%v: %q", err, out)
+				})
+				continue
+			}
+			// Nodes without an endpoint drop; wait until kube-proxy
+			// has the service at all, then make sure.
+			waitFor(t, 20*time.Second, "kube-proxy rules for web-local on "+n.Name, func() (bool, error) {
+				out, err := nodeExec(t, c, n.Name, "nft", "list", "table", "ip", "kube-proxy")
+				return err == nil && strings.Contains(out, strconv.Itoa(int(np))), err
+			})
+			if out, err := httpGet(url); err == nil {
+				t.Errorf("node %s has no web pod but answered the eTP Local NodePort: %q", n.Name, out)
+			}
+		}
+	})
+
+	// Pod lifecycle and kubectl's pod commands, in parallel.
+	t.Run("pods", func(t *testing.T) {
+		t.Run("exec, exit codes and a terminal", func(t *testing.T) {
+			t.Parallel()
+			kubectl(t, c, "run", "shell", "--image=busybox:1.36", "--", "sleep", "3600")
+			waitPodReady(t, cl, "shell", 30*time.Second)
+			// Exit codes pass through.
+			out, err := kubectlErr(t, c, "exec", "shell", "--", "sh", "-c", "echo out; exit 7")
+			var ee *exec.ExitError
+			if !strings.Contains(out, "out") || !errors.As(err, &ee) || ee.ExitCode() != 7 {
+				t.Errorf("exec exit 7: %v\n%s", err, out)
+			}
+			// stdin (-i).
+			cmd := kubectlCmd(ctx, t, c, "exec", "-i", "shell", "--", "tr", "a-z", "A-Z")
+			cmd.Stdin = strings.NewReader("piped through\n")
+			if b, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != "PIPED THROUGH" {
+				t.Errorf("exec -i: %v %q", err, b)
+			}
+			// -it on a terminal: the container sees a tty of the
+			// client's size, and the shell reads what is typed.
+			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			cmd = kubectlCmd(tctx, t, c, "exec", "-it", "shell", "--", "sh")
+			f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 33, Cols: 101})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var buf syncBuffer
+			go io.Copy(&buf, f)
+			time.Sleep(500 * time.Millisecond)
+			io.WriteString(f, "tty; stty size; echo done-$((6*7))\r")
+			waitFor(t, 15*time.Second, "the terminal session's output", func() (bool, error) {
+				return strings.Contains(buf.String(), "done-42"), fmt.Errorf("output so far %q", buf.String())
+			})
+			if got := buf.String(); !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "33 101") {
+				t.Errorf("exec -it: no terminal of size 33x101:\n%q", got)
+			}
+			io.WriteString(f, "exit 3\r")
+			err = cmd.Wait()
+			if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+				t.Errorf("exec -it exit 3: %v", err)
+			}
+		})
+
+		t.Run("logs --tail, -f and --previous; CrashLoopBackOff", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `apiVersion: v1
+kind: Pod
+metadata: {name: counter}
+spec:
+  containers:
+  - name: c
+    image: busybox:1.36
+    command: [sh, -c, 'i=0; while [ $i -lt 8 ]; do i=$((i+1)); echo "line $i"; sleep 0.3; done; exit 3']
+`)
+			waitFor(t, 30*time.Second, "counter running", func() (bool, error) {
+				p := getPod(t, cl, "counter")
+				return p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil, nil
+			})
+			// -f follows until the container exits.
+			fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			out, err := kubectlCmd(fctx, t, c, "logs", "-f", "counter").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "line 1\n") || !strings.HasSuffix(string(out), "line 8\n") {
+				t.Errorf("logs -f: %v\n%s", err, out)
+			}
+			// The container exits 3 and restarts after the back-off.
+			var p *corev1.Pod
+			waitFor(t, 20*time.Second, "CrashLoopBackOff with a restart", func() (bool, error) {
+				p = getPod(t, cl, "counter")
+				return waiting(p) == "CrashLoopBackOff" && p.Status.ContainerStatuses[0].RestartCount >= 1, fmt.Errorf("%+v", p.Status.ContainerStatuses)
+			})
+			last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
+			if last == nil || last.ExitCode != 3 || last.Reason != "Error" {
+				t.Errorf("last state %+v, want terminated with exit code 3", last)
+			}
+			if out := kubectl(t, c, "get", "pod", "counter"); !strings.Contains(out, "CrashLoopBackOff") {
+				t.Errorf("kubectl get pod:\n%s", out)
+			}
+			out2 := kubectl(t, c, "logs", "counter", "--previous", "--tail=2")
+			if out2 != "line 7\nline 8\n" {
+				t.Errorf("logs --previous --tail=2 = %q", out2)
+			}
+			waitFor(t, 10*time.Second, "the back-off event", func() (bool, error) {
+				out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=counter")
+				return strings.Contains(out, "Back-off restarting failed container c"), fmt.Errorf("events:\n%s", out)
+			})
+		})
+
+		t.Run("restartPolicy Never and OnFailure", func(t *testing.T) {
+			t.Parallel()
+			for _, tc := range []struct {
+				name, policy, script string
+				phase                corev1.PodPhase
+			}{
+				{"never-fails", "Never", "exit 1", corev1.PodFailed},
+				{"onfailure-ok", "OnFailure", "exit 0", corev1.PodSucceeded},
+			} {
+				kubectl(t, c, "run", tc.name, "--image=busybox:1.36", "--restart="+tc.policy, "--", "sh", "-c", tc.script)
+				waitFor(t, 30*time.Second, tc.name+" "+string(tc.phase), func() (bool, error) {
+					p := getPod(t, cl, tc.name)
+					return p.Status.Phase == tc.phase, fmt.Errorf("phase %s", p.Status.Phase)
+				})
+				if p := getPod(t, cl, tc.name); p.Status.ContainerStatuses[0].RestartCount != 0 {
+					t.Errorf("%s restarted %d times", tc.name, p.Status.ContainerStatuses[0].RestartCount)
+				}
+			}
+		})
+
+		t.Run("unknown image", func(t *testing.T) {
+			t.Parallel()
+			kubectl(t, c, "run", "noimage", "--image=example.com/no-such-image:1.0")
+			seen := map[string]bool{}
+			waitFor(t, 30*time.Second, "ErrImagePull, then ImagePullBackOff", func() (bool, error) {
+				w := waiting(getPod(t, cl, "noimage"))
+				if w == "ImagePullBackOff" && !seen["ErrImagePull"] {
+					return false, fmt.Errorf("ImagePullBackOff before ErrImagePull")
+				}
+				seen[w] = true
+				return seen["ErrImagePull"] && seen["ImagePullBackOff"], fmt.Errorf("seen %v", seen)
+			})
+			out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=noimage", "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
+			if !regexp.MustCompile(`Failed\s+Failed to pull image "example.com/no-such-image:1.0": .*Use one of: busybox,.*registry.k8s.io/e2e-test-images/agnhost`).MatchString(out) {
+				t.Errorf("no event listing the available images:\n%s", out)
+			}
+		})
+
+		t.Run("init containers, volumes and env", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {greeting: hello-from-configmap, mode: fast}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {password: s3cret}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: volumes, labels: {tier: demo}}
+spec:
+  initContainers:
+  - name: prepare
+    image: busybox:1.36
+    command: [sh, -c, 'echo prepared > /work/init.txt']
+    volumeMounts: [{name: work, mountPath: /work}]
+  containers:
+  - name: main
+    image: busybox:1.36
+    env:
+    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: TIER, valueFrom: {fieldRef: {fieldPath: "metadata.labels['tier']"}}}
+    - {name: GREETING, value: "on-$(NODE)-$(CFG_mode)"}
+    - {name: ESCAPED, value: "$$(NODE)"}
+    - {name: UNDEFINED, value: "$(NOPE)"}
+    - {name: PASSWORD, valueFrom: {secretKeyRef: {name: creds, key: password}}}
+    envFrom: [{configMapRef: {name: settings}, prefix: CFG_}]
+    command: [sh, -c, 'echo "args: $(GREETING)"; sleep 3600']
+    volumeMounts:
+    - {name: work, mountPath: /work}
+    - {name: config, mountPath: /etc/config}
+    - {name: secret, mountPath: /etc/secret, readOnly: true}
+  volumes:
+  - {name: work, emptyDir: {}}
+  - {name: config, configMap: {name: settings}}
+  - {name: secret, secret: {secretName: creds}}
+`)
+			pod := waitPodReady(t, cl, "volumes", 30*time.Second)
+			if len(pod.Status.InitContainerStatuses) != 1 || pod.Status.InitContainerStatuses[0].State.Terminated == nil ||
+				pod.Status.InitContainerStatuses[0].State.Terminated.Reason != "Completed" {
+				t.Errorf("init container status %+v", pod.Status.InitContainerStatuses)
+			}
+			out := kubectl(t, c, "exec", "volumes", "-c", "main", "--", "sh", "-c",
+				`cat /work/init.txt /etc/config/greeting /etc/secret/password; echo; env | grep -E '^(NODE|POD_IP|TIER|GREETING|ESCAPED|UNDEFINED|PASSWORD|CFG_|WEB_SERVICE_HOST|KUBERNETES_SERVICE_HOST)' | sort`)
+			want := []string{"prepared", "hello-from-configmaps3cret", "CFG_greeting=hello-from-configmap", "CFG_mode=fast",
+				"ESCAPED=$(NODE)", "GREETING=on-" + pod.Spec.NodeName + "-fast", "KUBERNETES_SERVICE_HOST=10.96.0.1",
+				"NODE=" + pod.Spec.NodeName, "PASSWORD=s3cret", "POD_IP=" + pod.Status.PodIP, "TIER=demo", "UNDEFINED=$(NOPE)",
+				"WEB_SERVICE_HOST=" + webSvc.Spec.ClusterIP}
+			if got := strings.Fields(out); !slices.Equal(got, want) {
+				t.Errorf("files and env:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if out := kubectl(t, c, "logs", "volumes", "-c", "main"); out != "args: on-"+pod.Spec.NodeName+"-fast\n" {
+				t.Errorf("command $(VAR) expansion: %q", out)
+			}
+			// A missing Secret: CreateContainerConfigError, no restarts.
+			kubectl(t, c, "run", "nosecret", "--image=busybox:1.36", `--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"nosecret","image":"busybox:1.36","command":["sleep","3600"],"env":[{"name":"X","valueFrom":{"secretKeyRef":{"name":"missing","key":"k"}}}]}]}}`)
+			waitFor(t, 30*time.Second, "CreateContainerConfigError", func() (bool, error) {
+				p := getPod(t, cl, "nosecret")
+				return waiting(p) == "CreateContainerConfigError" && p.Status.ContainerStatuses[0].RestartCount == 0, fmt.Errorf("%+v", p.Status.ContainerStatuses)
+			})
+		})
+
+		t.Run("port-forward", func(t *testing.T) {
+			t.Parallel()
+			target := webPods.Items[0]
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			cmd := kubectlCmd(pctx, t, c, "port-forward", "pod/"+target.Name, ":8080")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cancel(); cmd.Wait() }()
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`).FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("port-forward said %q (%v)", line, err)
+			}
+			for range 3 { // several connections over one forward
+				if out, err := httpGet("http://127.0.0.1:" + m[1] + "/hostname"); err != nil || out != target.Name {
+					t.Errorf("through port-forward: %v %q, want %q", err, out, target.Name)
+				}
+			}
+		})
+
+		t.Run("readiness probe flips the EndpointSlice", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `apiVersion: v1
+kind: Pod
+metadata: {name: gated, labels: {app: gated}}
+spec:
+  containers:
+  - name: c
+    image: busybox:1.36
+    command: [sleep, "3600"]
+    readinessProbe:
+      exec: {command: [cat, /tmp/ready]}
+      periodSeconds: 1
+      failureThreshold: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {name: gated}
+spec:
+  selector: {app: gated}
+  ports: [{port: 80}]
+`)
+			var ip string
+			waitFor(t, 30*time.Second, "gated running but not ready", func() (bool, error) {
+				p := getPod(t, cl, "gated")
+				ip = p.Status.PodIP
+				return p.Status.Phase == corev1.PodRunning && ip != "" && !podIsReady(p), nil
+			})
+			condition := func(want bool) func() (bool, error) {
+				return func() (bool, error) {
+					e, err := sliceEndpoint(cl, "gated", ip)
+					if e == nil {
+						return false, err
+					}
+					return isTrue(e.Conditions.Ready) == want && isTrue(e.Conditions.Serving) == want, fmt.Errorf("conditions %+v", e.Conditions)
+				}
+			}
+			waitFor(t, 15*time.Second, "endpoint not ready", condition(false))
+			kubectl(t, c, "exec", "gated", "--", "touch", "/tmp/ready")
+			waitFor(t, 15*time.Second, "endpoint ready once the probe passes", condition(true))
+			kubectl(t, c, "exec", "gated", "--", "rm", "/tmp/ready")
+			waitFor(t, 15*time.Second, "endpoint not ready once the probe fails", condition(false))
+			if out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=gated"); !strings.Contains(out, "Readiness probe failed") {
+				t.Errorf("no Unhealthy event:\n%s", out)
+			}
+		})
+
+		t.Run("graceful termination: ready, then serving and terminating", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `apiVersion: v1
+kind: Pod
+metadata: {name: leaving, labels: {app: leaving}}
+spec:
+  terminationGracePeriodSeconds: 20
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [netexec, --http-port=8080]
+    readinessProbe:
+      httpGet: {path: /healthz, port: 8080}
+      periodSeconds: 1
+    lifecycle:
+      preStop:
+        sleep: {seconds: 4}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: leaving}
+spec:
+  selector: {app: leaving}
+  ports: [{port: 80, targetPort: 8080}]
+`)
+			pod := waitPodReady(t, cl, "leaving", 30*time.Second)
+			ip := pod.Status.PodIP
+			waitFor(t, 15*time.Second, "endpoint ready", func() (bool, error) {
+				e, err := sliceEndpoint(cl, "leaving", ip)
+				return e != nil && isTrue(e.Conditions.Ready) && isTrue(e.Conditions.Serving) && !isTrue(e.Conditions.Terminating), err
+			})
+			start := time.Now()
+			if err := cl.CoreV1().Pods("default").Delete(ctx, "leaving", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 4*time.Second, "endpoint serving and terminating during preStop", func() (bool, error) {
+				e, err := sliceEndpoint(cl, "leaving", ip)
+				if e == nil {
+					return false, err
+				}
+				return !isTrue(e.Conditions.Ready) && isTrue(e.Conditions.Serving) && isTrue(e.Conditions.Terminating), fmt.Errorf("%+v", e.Conditions)
+			})
+			waitFor(t, 25*time.Second, "the pod gone", func() (bool, error) {
+				_, err := cl.CoreV1().Pods("default").Get(ctx, "leaving", metav1.GetOptions{})
+				return apierrors.IsNotFound(err), err
+			})
+			if d := time.Since(start); d < 4*time.Second {
+				t.Errorf("pod gone after %s, before its 4 s preStop hook ended", d)
+			}
+			waitFor(t, 10*time.Second, "endpoint removed", func() (bool, error) {
+				e, err := sliceEndpoint(cl, "leaving", ip)
+				return e == nil && err == nil, err
+			})
+		})
+	})
+
+	t.Run("a stopped node agent stops renewing its Lease", func(t *testing.T) {
+		node := st.Nodes[2].Name
+		renew := func() time.Time {
+			l, err := cl.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+			if err != nil || l.Spec.RenewTime == nil {
+				t.Fatalf("lease of %s: %v", node, err)
+			}
+			return l.Spec.RenewTime.Time
+		}
+		// Heartbeats: the Lease is renewed every 10 s.
+		first := renew()
+		waitFor(t, 15*time.Second, "a Lease renewal", func() (bool, error) { return renew().After(first), nil })
+		var s Status
+		if err := readJSON(paths{dir}.status(), &s); err != nil {
+			t.Fatal(err)
+		}
+		agent, ok := s.Component("kubelet-" + node)
+		if !ok || agent.PID == 0 {
+			t.Fatalf("no running agent for %s in status.json: %+v", node, s)
+		}
+		// SIGSTOP: killed, the supervisor would restart it at once.
+		if err := syscall.Kill(agent.PID, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(agent.PID, syscall.SIGCONT)
+		stopped := renew()
+		time.Sleep(13 * time.Second)
+		if r := renew(); !r.Equal(stopped) {
+			t.Errorf("the Lease was renewed (%s → %s) while the agent was stopped", stopped, r)
+		}
+		syscall.Kill(agent.PID, syscall.SIGCONT)
+		waitFor(t, 15*time.Second, "renewals again once the agent runs", func() (bool, error) { return renew().After(stopped), nil })
+	})
+
+	t.Run("delete leaves nothing behind", func(t *testing.T) {
+		if err := p.Delete(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		deleted = true
+		assertNoLeaks(t, dir, st)
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
