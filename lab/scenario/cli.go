@@ -84,15 +84,19 @@ func report(w io.Writer, cat *Catalog, problems Problems) error {
 		fmt.Fprintln(w, p)
 	}
 	if len(problems) > 0 {
-		noun := "problems"
-		if len(problems) == 1 {
-			noun = "problem"
-		}
-		fmt.Fprintf(w, "%d %s; %d scenarios are clean\n", len(problems), noun, len(cat.Scenarios))
-		return &ExitError{Code: 1, Msg: fmt.Sprintf("%d %s", len(problems), noun)}
+		n := plural(len(problems), "problem")
+		fmt.Fprintf(w, "%s; %s clean\n", n, plural(len(cat.Scenarios), "scenario"))
+		return &ExitError{Code: 1, Msg: n}
 	}
-	fmt.Fprintf(w, "%d scenarios, no problems\n", len(cat.Scenarios))
+	fmt.Fprintf(w, "%s, no problems\n", plural(len(cat.Scenarios), "scenario"))
 	return nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func newListCommand() *cobra.Command {

@@ -23,7 +23,7 @@ func TestLintCommandClean(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lint: %v\n%s", err, out)
 	}
-	if out != "1 scenarios, no problems\n" {
+	if out != "1 scenario, no problems\n" {
 		t.Errorf("output = %q", out)
 	}
 }
@@ -38,7 +38,7 @@ func TestLintCommandProblems(t *testing.T) {
 testdata/broken/bad-weight/bad-weight/scenario.yaml:22: checks[0].weight: must be a positive number
 testdata/broken/bad-weight/bad-weight/scenario.yaml:30: checks[1].weight: must be a number, not a string
 testdata/broken/bad-weight/bad-weight/scenario.yaml:38: checks[2].weight: must be a positive number
-4 problems; 1 scenarios are clean
+4 problems; 1 scenario clean
 `
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
