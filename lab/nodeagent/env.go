@@ -92,7 +92,7 @@ func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c *corev1
 		var invalid []string
 		for k, v := range data {
 			key := ef.Prefix + k
-			if len(validation.IsEnvVarName(key)) != 0 {
+			if len(validation.IsRelaxedEnvVarName(key)) != 0 {
 				invalid = append(invalid, key)
 				continue
 			}

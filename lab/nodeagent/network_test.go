@@ -1,0 +1,116 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// recordingRunner records commands and fails those containing failOn.
+type recordingRunner struct {
+	cmds   []string
+	failOn string
+}
+
+func (r *recordingRunner) Run(_ context.Context, name string, args ...string) error {
+	cmd := name + " " + strings.Join(args, " ")
+	r.cmds = append(r.cmds, cmd)
+	if r.failOn != "" && strings.Contains(cmd, r.failOn) {
+		return errors.New("RTNETLINK answers: File exists")
+	}
+	return nil
+}
+
+func TestPodNetworkSetup(t *testing.T) {
+	r := &recordingRunner{}
+	n := newPodNetwork(r, "svclab-lab-worker", "svclab-lab-pod-", t.TempDir())
+	if _, _, err := n.setup(context.Background(), "uid-1", "p"); !errors.Is(err, errNoPodCIDR) {
+		t.Fatalf("setup before the node has a pod CIDR: %v", err)
+	}
+	n.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
+	netns, ip, err := n.setup(context.Background(), "uid-1", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNS, veth := n.names("uid-1")
+	if netns != wantNS || ip != netip.MustParseAddr("10.244.1.2") {
+		t.Errorf("netns %s ip %s", netns, ip)
+	}
+	want := []string{
+		"ip netns add " + netns,
+		"ip -n svclab-lab-worker link add " + veth + " type veth peer name eth0 netns " + netns,
+		"ip -n " + netns + " link set lo up",
+		"ip -n " + netns + " addr add 10.244.1.2/24 dev eth0",
+		"ip -n " + netns + " link set eth0 up",
+		"ip -n " + netns + " route del 10.244.1.0/24 dev eth0",
+		"ip -n " + netns + " route replace 10.244.1.1/32 dev eth0 scope link src 10.244.1.2",
+		"ip -n " + netns + " route replace 10.244.1.0/24 via 10.244.1.1 dev eth0 src 10.244.1.2",
+		"ip -n " + netns + " route replace default via 10.244.1.1 dev eth0",
+		"ip -n svclab-lab-worker addr replace 10.244.1.1/32 dev " + veth,
+		"ip -n svclab-lab-worker link set " + veth + " up",
+		"ip -n svclab-lab-worker route replace 10.244.1.2/32 dev " + veth + " src 10.244.1.1",
+	}
+	if !slices.Equal(r.cmds, want) {
+		t.Errorf("commands:\n%s\nwant\n%s", strings.Join(r.cmds, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The next pod gets the next address; the same pod keeps its own.
+	_, ip2, _ := n.setup(context.Background(), "uid-2", "q")
+	_, again, _ := n.setup(context.Background(), "uid-1", "p")
+	if ip2.String() != "10.244.1.3" || again != ip {
+		t.Errorf("second pod %s, first pod again %s", ip2, again)
+	}
+
+	// A restarted agent reads the allocations back.
+	n2 := newPodNetwork(r, "svclab-lab-worker", "svclab-lab-pod-", n.stateDir)
+	n2.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
+	if got, _ := n2.allocate("uid-3"); got.String() != "10.244.1.4" {
+		t.Errorf("after a restart the next address is %s, want 10.244.1.4", got)
+	}
+
+	// Teardown deletes the namespace (and with it the veth pair) and
+	// frees the address.
+	r.cmds = nil
+	if err := n.teardown(context.Background(), "uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.cmds, []string{"ip netns del " + netns}) {
+		t.Errorf("teardown: %v", r.cmds)
+	}
+	if got, _ := n.allocate("uid-4"); got.String() != "10.244.1.2" {
+		t.Errorf("freed address not reused: %s", got)
+	}
+}
+
+func TestPodNetworkSetupFailureCleansUp(t *testing.T) {
+	r := &recordingRunner{failOn: "addr add"}
+	n := newPodNetwork(r, "node-ns", "pod-", t.TempDir())
+	n.setCIDR(netip.MustParsePrefix("10.244.2.0/24"))
+	_, _, err := n.setup(context.Background(), "uid-1", "p")
+	if err == nil || !strings.Contains(err.Error(), "setting up the pod network") {
+		t.Fatalf("err = %v", err)
+	}
+	netns, _ := n.names("uid-1")
+	if last := r.cmds[len(r.cmds)-1]; last != "ip netns del "+netns {
+		t.Errorf("a failed setup ends with %q, want the namespace removed", last)
+	}
+	if got, _ := n.allocate("uid-2"); got.String() != "10.244.2.2" {
+		t.Errorf("the failed pod's address was not released: next is %s", got)
+	}
+}
+
+func TestRoutesFor(t *testing.T) {
+	got := routesFor("lab-worker", map[string]nodeRoute{
+		"lab-control-plane": {cidr: "10.244.0.0/24", ip: "172.29.1.2"},
+		"lab-worker":        {cidr: "10.244.1.0/24", ip: "172.29.1.3"},
+		"lab-worker2":       {cidr: "10.244.2.0/24", ip: "172.29.1.4"},
+		"lab-worker3":       {cidr: "", ip: "172.29.1.5"}, // no CIDR yet
+	})
+	want := []string{"10.244.0.0/24 via 172.29.1.2", "10.244.2.0/24 via 172.29.1.4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("routes %v, want %v", got, want)
+	}
+}
