@@ -55,7 +55,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.SetErr(errOut)
 	root.PersistentFlags().StringVar(&o.stateDir, "state-dir", embedded.DefaultStateDir(), "where svclab keeps its clusters' state (env "+embedded.EnvStateDir+")")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
+	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
 	root.AddCommand(scenario.NewCommand())
 	return root
 }

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,7 +57,9 @@ func (c *Cluster) Nodes(context.Context) ([]cluster.Node, error) {
 	return out, nil
 }
 
-// NodeExec runs cmd in the node's network namespace.
+// NodeExec runs cmd on the node: in the node's own container (its network
+// namespace, the tools image's filesystem, the node's hostname), never on
+// the host.
 func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
 	n, ok := c.st.Node(node)
 	if !ok {
@@ -65,11 +68,17 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 	if len(cmd) == 0 {
 		return fmt.Errorf("no command given")
 	}
-	x := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns}, cmd...)...)
+	pa := paths{c.dir}
+	args := append([]string{"--root", pa.nodeRuncRoot(n.Name), "exec", nodeContainerID(n.Name)}, cmd...)
+	x := exec.CommandContext(ctx, "runc", args...)
 	x.Stdin, x.Stdout, x.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
 	x.Env = append(os.Environ(), EnvClusterDir+"="+c.dir)
 	if err := x.Run(); err != nil {
-		return fmt.Errorf("%s on %s: %w", strings.Join(cmd, " "), node, err)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("%s on %s: %w", strings.Join(cmd, " "), node, err)
+		}
+		return fmt.Errorf("running a command on node %s (is the node's container running? see 'svclab cluster list'): %w", node, err)
 	}
 	return nil
 }

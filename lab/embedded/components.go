@@ -30,6 +30,9 @@ type Component struct {
 	// node's network namespace.
 	Self  bool
 	Argv0 string
+	// Path, when set, runs that program with Args (in the host's
+	// namespaces) instead.
+	Path string
 	// Health is an HTTPS URL that answers 200 when the component is
 	// healthy. It is probed from the host with the cluster CA and the
 	// HealthCert client certificate (a pki base name; empty for none).
@@ -163,7 +166,7 @@ func Components(st *State, dir string) []Component {
 		},
 	}
 	for _, n := range st.Nodes {
-		comps = append(comps, NodeAgentComponent(n, dir))
+		comps = append(comps, NodeAgentComponent(n, dir), NodeContainerComponent(n, dir))
 	}
 	return comps
 }
@@ -184,6 +187,20 @@ func NodeAgentComponent(n NodeSpec, dir string) Component {
 		HealthCA:   "ca",
 	}
 }
+
+// NodeContainerComponent keeps node n's own container running (see
+// nodeagent.PrepareNodeContainer); it has no health endpoint.
+func NodeContainerComponent(n NodeSpec, dir string) Component {
+	pa := paths{dir}
+	return Component{
+		Name:  "node-" + n.Name,
+		After: "etcd",
+		Path:  "runc",
+		Args:  []string{"--root", pa.nodeRuncRoot(n.Name), "run", "--bundle", pa.nodeBundle(n.Name), nodeContainerID(n.Name)},
+	}
+}
+
+func nodeContainerID(node string) string { return "node-" + node }
 
 // CommandLine renders a component's command line for display.
 func (c Component) CommandLine(bin string) string {

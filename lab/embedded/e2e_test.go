@@ -81,11 +81,11 @@ func assertNoLeaks(t testing.TB, dir string, st *State) {
 		if _, err := os.Stat(filepath.Join("/run/netns", n.Netns)); err == nil {
 			t.Errorf("network namespace %s left behind", n.Netns)
 		}
-		if exec.Command("ip", "link", "show", n.HostVeth).Run() == nil {
+		if n.HostVeth != "" && exec.Command("ip", "link", "show", n.HostVeth).Run() == nil {
 			t.Errorf("veth %s left behind", n.HostVeth)
 		}
 	}
-	if exec.Command("ip", "link", "show", st.Bridge).Run() == nil {
+	if st.Bridge != "" && exec.Command("ip", "link", "show", st.Bridge).Run() == nil {
 		t.Errorf("bridge %s left behind", st.Bridge)
 	}
 	for _, ns := range listNetns() {
@@ -144,8 +144,8 @@ func TestClusterLifecycle(t *testing.T) {
 		}
 	})
 	wantSteps := []string{"Finding svclab-kube v1.37.2", "Preparing images", "Creating the network fabric", "Generating certificates and kubeconfigs",
-		"Starting the control-plane supervisor", "Starting etcd", "Starting kube-apiserver", "Starting kube-controller-manager", "Starting kube-scheduler",
-		"Starting the node agents", "Waiting for the nodes to be Ready"}
+		"Preparing the nodes' filesystems", "Starting the control-plane supervisor", "Starting etcd", "Starting kube-apiserver", "Starting kube-controller-manager", "Starting kube-scheduler",
+		"Starting the node agents", "Waiting for the nodes to be Ready", "Installing kube-proxy (the bundled proxier) and CoreDNS"}
 	var got []string
 	for _, s := range rec.steps {
 		if !strings.HasPrefix(s, "Building ") { // image layers built on first use
@@ -322,6 +322,7 @@ func TestCreateInterruptedRollsBack(t *testing.T) {
 			cancel()
 		}
 	}}
+	linksBefore := svclabLinks(t)
 	_, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 1, Progress: rec})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("create: %v, want context.Canceled", err)
@@ -330,8 +331,17 @@ func TestCreateInterruptedRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Bridge = "" // the index is unknown here: look for any of its links below
+	// The fabric index is unknown here: check its links by difference.
+	st.Bridge = ""
+	for i := range st.Nodes {
+		st.Nodes[i].HostVeth = ""
+	}
 	assertNoLeaks(t, p.dir(name), st)
+	for l := range svclabLinks(t) {
+		if !linksBefore[l] {
+			t.Errorf("link %s left behind", l)
+		}
+	}
 	if got := rec.steps[len(rec.steps)-1]; got != "Removing the half-created cluster" {
 		t.Errorf("last step %q", got)
 	}
@@ -355,10 +365,22 @@ func TestSupervisorCrashIsCleanedUp(t *testing.T) {
 	if !ok {
 		t.Fatal("no supervisor")
 	}
-	// A crash of svclab's supervisor takes its components with it.
+	var status Status
+	if err := readJSON(paths{dir}.status(), &status); err != nil {
+		t.Fatal(err)
+	}
+	// A crash of svclab's supervisor takes its components (control
+	// plane, node agents, node containers) with it; pods' containers
+	// outlive it, as containers outlive a crashed kubelet, until the
+	// cluster is deleted.
 	syscall.Kill(pid, syscall.SIGKILL)
-	waitFor(t, 10*time.Second, "every marked process gone", func() (bool, error) {
-		return len(markedProcesses(func(d string) bool { return d == dir })) == 0, nil
+	waitFor(t, 10*time.Second, "every component gone", func() (bool, error) {
+		for _, cs := range status.Components {
+			if cs.PID != 0 && alive(cs.PID) {
+				return false, fmt.Errorf("%s (pid %d) still runs", cs.Name, cs.PID)
+			}
+		}
+		return true, nil
 	})
 	sums, err := p.List(ctx)
 	if err != nil || len(sums) != 1 || sums[0].State != "stopped" {
@@ -403,6 +425,19 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// svclabLinks lists the host's svclab bridges and veths.
+func svclabLinks(t testing.TB) map[string]bool {
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]bool{}
+	for _, l := range leftoverLinks(string(out)) {
+		m[l] = true
+	}
+	return m
 }
 
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {

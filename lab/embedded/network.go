@@ -165,6 +165,9 @@ func fabricDown(ctx context.Context, r Runner, st *State) error {
 		if err := deleteNetns(ctx, r, n.Netns); err != nil {
 			errs = append(errs, err.Error())
 		}
+		if n.HostVeth == "" {
+			continue
+		}
 		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", n.HostVeth)); err != nil {
 			errs = append(errs, err.Error())
 		}

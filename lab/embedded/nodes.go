@@ -26,7 +26,28 @@ import (
 // podNetnsPrefix starts the network namespace names of cluster's pods.
 func podNetnsPrefix(clusterName string) string { return netnsPrefix + clusterName + "-pod-" }
 
-func (p paths) node(name string) string { return filepath.Join(p.dir, "nodes", name) }
+func (p paths) node(name string) string         { return filepath.Join(p.dir, "nodes", name) }
+func (p paths) nodeBundle(name string) string   { return filepath.Join(p.node(name), "node-container") }
+func (p paths) nodeRuncRoot(name string) string { return filepath.Join(p.node(name), "node-runc") }
+
+// prepareNodeContainers writes each node's own container bundle on the
+// tools image.
+func prepareNodeContainers(st *State, dir string, store *images.Store) error {
+	img, err := imageResolver{store}.Resolve(images.ImageTools)
+	if err != nil {
+		return fmt.Errorf("the nodes' filesystem image: %w", err)
+	}
+	pa := paths{dir}
+	for _, n := range st.Nodes {
+		if err := os.MkdirAll(pa.nodeRuncRoot(n.Name), 0o700); err != nil {
+			return err
+		}
+		if err := nodeagent.PrepareNodeContainer(pa.nodeBundle(n.Name), img, "/run/netns/"+n.Netns, n.Name); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
 
 // nodeAgentConfig is the agent configuration of node n.
 func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {

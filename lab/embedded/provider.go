@@ -114,6 +114,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		done(derr)
 	}()
 	c := &Cluster{dir: dir}
+	var store *images.Store
 	actions := []cluster.Action{
 		{Name: "Finding svclab-kube " + cluster.KubernetesVersion, Run: func(ctx context.Context) error {
 			bin, err := p.KubeBin(ctx, pr)
@@ -129,7 +130,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 				return err
 			}
 			exe, _ := os.Executable()
-			store := images.NewStore(dir, images.Options{SvclabBin: exe, KubeBin: st.KubeBin, Logger: p.Log})
+			store = images.NewStore(dir, images.Options{SvclabBin: exe, KubeBin: st.KubeBin, Logger: p.Log})
 			st.ImagesDir = dir
 			return store.Build(ctx, pr)
 		}},
@@ -153,6 +154,9 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		}},
 		{Name: "Generating certificates and kubeconfigs", Run: func(context.Context) error {
 			return writeControlPlaneFiles(st, dir)
+		}},
+		{Name: "Preparing the nodes' filesystems", Run: func(context.Context) error {
+			return prepareNodeContainers(st, dir, store)
 		}},
 		{Name: "Starting the control-plane supervisor", Run: func(context.Context) error {
 			return spawnSupervisor(dir)
