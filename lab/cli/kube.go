@@ -20,7 +20,8 @@ func newKubeCommand(o *options) *cobra.Command {
 		Use:   "kube",
 		Short: "Build and find svclab-kube, the Kubernetes components built from source",
 	}
-	c.AddCommand(&cobra.Command{
+	var cold bool
+	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build svclab-kube into the cache unless it is there already, and print its path",
 		Args:  cobra.NoArgs,
@@ -38,6 +39,14 @@ func newKubeCommand(o *options) *cobra.Command {
 				return err
 			}
 			b := &kubebin.Builder{Source: src, CacheDir: cache, Progress: cluster.NewTextProgress(o.err)}
+			if cold {
+				info, err := b.MeasureCold(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(o.out, "cold build: %s (%d packages compiled)\n", info.Duration.Round(time.Second), info.Packages)
+				return nil
+			}
 			bin, err := b.Ensure(cmd.Context())
 			if err != nil {
 				return err
@@ -45,7 +54,9 @@ func newKubeCommand(o *options) *cobra.Command {
 			fmt.Fprintln(o.out, bin)
 			return nil
 		},
-	})
+	}
+	build.Flags().BoolVar(&cold, "cold", false, "measure a cold build: compile everything with an empty Go build cache, keep the cached binary")
+	c.AddCommand(build)
 	c.AddCommand(&cobra.Command{
 		Use:   "info",
 		Short: "Print what is known about the cached svclab-kube builds",

@@ -38,7 +38,7 @@ func BenchmarkCreateToReady(b *testing.B) {
 			b.Logf("no cold build of svclab-kube recorded in this cache")
 		}
 	}
-	var rss, pss float64
+	var rss, pss, cpPSS float64
 	for i := 0; b.Loop(); i++ {
 		name := uniqueName("bench")
 		c, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 2})
@@ -49,6 +49,7 @@ func BenchmarkCreateToReady(b *testing.B) {
 		time.Sleep(15 * time.Second) // let the controllers settle
 		r, s := memory(c.(*Cluster).dir, p.leftoverNetns(name))
 		rss, pss = rss+r, pss+s
+		cpPSS += controlPlanePSS(b, c.(*Cluster).dir)
 		if err := p.Delete(ctx, name); err != nil {
 			b.Fatal(err)
 		}
@@ -56,6 +57,36 @@ func BenchmarkCreateToReady(b *testing.B) {
 	}
 	b.ReportMetric(rss/float64(b.N), "rss-MiB")
 	b.ReportMetric(pss/float64(b.N), "pss-MiB")
+	b.ReportMetric(cpPSS/float64(b.N), "cp-pss-MiB")
+}
+
+// controlPlanePSS sums the PSS (MiB) of etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler.
+func controlPlanePSS(b *testing.B, dir string) float64 {
+	var st Status
+	if err := readJSON(paths{dir}.status(), &st); err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		cs, _ := st.Component(name)
+		total += pssOf(cs.PID)
+	}
+	return total
+}
+
+func pssOf(pid int) float64 {
+	f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(f, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("Pss:")); ok {
+			kb, _ := strconv.ParseFloat(string(bytes.Fields(v)[0]), 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 // memory sums RSS and PSS (MiB) of every process of the cluster in dir:
