@@ -435,6 +435,66 @@ echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
 			}
 		})
 
+		t.Run("run -it and attach", func(t *testing.T) {
+			t.Parallel()
+			tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			cmd := kubectlCmd(tctx, t, c, "run", "term", "--image=busybox:1.36", "--rm", "-it", "--restart=Never", "--", "sh")
+			f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 27, Cols: 93})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var buf syncBuffer
+			go io.Copy(&buf, f)
+			waitFor(t, 30*time.Second, "the attached session", func() (bool, error) {
+				return strings.Contains(buf.String(), "If you don't see a command prompt"), fmt.Errorf("output so far %q", buf.String())
+			})
+			io.WriteString(f, "tty; stty size; echo sum-$((40+2))\r")
+			waitFor(t, 15*time.Second, "the shell's answer", func() (bool, error) {
+				return strings.Contains(buf.String(), "sum-42"), fmt.Errorf("output so far %q", buf.String())
+			})
+			if got := buf.String(); !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "27 93") {
+				t.Errorf("run -it: no terminal of size 27x93:\n%q", got)
+			}
+			io.WriteString(f, "exit 0\r")
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("run -it: %v\n%q", err, buf.String())
+			}
+			// attach -i to a running pod with stdin: its input goes in,
+			// its output from then on comes back.
+			applyYAML(t, c, `apiVersion: v1
+kind: Pod
+metadata: {name: reader}
+spec:
+  containers:
+  - name: c
+    image: busybox:1.36
+    stdin: true
+    command: [sh, -c, 'echo early; while read l; do echo "got $l"; done']
+`)
+			waitPodReady(t, cl, "reader", 30*time.Second)
+			actx, cancel2 := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel2()
+			acmd := kubectlCmd(actx, t, c, "attach", "-i", "reader")
+			in, _ := acmd.StdinPipe()
+			var out syncBuffer
+			acmd.Stdout = &out
+			if err := acmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 15*time.Second, "attach echoing input", func() (bool, error) {
+				io.WriteString(in, "ping\n")
+				time.Sleep(300 * time.Millisecond)
+				return strings.Contains(out.String(), "got ping"), fmt.Errorf("output so far %q", out.String())
+			})
+			cancel2()
+			acmd.Wait()
+			if strings.Contains(out.String(), "early") {
+				t.Errorf("attach replayed output from before it attached: %q", out.String())
+			}
+		})
+
 		t.Run("logs --tail, -f and --previous; CrashLoopBackOff", func(t *testing.T) {
 			t.Parallel()
 			applyYAML(t, c, `apiVersion: v1
@@ -654,9 +714,10 @@ spec:
 			waitFor(t, 15*time.Second, "endpoint ready once the probe passes", condition(true))
 			kubectl(t, c, "exec", "gated", "--", "rm", "/tmp/ready")
 			waitFor(t, 15*time.Second, "endpoint not ready once the probe fails", condition(false))
-			if out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=gated"); !strings.Contains(out, "Readiness probe failed") {
-				t.Errorf("no Unhealthy event:\n%s", out)
-			}
+			waitFor(t, 10*time.Second, "an Unhealthy event", func() (bool, error) {
+				out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=gated")
+				return strings.Contains(out, "Readiness probe failed"), fmt.Errorf("events:\n%s", out)
+			})
 		})
 
 		t.Run("graceful termination: ready, then serving and terminating", func(t *testing.T) {

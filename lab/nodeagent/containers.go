@@ -75,6 +75,13 @@ func (c *containerRun) runningID() string {
 	return c.currentID
 }
 
+// running returns the current run, nil when the container is not running.
+func (c *containerRun) running() *runningContainer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current
+}
+
 func (c *containerRun) finished() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

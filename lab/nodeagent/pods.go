@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/creack/pty"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
@@ -218,11 +219,34 @@ func (p *provider) AttachToContainer(ctx context.Context, ns, name, container st
 	if err != nil {
 		return err
 	}
+	run := c.running()
+	if run == nil {
+		return fmt.Errorf("container %q in pod %q is not running", container, name)
+	}
 	rc, err := readLog(ctx, c.logPath(c.restartCount()), api.ContainerLogOpts{Follow: true}, fromNow, func() bool { return c.finished() })
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
+	if in := attach.Stdin(); in != nil && run.stdin != nil {
+		go func() {
+			io.Copy(run.stdin, in)
+			// stdinOnce: the container's input ends with the first
+			// attach's (a pipe only: a terminal has no end).
+			if c.spec.StdinOnce && run.console == nil {
+				if cl, ok := run.stdin.(io.Closer); ok {
+					cl.Close()
+				}
+			}
+		}()
+	}
+	if run.console != nil {
+		go func() {
+			for size := range attach.Resize() {
+				pty.Setsize(run.console, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+			}
+		}()
+	}
 	if attach.Stdout() != nil {
 		_, err = io.Copy(attach.Stdout(), rc)
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/creack/pty"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -292,27 +293,56 @@ func (r *runc) run(c containerSpec, log *containerLog) (*runningContainer, error
 	}
 	r.delete(context.Background(), c.ID) // a leftover of a crashed agent
 	cmd := r.cmd(context.Background(), "run", "--bundle", c.Bundle, c.ID)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
+	rc := &runningContainer{id: c.ID, cmd: cmd, done: make(chan struct{})}
+	var streams []func()
+	if c.TTY {
+		// runc in the foreground connects the container's terminal to
+		// its own, which must be a terminal: ours, whose other end
+		// carries kubectl attach's input, output and resizes. A new
+		// session, so the agent's restarts do not reach it.
+		console, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 24, Cols: 80}, &syscall.SysProcAttr{Setsid: true, Setctty: true})
+		if err != nil {
+			return nil, fmt.Errorf("starting runc on a terminal: %w", err)
+		}
+		rc.console, rc.stdin = console, console
+		streams = append(streams, func() { log.copy("stdout", console) })
+	} else {
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return nil, err
+		}
+		if c.Stdin {
+			// Held open for kubectl attach -i until the container ends.
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				return nil, err
+			}
+			rc.stdin = in
+		}
+		// The agent may restart; runc and the container must not die
+		// with it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("starting runc: %w", err)
+		}
+		streams = append(streams, func() { log.copy("stdout", stdout) }, func() { log.copy("stderr", stderr) })
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	// The agent may restart; runc and the container must not die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting runc: %w", err)
-	}
-	rc := &runningContainer{id: c.ID, cmd: cmd, done: make(chan struct{}), started: time.Now()}
+	rc.started = time.Now()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); log.copy("stdout", stdout) }()
-	go func() { defer wg.Done(); log.copy("stderr", stderr) }()
+	for _, f := range streams {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
 	go func() {
 		wg.Wait()
 		err := cmd.Wait()
+		if rc.console != nil {
+			rc.console.Close()
+		}
 		rc.exitCode = exitCode(err)
 		rc.finished = time.Now()
 		if rc.exitCode < 0 {
@@ -376,6 +406,11 @@ type runningContainer struct {
 	finished time.Time
 	exitCode int
 	err      error
+	// stdin is the container's input (a terminal's or a pipe), for
+	// kubectl attach; nil when the container has no stdin.
+	stdin io.Writer
+	// console is the terminal of a tty container, for resizes.
+	console *os.File
 }
 
 // containerLog writes a container's output in the CRI log format
