@@ -15,16 +15,25 @@ import (
 	"github.com/svclab/svclab/web"
 )
 
-// Lister lists clusters; a cluster.Provider is one.
-type Lister interface {
+// Clusters lists and creates clusters; a cluster.Provider is one.
+type Clusters interface {
 	List(ctx context.Context) ([]cluster.Summary, error)
+	Create(ctx context.Context, opts cluster.CreateOptions) (cluster.Cluster, error)
 }
 
 // Server serves the web UI.
 type Server struct {
-	Clusters Lister
+	Clusters Clusters
 	Log      *slog.Logger
+	// Background bounds long operations started from the UI; cancelling
+	// it (the server stopping) makes them roll back. Wait waits for them.
+	Background context.Context
+
+	ops operations
 }
+
+// Wait waits for the operations started from the UI to end.
+func (s *Server) Wait() { s.ops.wait() }
 
 // Handler returns the server's routes.
 func (s *Server) Handler() http.Handler {
@@ -35,6 +44,9 @@ func (s *Server) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	r.Get("/", s.clusters)
+	r.Post("/clusters", s.createCluster)
+	r.Get("/operations/{id}", s.operation)
+	r.Get("/operations/{id}/events", s.operationEvents)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such page: "+r.URL.Path, http.StatusNotFound)
 	})

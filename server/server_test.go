@@ -20,6 +20,10 @@ type fakeLister struct {
 
 func (f fakeLister) List(context.Context) ([]cluster.Summary, error) { return f.list, f.err }
 
+func (f fakeLister) Create(context.Context, cluster.CreateOptions) (cluster.Cluster, error) {
+	return nil, errors.New("not used")
+}
+
 func TestRoutes(t *testing.T) {
 	for _, tc := range []struct {
 		name       string

@@ -25,8 +25,11 @@ func newServeCommand(o *options) *cobra.Command {
 			}
 			log := o.logger()
 			fmt.Fprintf(o.out, "svclab is serving on http://%s/ (Ctrl-C stops it)\n", l.Addr())
-			s := &server.Server{Clusters: p, Log: log}
-			return server.Serve(cmd.Context(), l, s.Handler(), log)
+			s := &server.Server{Clusters: p, Log: log, Background: cmd.Context()}
+			err = server.Serve(cmd.Context(), l, s.Handler(), log)
+			// A cluster being created when the server stops rolls back.
+			s.Wait()
+			return err
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")

@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+)
+
+// Step is one step of a long operation as the UI shows it.
+type Step struct {
+	Name   string        `json:"name"`
+	State  string        `json:"state"` // running, done, failed, info
+	Error  string        `json:"error,omitempty"`
+	Took   time.Duration `json:"took,omitempty"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// Operation is a long operation (creating a cluster) whose steps are
+// recorded and streamed to any number of watchers. It implements
+// cluster.Progress.
+type Operation struct {
+	ID    string
+	Title string
+
+	mu      sync.Mutex
+	steps   []Step
+	done    bool
+	err     string
+	watches map[chan Step]struct{}
+}
+
+func newOperation(id, title string) *Operation {
+	return &Operation{ID: id, Title: title, watches: map[chan Step]struct{}{}}
+}
+
+var _ cluster.Progress = (*Operation)(nil)
+
+// Start records a running step.
+func (o *Operation) Start(name string) func(error) {
+	start := time.Now()
+	o.publish(Step{Name: name, State: "running"})
+	return func(err error) {
+		s := Step{Name: name, State: "done", Took: time.Since(start).Round(100 * time.Millisecond)}
+		if err != nil {
+			s.State, s.Error = "failed", err.Error()
+		}
+		o.publish(s)
+	}
+}
+
+// Infof records a detail line.
+func (o *Operation) Infof(format string, args ...any) {
+	o.publish(Step{State: "info", Detail: fmt.Sprintf(format, args...)})
+}
+
+func (o *Operation) publish(s Step) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	// A finished step replaces its running line in the record; watchers
+	// get both events.
+	replaced := false
+	if s.State == "done" || s.State == "failed" {
+		for i := len(o.steps) - 1; i >= 0; i-- {
+			if o.steps[i].Name == s.Name && o.steps[i].State == "running" {
+				o.steps[i], replaced = s, true
+				break
+			}
+		}
+	}
+	if !replaced {
+		o.steps = append(o.steps, s)
+	}
+	for ch := range o.watches {
+		select {
+		case ch <- s:
+		default: // a slow watcher misses a step rather than blocking the work
+		}
+	}
+}
+
+// finish marks the operation over.
+func (o *Operation) finish(err error) {
+	o.mu.Lock()
+	o.done = true
+	if err != nil {
+		o.err = err.Error()
+	}
+	watches := o.watches
+	o.watches = map[chan Step]struct{}{}
+	o.mu.Unlock()
+	final := Step{State: "finished"}
+	if err != nil {
+		final.State, final.Error = "failed", err.Error()
+	}
+	for ch := range watches {
+		select {
+		case ch <- final:
+		default:
+		}
+		close(ch)
+	}
+}
+
+// Snapshot returns the steps so far and whether (and how) it ended.
+func (o *Operation) Snapshot() (steps []Step, done bool, err string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]Step(nil), o.steps...), o.done, o.err
+}
+
+// Watch returns the steps so far and a channel of later ones, closed when
+// the operation ends; cancel stops watching.
+func (o *Operation) Watch() (past []Step, next <-chan Step, cancel func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ch := make(chan Step, 64)
+	past = append([]Step(nil), o.steps...)
+	if o.done {
+		close(ch)
+		return past, ch, func() {}
+	}
+	o.watches[ch] = struct{}{}
+	return past, ch, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if _, ok := o.watches[ch]; ok {
+			delete(o.watches, ch)
+			close(ch)
+		}
+	}
+}
+
+// operations runs and remembers operations.
+type operations struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	seq int
+	ops map[string]*Operation
+}
+
+// start runs work in the background under ctx (cancelled when the server
+// stops, so a create in progress rolls back).
+func (r *operations) start(ctx context.Context, title string, work func(ctx context.Context, op *Operation) error) *Operation {
+	r.mu.Lock()
+	r.seq++
+	op := newOperation(fmt.Sprint(r.seq), title)
+	if r.ops == nil {
+		r.ops = map[string]*Operation{}
+	}
+	r.ops[op.ID] = op
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		op.finish(work(ctx, op))
+	}()
+	return op
+}
+
+// wait waits for every operation to end.
+func (r *operations) wait() { r.wg.Wait() }
+
+func (r *operations) get(id string) (*Operation, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op, ok := r.ops[id]
+	return op, ok
+}
