@@ -1,0 +1,518 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+// hostnameLabel is the node label a Pod's nodeSelector or affinity uses to
+// name one node.
+const hostnameLabel = "kubernetes.io/hostname"
+
+// zoneLabel is the well-known zone label of nodes.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// getErr words a failed Get for the scenario author or learner.
+func getErr(kind, ns, name string, err error) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("there is no %s %s/%s: was the scenario's setup applied?", kind, ns, name)
+	}
+	return fmt.Errorf("reading %s %s/%s: %w", kind, ns, name, err)
+}
+
+// updateService reads the Service named by the service parameter, lets
+// mutate change it and writes it back, retrying on conflicts.
+func updateService(ctx context.Context, c cluster.Cluster, p scenario.Params, mutate func(*corev1.Service) error) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("service", "")
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return getErr("Service", ns, name, err)
+		}
+		if err := mutate(svc); err != nil {
+			return fmt.Errorf("Service %s/%s: %w", ns, name, err)
+		}
+		if _, err := cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("updating Service %s/%s: %w", ns, name, err)
+		}
+		return nil
+	})
+}
+
+// updateDeployment is updateService for the deployment parameter.
+func updateDeployment(ctx context.Context, c cluster.Cluster, p scenario.Params, mutate func(*appsv1.Deployment) error) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("deployment", "")
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return getErr("Deployment", ns, name, err)
+		}
+		if err := mutate(d); err != nil {
+			return fmt.Errorf("Deployment %s/%s: %w", ns, name, err)
+		}
+		if _, err := cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("updating Deployment %s/%s: %w", ns, name, err)
+		}
+		return nil
+	})
+}
+
+// findPort returns the index of the Service port numbered port, or of the
+// first port when port is 0.
+func findPort(svc *corev1.Service, port int) (int, error) {
+	if len(svc.Spec.Ports) == 0 {
+		return 0, fmt.Errorf("it has no ports")
+	}
+	if port == 0 {
+		return 0, nil
+	}
+	var have []string
+	for i, sp := range svc.Spec.Ports {
+		if int(sp.Port) == port {
+			return i, nil
+		}
+		have = append(have, fmt.Sprint(sp.Port))
+	}
+	return 0, fmt.Errorf("it has no port %d (its ports are %s)", port, strings.Join(have, ", "))
+}
+
+// selectorTypo changes one value of a Service's selector.
+type selectorTypo struct{ scenario.FaultSpec }
+
+func (f selectorTypo) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		sel := svc.Spec.Selector
+		if len(sel) == 0 {
+			return fmt.Errorf("it has no selector: %s needs a Service that selects its Pods by label", f.Name())
+		}
+		keys := make([]string, 0, len(sel))
+		for k := range sel {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		key := p.String("key", keys[0])
+		right, ok := sel[key]
+		if !ok {
+			return fmt.Errorf("its selector has no key %q (it has %s)", key, strings.Join(keys, ", "))
+		}
+		wrong := p.String("value", swapLetters(right))
+		if wrong == right {
+			return fmt.Errorf("the wrong selector value %q is the right one", wrong)
+		}
+		sel[key] = wrong
+		return nil
+	})
+}
+
+// swapLetters swaps the last two different adjacent letters of s ("web"
+// becomes "wbe"), or appends an "x" when there are none.
+func swapLetters(s string) string {
+	b := []byte(s)
+	for i := len(b) - 2; i >= 0; i-- {
+		if b[i] != b[i+1] {
+			b[i], b[i+1] = b[i+1], b[i]
+			return string(b)
+		}
+	}
+	return s + "x"
+}
+
+// intOrString turns a parameter value (int or string) into an IntOrString.
+func intOrString(v any) (intstr.IntOrString, error) {
+	switch x := v.(type) {
+	case int:
+		return intstr.FromInt32(int32(x)), nil
+	case string:
+		return intstr.FromString(x), nil
+	}
+	return intstr.IntOrString{}, fmt.Errorf("%v is neither a port number nor a port name", v)
+}
+
+// targetPortMismatch points a Service port at a port the pods do not
+// listen on.
+type targetPortMismatch struct{ scenario.FaultSpec }
+
+func (f targetPortMismatch) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	tp, err := intOrString(p["targetPort"])
+	if err != nil {
+		return fmt.Errorf("targetPort: %w", err)
+	}
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		i, err := findPort(svc, p.Int("port", 0))
+		if err != nil {
+			return err
+		}
+		if svc.Spec.Ports[i].TargetPort == tp {
+			return fmt.Errorf("port %d already targets %s", svc.Spec.Ports[i].Port, tp.String())
+		}
+		svc.Spec.Ports[i].TargetPort = tp
+		return nil
+	})
+}
+
+// portNameMismatch renames a port of a multi-port Service, or removes its
+// name.
+type portNameMismatch struct{ scenario.FaultSpec }
+
+func (f portNameMismatch) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		i, err := findPort(svc, p.Int("port", 0))
+		if err != nil {
+			return err
+		}
+		name := p.String("name", "")
+		if name == "" && len(svc.Spec.Ports) > 1 {
+			return fmt.Errorf("the API server requires a name on every port of a multi-port Service: give the fault a wrong name instead of removing it")
+		}
+		if svc.Spec.Ports[i].Name == name {
+			return fmt.Errorf("port %d is already named %q", svc.Spec.Ports[i].Port, name)
+		}
+		svc.Spec.Ports[i].Name = name
+		return nil
+	})
+}
+
+// container returns the container named by the container parameter, or the
+// first.
+func container(spec *corev1.PodSpec, name string) (*corev1.Container, error) {
+	if len(spec.Containers) == 0 {
+		return nil, fmt.Errorf("its Pod template has no containers")
+	}
+	if name == "" {
+		return &spec.Containers[0], nil
+	}
+	var names []string
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == name {
+			return &spec.Containers[i], nil
+		}
+		names = append(names, spec.Containers[i].Name)
+	}
+	return nil, fmt.Errorf("its Pod template has no container %q (it has %s)", name, strings.Join(names, ", "))
+}
+
+// failingReadinessProbe gives a Deployment's pods a readiness probe on an
+// HTTP path that does not exist. So that the rollout really replaces every
+// Pod (the default strategy would keep the old ready Pods while the first
+// new one never becomes ready), it also lets the rollout take every Pod
+// down at once (maxUnavailable: 100%), as a hurried change would.
+type failingReadinessProbe struct{ scenario.FaultSpec }
+
+func (f failingReadinessProbe) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	path := p.String("path", "/not-ready")
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		ctr, err := container(&d.Spec.Template.Spec, p.String("container", ""))
+		if err != nil {
+			return err
+		}
+		switch {
+		case ctr.ReadinessProbe != nil && ctr.ReadinessProbe.HTTPGet != nil:
+			if ctr.ReadinessProbe.HTTPGet.Path == path {
+				return fmt.Errorf("container %s's readiness probe already asks for %s", ctr.Name, path)
+			}
+			ctr.ReadinessProbe.HTTPGet.Path = path
+		case len(ctr.Ports) > 0:
+			ctr.ReadinessProbe = &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(ctr.Ports[0].ContainerPort)}},
+				PeriodSeconds: 2,
+			}
+		default:
+			return fmt.Errorf("container %s declares no port for an HTTP readiness probe", ctr.Name)
+		}
+		all := intstr.FromString("100%")
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &all}}
+		return nil
+	})
+}
+
+// scaleToZero scales a Deployment to zero replicas.
+type scaleToZero struct{ scenario.FaultSpec }
+
+func (f scaleToZero) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
+			return fmt.Errorf("it has zero replicas already")
+		}
+		zero := int32(0)
+		d.Spec.Replicas = &zero
+		return nil
+	})
+}
+
+// etpLocalSingleNode sets externalTrafficPolicy: Local and pins every
+// replica to one node with a nodeSelector.
+type etpLocalSingleNode struct{ scenario.FaultSpec }
+
+func (f etpLocalSingleNode) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	if err := updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			return fmt.Errorf("it is of type %s; externalTrafficPolicy only applies to NodePort and LoadBalancer Services", serviceType(svc))
+		}
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		return nil
+	}); err != nil {
+		return err
+	}
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		if d.Spec.Template.Spec.NodeSelector == nil {
+			d.Spec.Template.Spec.NodeSelector = map[string]string{}
+		}
+		d.Spec.Template.Spec.NodeSelector[hostnameLabel] = node
+		return nil
+	})
+}
+
+func serviceType(svc *corev1.Service) corev1.ServiceType {
+	if svc.Spec.Type == "" {
+		return corev1.ServiceTypeClusterIP
+	}
+	return svc.Spec.Type
+}
+
+// itpLocalNoLocalReplica sets internalTrafficPolicy: Local and keeps every
+// replica off one node with a required node affinity.
+type itpLocalNoLocalReplica struct{ scenario.FaultSpec }
+
+func (f itpLocalNoLocalReplica) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	if err := updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Spec.Type == corev1.ServiceTypeExternalName {
+			return fmt.Errorf("it is an ExternalName Service, which has no traffic policies")
+		}
+		local := corev1.ServiceInternalTrafficPolicyLocal
+		svc.Spec.InternalTrafficPolicy = &local
+		return nil
+	}); err != nil {
+		return err
+	}
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		avoidNode(&d.Spec.Template.Spec, node)
+		return nil
+	})
+}
+
+// avoidNode adds a required node affinity that keeps the pod off node,
+// ANDed into every existing term.
+func avoidNode(spec *corev1.PodSpec, node string) {
+	req := corev1.NodeSelectorRequirement{Key: hostnameLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{node}}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, req)
+	}
+}
+
+// trafficDistribution sets a Service's trafficDistribution and optionally
+// removes a node's zone label.
+type trafficDistribution struct{ scenario.FaultSpec }
+
+func (f trafficDistribution) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	mode := p.String("mode", "")
+	if err := updateService(ctx, c, p, func(svc *corev1.Service) error {
+		svc.Spec.TrafficDistribution = &mode
+		return nil
+	}); err != nil {
+		return err
+	}
+	if p.String("node", "") == "" {
+		return nil
+	}
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, zoneLabel)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("removing the zone label of node %s: %w", node, err)
+	}
+	return nil
+}
+
+// sessionAffinitySNAT sets ClientIP session affinity.
+type sessionAffinitySNAT struct{ scenario.FaultSpec }
+
+func (f sessionAffinitySNAT) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+			return fmt.Errorf("it has ClientIP session affinity already")
+		}
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		return nil
+	})
+}
+
+// statefulSetNotReadyPeers turns publishNotReadyAddresses off on the
+// headless Service of a StatefulSet.
+type statefulSetNotReadyPeers struct{ scenario.FaultSpec }
+
+func (f statefulSetNotReadyPeers) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("statefulset", "")
+	sts, err := cs.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return getErr("StatefulSet", ns, name, err)
+	}
+	if svc := p.String("service", ""); sts.Spec.ServiceName != svc {
+		return fmt.Errorf("StatefulSet %s/%s names Service %q as its serviceName, not %q", ns, name, sts.Spec.ServiceName, svc)
+	}
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		svc.Spec.PublishNotReadyAddresses = false
+		return nil
+	})
+}
+
+// headlessConfusion recreates a Service as headless (clusterIP: None), or a
+// headless one with a ClusterIP: clusterIP cannot change in place.
+type headlessConfusion struct{ scenario.FaultSpec }
+
+func (f headlessConfusion) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("service", "")
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return getErr("Service", ns, name, err)
+	}
+	if serviceType(svc) != corev1.ServiceTypeClusterIP {
+		return fmt.Errorf("Service %s/%s is of type %s; only a ClusterIP Service can be headless", ns, name, serviceType(svc))
+	}
+	next := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels, Annotations: svc.Annotations},
+		Spec:       *svc.Spec.DeepCopy(),
+	}
+	next.Spec.ClusterIPs = nil
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		next.Spec.ClusterIP = ""
+	} else {
+		next.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	if err := recreateService(ctx, cs, svc, next); err != nil {
+		return err
+	}
+	return nil
+}
+
+// recreateService deletes svc and creates next in its place.
+func recreateService(ctx context.Context, cs kubernetes.Interface, svc, next *corev1.Service) error {
+	uid := svc.UID
+	if err := cs.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+		return fmt.Errorf("deleting Service %s/%s to recreate it: %w", svc.Namespace, svc.Name, err)
+	}
+	if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("recreating Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+// externalName turns a Service into an ExternalName Service. Its ports
+// stay; what made it a virtual IP (clusterIP, IP families, traffic
+// policies) goes, as the API requires.
+type externalName struct{ scenario.FaultSpec }
+
+func (f externalName) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
+			return fmt.Errorf("it is of type %s; the fault turns a ClusterIP Service into an ExternalName one", svc.Spec.Type)
+		}
+		svc.Spec.Type = corev1.ServiceTypeExternalName
+		svc.Spec.ExternalName = p.String("externalName", "")
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
+		svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = nil, nil
+		svc.Spec.InternalTrafficPolicy = nil
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
+		return nil
+	})
+}
+
+// defaultDeny adds a NetworkPolicy that denies all ingress in a namespace.
+type defaultDeny struct{ scenario.FaultSpec }
+
+// defaultDenyName is the name of the NetworkPolicy defaultDeny creates.
+const defaultDenyName = "default-deny-ingress"
+
+func (f defaultDeny) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns := namespace(p)
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: defaultDenyName, Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		},
+	}
+	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating NetworkPolicy %s/%s: %w", ns, defaultDenyName, err)
+	}
+	return nil
+}
+
+func (f defaultDeny) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns := namespace(p)
+	err = cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, defaultDenyName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting NetworkPolicy %s/%s: %w", ns, defaultDenyName, err)
+	}
+	return nil
+}

@@ -1,0 +1,407 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+// ProxierAddr is where the bundled proxier serves its metrics, proxy mode
+// and fault switches, in each node's network namespace.
+const ProxierAddr = "127.0.0.1:10249"
+
+// setSwitches posts a patch of the proxier's fault switches on node.
+func setSwitches(ctx context.Context, c cluster.Cluster, node string, patch map[string]any) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if _, err := run(ctx, c, node, "curl", "-sS", "-f", "-m", "5", "-X", "POST", "-H", "Content-Type: application/json",
+		"-d", string(body), "http://"+ProxierAddr+"/faults"); err != nil {
+		return fmt.Errorf("setting the proxier's fault switches %s on node %s (is kube-proxy running there? kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide): %w", body, node, err)
+	}
+	return nil
+}
+
+// ProxyMode asks the proxier on node which mode it runs in (nftables or
+// iptables).
+func ProxyMode(ctx context.Context, c cluster.Cluster, node string) (string, error) {
+	out, err := run(ctx, c, node, "curl", "-sS", "-f", "-m", "5", "http://"+ProxierAddr+"/proxyMode")
+	if err != nil {
+		return "", fmt.Errorf("asking the proxier on node %s for its mode (is kube-proxy running there?): %w", node, err)
+	}
+	mode := strings.TrimSpace(out)
+	if mode != scenario.ProxyModeNFTables && mode != scenario.ProxyModeIPTables {
+		return "", fmt.Errorf("the proxier on node %s runs in mode %q; the lab knows nftables and iptables", node, mode)
+	}
+	return mode, nil
+}
+
+// proxierStuck keeps the proxier on a node running but stops its syncs.
+type proxierStuck struct{ scenario.FaultSpec }
+
+func (f proxierStuck) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	return setSwitches(ctx, c, node, map[string]any{"stopSyncing": true})
+}
+
+func (f proxierStuck) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	return setSwitches(ctx, c, node, map[string]any{"stopSyncing": false})
+}
+
+// Names of the kube-proxy DaemonSet and its Pods' label.
+const (
+	kubeProxyNamespace = "kube-system"
+	kubeProxyName      = "kube-proxy"
+	kubeProxySelector  = "k8s-app=kube-proxy"
+)
+
+// proxierDead takes the proxier off one node: the kube-proxy DaemonSet gets
+// a node affinity that excludes the node, so its Pod there is deleted and
+// not replaced. The proxier does not clean up when it stops, so the node
+// keeps its last rules, which no longer follow any change.
+type proxierDead struct{ scenario.FaultSpec }
+
+func (f proxierDead) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	if err := updateKubeProxy(ctx, c, func(ds *appsv1.DaemonSet) { avoidNode(&ds.Spec.Template.Spec, node) }); err != nil {
+		return err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	// Done when no proxier Pod is left on the node.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return false, nil
+		}
+		return len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the kube-proxy Pod on node %s did not go away within a minute: %w", node, err)
+	}
+	return nil
+}
+
+func (f proxierDead) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	return updateKubeProxy(ctx, c, func(ds *appsv1.DaemonSet) { allowNode(&ds.Spec.Template.Spec, node) })
+}
+
+func updateKubeProxy(ctx context.Context, c cluster.Cluster, mutate func(*appsv1.DaemonSet)) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := cs.AppsV1().DaemonSets(kubeProxyNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+		if err != nil {
+			return getErr("DaemonSet", kubeProxyNamespace, kubeProxyName, err)
+		}
+		mutate(ds)
+		_, err = cs.AppsV1().DaemonSets(kubeProxyNamespace).Update(ctx, ds, metav1.UpdateOptions{})
+		if err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("updating DaemonSet %s/%s: %w", kubeProxyNamespace, kubeProxyName, err)
+		}
+		return err
+	})
+}
+
+// allowNode removes what avoidNode added, and the affinity altogether when
+// nothing else is left in it.
+func allowNode(spec *corev1.PodSpec, node string) {
+	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil || spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return
+	}
+	req := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	empty := true
+	for i := range req.NodeSelectorTerms {
+		t := &req.NodeSelectorTerms[i]
+		t.MatchExpressions = slices.DeleteFunc(t.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+			return r.Key == hostnameLabel && r.Operator == corev1.NodeSelectorOpNotIn && slices.Equal(r.Values, []string{node})
+		})
+		if len(t.MatchExpressions) > 0 || len(t.MatchFields) > 0 {
+			empty = false
+		}
+	}
+	if !empty {
+		return
+	}
+	spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
+	if len(spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		spec.Affinity.NodeAffinity = nil
+	}
+	if *spec.Affinity == (corev1.Affinity{}) {
+		spec.Affinity = nil
+	}
+}
+
+// staleUDPConntrackDNS switches off the proxier's UDP conntrack cleanup on
+// the node(s), sends a DNS query from each node from a fixed source port
+// (as a resolver that reuses its socket does) and deletes the CoreDNS Pods
+// that answered: their conntrack entries stay, pinning that client port to
+// a Pod IP that no longer exists until the entry expires (30 s without
+// traffic; a client that keeps asking keeps it alive).
+type staleUDPConntrackDNS struct{ scenario.FaultSpec }
+
+// dnsClientPort is the source port of the pinned DNS flow.
+const dnsClientPort = 53535
+
+var conntrackReplySrcRE = regexp.MustCompile(`src=(\S+) dst=\S+ sport=\d+ dport=\d+ src=(\S+)`)
+
+func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	nodes, err := nodesOrAll(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	dns, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		return getErr("Service", "kube-system", "kube-dns", err)
+	}
+	podIPs := map[string]bool{}
+	for _, n := range nodes {
+		if err := setSwitches(ctx, c, n.Name, map[string]any{"skipConntrackCleanup": true}); err != nil {
+			return err
+		}
+		if _, err := run(ctx, c, n.Name, "dig", "+time=2", "+tries=1", "-b", fmt.Sprintf("0.0.0.0#%d", dnsClientPort),
+			"@"+dns.Spec.ClusterIP, "kubernetes.default.svc.cluster.local"); err != nil {
+			return fmt.Errorf("asking DNS from node %s: %w", n.Name, err)
+		}
+		out, err := run(ctx, c, n.Name, "conntrack", "-L", "-p", "udp", "--orig-dst", dns.Spec.ClusterIP, "--orig-port-src", fmt.Sprint(dnsClientPort))
+		if err != nil {
+			return fmt.Errorf("reading the conntrack table of node %s: %w", n.Name, err)
+		}
+		for _, m := range conntrackReplySrcRE.FindAllStringSubmatch(out, -1) {
+			podIPs[m[2]] = true
+		}
+	}
+	if len(podIPs) == 0 {
+		return fmt.Errorf("no conntrack entry for DNS to %s from port %d appeared: the DNS flow could not be pinned", dns.Spec.ClusterIP, dnsClientPort)
+	}
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		return fmt.Errorf("listing the CoreDNS Pods: %w", err)
+	}
+	zero := int64(0)
+	for _, pod := range pods.Items {
+		if !podIPs[pod.Status.PodIP] {
+			continue
+		}
+		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting CoreDNS Pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
+
+func (f staleUDPConntrackDNS) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	nodes, err := nodesOrAll(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := setSwitches(ctx, c, n.Name, map[string]any{"skipConntrackCleanup": false}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ruleDeleted deletes the rules that send a Service's ClusterIP traffic to
+// its endpoints on one node, as someone "cleaning up" by hand would. The
+// proxier's partial syncs do not notice; its next full resync restores them.
+type ruleDeleted struct{ scenario.FaultSpec }
+
+func (f ruleDeleted) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("service", "")
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return getErr("Service", ns, name, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return fmt.Errorf("Service %s/%s has no ClusterIP, so no proxy rules to delete", ns, name)
+	}
+	mode, err := ProxyMode(ctx, c, node)
+	if err != nil {
+		return err
+	}
+	if mode == scenario.ProxyModeNFTables {
+		for _, sp := range svc.Spec.Ports {
+			elem := fmt.Sprintf("{ %s . %s . %d }", svc.Spec.ClusterIP, strings.ToLower(string(sp.Protocol)), sp.Port)
+			if _, err := run(ctx, c, node, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", elem); err != nil {
+				return fmt.Errorf("deleting %s from the service-ips map on node %s (has the proxier synced the Service?): %w", elem, node, err)
+			}
+		}
+		return nil
+	}
+	save, err := run(ctx, c, node, "iptables-save", "-t", "nat")
+	if err != nil {
+		return fmt.Errorf("reading the nat table of node %s: %w", node, err)
+	}
+	rules := iptablesServiceRules(save, svc)
+	if len(rules) == 0 {
+		return fmt.Errorf("node %s has no KUBE-SERVICES rule for Service %s/%s (has the proxier synced it?)", node, ns, name)
+	}
+	for _, r := range rules {
+		// iptables-save quotes comments for the shell.
+		if _, err := run(ctx, c, node, "bash", "-c", "iptables -t nat -D "+strings.TrimPrefix(r, "-A ")); err != nil {
+			return fmt.Errorf("deleting %q on node %s: %w", r, node, err)
+		}
+	}
+	return nil
+}
+
+// iptablesServiceRules are the KUBE-SERVICES rules of svc's cluster IP in
+// iptables-save output.
+func iptablesServiceRules(save string, svc *corev1.Service) []string {
+	var out []string
+	for _, line := range strings.Split(save, "\n") {
+		if !strings.HasPrefix(line, "-A KUBE-SERVICES ") {
+			continue
+		}
+		for _, sp := range svc.Spec.Ports {
+			id := svc.Namespace + "/" + svc.Name
+			if sp.Name != "" {
+				id += ":" + sp.Name
+			}
+			if strings.Contains(line, `"`+id+` cluster IP"`) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ipForwardOff turns IPv4 forwarding off on a node.
+type ipForwardOff struct{ scenario.FaultSpec }
+
+func (f ipForwardOff) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return setSysctl(ctx, c, p, "net.ipv4.ip_forward", "0")
+}
+
+func (f ipForwardOff) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return setSysctl(ctx, c, p, "net.ipv4.ip_forward", "1")
+}
+
+func setSysctl(ctx context.Context, c cluster.Cluster, p scenario.Params, key, value string) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	if _, err := run(ctx, c, node, "sysctl", "-w", key+"="+value); err != nil {
+		return fmt.Errorf("setting %s=%s on node %s: %w", key, value, node, err)
+	}
+	return nil
+}
+
+// nodePortPrimaryIPOnly gives a node a second address on its fabric
+// interface. nftables mode answers NodePorts on the node's primary address
+// only (nodePortAddresses: primary), iptables mode on every address.
+type nodePortPrimaryIPOnly struct{ scenario.FaultSpec }
+
+func (f nodePortPrimaryIPOnly) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, iface, addr, err := f.target(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	if _, err := run(ctx, c, node, "ip", "addr", "add", addr, "dev", iface); err != nil {
+		return fmt.Errorf("adding address %s to %s on node %s: %w", addr, iface, node, err)
+	}
+	return nil
+}
+
+func (f nodePortPrimaryIPOnly) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, iface, addr, err := f.target(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	if _, err := run(ctx, c, node, "ip", "addr", "del", addr, "dev", iface); err != nil {
+		return fmt.Errorf("removing address %s from %s on node %s: %w", addr, iface, node, err)
+	}
+	return nil
+}
+
+var ipAddrRE = regexp.MustCompile(`^\d+:\s+(\S+)\s+inet\s+(\S+)`)
+
+// target finds the node, its fabric interface (the one holding its
+// InternalIP) and the second address: the address parameter, or the node's
+// address plus 100 in the last octet, in the same prefix.
+func (f nodePortPrimaryIPOnly) target(ctx context.Context, c cluster.Cluster, p scenario.Params) (node, iface, addr string, err error) {
+	nodes, err := nodesOrAll(ctx, c, p)
+	if err != nil {
+		return "", "", "", err
+	}
+	n := nodes[0]
+	out, err := run(ctx, c, n.Name, "ip", "-o", "-4", "addr", "show")
+	if err != nil {
+		return "", "", "", fmt.Errorf("listing the addresses of node %s: %w", n.Name, err)
+	}
+	var primary netip.Prefix
+	for _, line := range strings.Split(out, "\n") {
+		m := ipAddrRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		pfx, err := netip.ParsePrefix(m[2])
+		if err == nil && pfx.Addr().String() == n.IP {
+			iface, primary = m[1], pfx
+			break
+		}
+	}
+	if iface == "" {
+		return "", "", "", fmt.Errorf("node %s has no interface with its address %s", n.Name, n.IP)
+	}
+	if a := p.String("address", ""); a != "" {
+		pfx, err := netip.ParsePrefix(a)
+		if err != nil {
+			return "", "", "", fmt.Errorf("address %q: write it in CIDR form, such as 172.29.1.104/24: %w", a, err)
+		}
+		return n.Name, iface, pfx.String(), nil
+	}
+	b := primary.Addr().As4()
+	b[3] += 100
+	return n.Name, iface, netip.PrefixFrom(netip.AddrFrom4(b), primary.Bits()).String(), nil
+}

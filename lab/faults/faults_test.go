@@ -1,0 +1,456 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+// fakeCluster is a cluster.Cluster over client-go's fake clientset that
+// records the commands run on nodes and answers them with respond.
+type fakeCluster struct {
+	cs      *fake.Clientset
+	mu      sync.Mutex
+	calls   []string
+	respond func(node, cmd string) (string, error)
+}
+
+func newFake(objs ...runtime.Object) *fakeCluster {
+	return &fakeCluster{cs: fake.NewClientset(objs...)}
+}
+
+func (f *fakeCluster) Name() string                          { return "lab" }
+func (f *fakeCluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake cluster") }
+func (f *fakeCluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake cluster") }
+func (f *fakeCluster) Client() (kubernetes.Interface, error) { return f.cs, nil }
+func (f *fakeCluster) Nodes(context.Context) ([]cluster.Node, error) {
+	return []cluster.Node{
+		{Name: "lab-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.1.2"},
+		{Name: "lab-worker", Role: cluster.RoleWorker, IP: "172.29.1.3"},
+		{Name: "lab-worker2", Role: cluster.RoleWorker, IP: "172.29.1.4"},
+	}, nil
+}
+
+func (f *fakeCluster) NodeExec(_ context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	line := strings.Join(cmd, " ")
+	f.mu.Lock()
+	f.calls = append(f.calls, node+": "+line)
+	f.mu.Unlock()
+	if f.respond == nil {
+		return nil
+	}
+	out, err := f.respond(node, line)
+	if stdio.Stdout != nil {
+		fmt.Fprint(stdio.Stdout, out)
+	}
+	return err
+}
+
+func web() *appsv1.Deployment {
+	two := int32(2)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: appsv1.DeploymentSpec{Replicas: &two, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "netexec",
+				Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}}},
+			}}},
+		}},
+	}
+}
+
+func webService(mut func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "uid-1"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web", "tier": "frontend"}, ClusterIP: "10.96.0.50",
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("http")}}},
+	}
+	if mut != nil {
+		mut(s)
+	}
+	return s
+}
+
+func getSvc(t *testing.T, f *fakeCluster) *corev1.Service {
+	t.Helper()
+	s, err := f.cs.CoreV1().Services("shop").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func getDeploy(t *testing.T, f *fakeCluster) *appsv1.Deployment {
+	t.Helper()
+	d, err := f.cs.AppsV1().Deployments("shop").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestAPIFaults(t *testing.T) {
+	nodePort := func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }
+	twoPorts := func(s *corev1.Service) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090)})
+	}
+	for _, tc := range []struct {
+		name    string
+		fault   string
+		params  scenario.Params
+		svc     func(*corev1.Service)
+		wantErr string
+		check   func(t *testing.T, f *fakeCluster)
+	}{
+		{name: "selector typo with a given value", fault: "selector-typo",
+			params: scenario.Params{"service": "web", "namespace": "shop", "key": "app", "value": "wbe"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.Selector; got["app"] != "wbe" || got["tier"] != "frontend" {
+					t.Errorf("selector %v", got)
+				}
+			}},
+		{name: "selector typo defaults to the first key, letters swapped", fault: "selector-typo",
+			params: scenario.Params{"service": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.Selector["app"]; got != "wbe" {
+					t.Errorf("app = %q", got)
+				}
+			}},
+		{name: "selector typo of a missing key", fault: "selector-typo",
+			params: scenario.Params{"service": "web", "namespace": "shop", "key": "ap"}, wantErr: `Service shop/web: its selector has no key "ap" (it has app, tier)`},
+		{name: "selector typo of a Service without selector", fault: "selector-typo", svc: func(s *corev1.Service) { s.Spec.Selector = nil },
+			params: scenario.Params{"service": "web", "namespace": "shop"}, wantErr: "it has no selector"},
+		{name: "selector typo where the Service is missing", fault: "selector-typo",
+			params: scenario.Params{"service": "api", "namespace": "shop"}, wantErr: "there is no Service shop/api: was the scenario's setup applied?"},
+		{name: "targetPort mismatch by number", fault: "targetport-mismatch",
+			params: scenario.Params{"service": "web", "namespace": "shop", "port": 80, "targetPort": 9090},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.Ports[0].TargetPort; got != intstr.FromInt32(9090) {
+					t.Errorf("targetPort %v", got)
+				}
+			}},
+		{name: "targetPort mismatch by name on the first port", fault: "targetport-mismatch",
+			params: scenario.Params{"service": "web", "namespace": "shop", "targetPort": "htpp"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.Ports[0].TargetPort; got != intstr.FromString("htpp") {
+					t.Errorf("targetPort %v", got)
+				}
+			}},
+		{name: "targetPort mismatch on a missing port", fault: "targetport-mismatch",
+			params: scenario.Params{"service": "web", "namespace": "shop", "port": 81, "targetPort": 9090}, wantErr: "it has no port 81 (its ports are 80)"},
+		{name: "targetPort mismatch that changes nothing", fault: "targetport-mismatch",
+			params: scenario.Params{"service": "web", "namespace": "shop", "targetPort": "http"}, wantErr: "already targets http"},
+		{name: "port renamed", fault: "port-name-mismatch", svc: twoPorts,
+			params: scenario.Params{"service": "web", "namespace": "shop", "port": 9090, "name": "metric"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.Ports[1].Name; got != "metric" {
+					t.Errorf("name %q", got)
+				}
+			}},
+		{name: "port name removed from a multi-port Service", fault: "port-name-mismatch", svc: twoPorts,
+			params: scenario.Params{"service": "web", "namespace": "shop", "port": 9090}, wantErr: "requires a name on every port"},
+		{name: "failing readiness probe", fault: "failing-readiness-probe",
+			params: scenario.Params{"deployment": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				d := getDeploy(t, f)
+				if got := d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path; got != "/not-ready" {
+					t.Errorf("path %q", got)
+				}
+				if mu := d.Spec.Strategy.RollingUpdate.MaxUnavailable; mu.String() != "100%" {
+					t.Errorf("maxUnavailable %v", mu)
+				}
+			}},
+		{name: "failing readiness probe of a missing container", fault: "failing-readiness-probe",
+			params: scenario.Params{"deployment": "web", "namespace": "shop", "container": "app"}, wantErr: `no container "app" (it has netexec)`},
+		{name: "scale to zero", fault: "scale-to-zero",
+			params: scenario.Params{"deployment": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := *getDeploy(t, f).Spec.Replicas; got != 0 {
+					t.Errorf("replicas %d", got)
+				}
+			}},
+		{name: "eTP Local on one node", fault: "etp-local-single-node", svc: nodePort,
+			params: scenario.Params{"service": "web", "deployment": "web", "namespace": "shop", "node": "worker"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.ExternalTrafficPolicy; got != corev1.ServiceExternalTrafficPolicyLocal {
+					t.Errorf("eTP %q", got)
+				}
+				if got := getDeploy(t, f).Spec.Template.Spec.NodeSelector; got[hostnameLabel] != "lab-worker" {
+					t.Errorf("nodeSelector %v", got)
+				}
+			}},
+		{name: "eTP Local on a ClusterIP Service", fault: "etp-local-single-node",
+			params: scenario.Params{"service": "web", "deployment": "web", "namespace": "shop", "node": "worker"}, wantErr: "it is of type ClusterIP; externalTrafficPolicy only applies"},
+		{name: "eTP Local on a node the cluster lacks", fault: "etp-local-single-node", svc: nodePort,
+			params: scenario.Params{"service": "web", "deployment": "web", "namespace": "shop", "node": "worker3"}, wantErr: "cluster lab has no node lab-worker3"},
+		{name: "iTP Local without a local replica", fault: "itp-local-no-local-replica",
+			params: scenario.Params{"service": "web", "deployment": "web", "namespace": "shop", "node": "worker2"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.InternalTrafficPolicy; got == nil || *got != corev1.ServiceInternalTrafficPolicyLocal {
+					t.Errorf("iTP %v", got)
+				}
+				terms := getDeploy(t, f).Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+				if len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != "lab-worker2" || terms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpNotIn {
+					t.Errorf("terms %+v", terms)
+				}
+			}},
+		{name: "session affinity", fault: "session-affinity-snat",
+			params: scenario.Params{"service": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Spec.SessionAffinity; got != corev1.ServiceAffinityClientIP {
+					t.Errorf("affinity %q", got)
+				}
+			}},
+		{name: "headless confusion recreates the Service", fault: "headless-clusterip-confusion",
+			params: scenario.Params{"service": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				s := getSvc(t, f)
+				if s.Spec.ClusterIP != corev1.ClusterIPNone || s.UID == "uid-1" || s.Spec.Selector["app"] != "web" {
+					t.Errorf("service %+v", s)
+				}
+			}},
+		{name: "headless confusion of a NodePort Service", fault: "headless-clusterip-confusion", svc: nodePort,
+			params: scenario.Params{"service": "web", "namespace": "shop"}, wantErr: "only a ClusterIP Service can be headless"},
+		{name: "ExternalName", fault: "external-name",
+			params: scenario.Params{"service": "web", "namespace": "shop", "externalName": "web.example.invalid"},
+			check: func(t *testing.T, f *fakeCluster) {
+				s := getSvc(t, f)
+				if s.Spec.Type != corev1.ServiceTypeExternalName || s.Spec.ExternalName != "web.example.invalid" || s.Spec.ClusterIP != "" {
+					t.Errorf("service %+v", s.Spec)
+				}
+			}},
+		{name: "default deny", fault: "default-deny-networkpolicy",
+			params: scenario.Params{"namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				np, err := f.cs.NetworkingV1().NetworkPolicies("shop").Get(context.Background(), defaultDenyName, metav1.GetOptions{})
+				if err != nil || len(np.Spec.PolicyTypes) != 1 || len(np.Spec.Ingress) != 0 {
+					t.Errorf("policy %v %+v", err, np)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(webService(tc.svc), web())
+			fault, err := Lookup(Registry(), tc.fault)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fault.Validate(tc.params); err != nil {
+				t.Fatalf("params do not validate: %v", err)
+			}
+			err = fault.Inject(context.Background(), f, tc.params)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, f)
+		})
+	}
+}
+
+func TestSwapLetters(t *testing.T) {
+	for in, want := range map[string]string{"web": "wbe", "api": "aip", "aa": "aax", "": "x", "ab": "ba"} {
+		if got := swapLetters(in); got != want {
+			t.Errorf("swapLetters(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDataplaneFaults(t *testing.T) {
+	nftSvc := webService(nil)
+	for _, tc := range []struct {
+		name      string
+		fault     string
+		params    scenario.Params
+		respond   func(node, cmd string) (string, error)
+		revert    bool
+		wantCalls []string
+		wantErr   string
+	}{
+		{name: "proxier stuck", fault: "proxier-stuck", params: scenario.Params{"node": "worker"},
+			wantCalls: []string{`lab-worker: curl -sS -f -m 5 -X POST -H Content-Type: application/json -d {"stopSyncing":true} http://127.0.0.1:10249/faults`}},
+		{name: "proxier stuck reverted", fault: "proxier-stuck", params: scenario.Params{"node": "worker"}, revert: true,
+			wantCalls: []string{`lab-worker: curl -sS -f -m 5 -X POST -H Content-Type: application/json -d {"stopSyncing":false} http://127.0.0.1:10249/faults`}},
+		{name: "proxier stuck where no proxier answers", fault: "proxier-stuck", params: scenario.Params{"node": "worker"},
+			respond: func(string, string) (string, error) { return "", errors.New("exit status 7") },
+			wantErr: "is kube-proxy running there?"},
+		{name: "ip_forward off", fault: "ip-forward-off", params: scenario.Params{"node": "worker2"},
+			wantCalls: []string{"lab-worker2: sysctl -w net.ipv4.ip_forward=0"}},
+		{name: "ip_forward back on", fault: "ip-forward-off", params: scenario.Params{"node": "worker2"}, revert: true,
+			wantCalls: []string{"lab-worker2: sysctl -w net.ipv4.ip_forward=1"}},
+		{name: "nftables rule deleted", fault: "rule-deleted", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
+			respond: func(_, cmd string) (string, error) {
+				if strings.HasSuffix(cmd, "/proxyMode") {
+					return "nftables", nil
+				}
+				return "", nil
+			},
+			wantCalls: []string{"lab-worker: curl -sS -f -m 5 http://127.0.0.1:10249/proxyMode",
+				"lab-worker: nft delete element ip kube-proxy service-ips { 10.96.0.50 . tcp . 80 }"}},
+		{name: "iptables rule deleted", fault: "rule-deleted", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
+			respond: func(_, cmd string) (string, error) {
+				switch {
+				case strings.HasSuffix(cmd, "/proxyMode"):
+					return "iptables\n", nil
+				case strings.HasPrefix(cmd, "iptables-save"):
+					return "*nat\n-A KUBE-SERVICES -d 10.96.0.10/32 -p udp -m comment --comment \"kube-system/kube-dns:dns cluster IP\" -m udp --dport 53 -j KUBE-SVC-TCOU7JCQXEZGVUNU\n" +
+						"-A KUBE-SERVICES -d 10.96.0.50/32 -p tcp -m comment --comment \"shop/web:http cluster IP\" -m tcp --dport 80 -j KUBE-SVC-ABC\nCOMMIT\n", nil
+				}
+				return "", nil
+			},
+			wantCalls: []string{"lab-worker: curl -sS -f -m 5 http://127.0.0.1:10249/proxyMode", "lab-worker: iptables-save -t nat",
+				`lab-worker: bash -c iptables -t nat -D KUBE-SERVICES -d 10.96.0.50/32 -p tcp -m comment --comment "shop/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-ABC`}},
+		{name: "iptables rule not there", fault: "rule-deleted", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
+			respond: func(_, cmd string) (string, error) {
+				if strings.HasSuffix(cmd, "/proxyMode") {
+					return "iptables", nil
+				}
+				return "*nat\nCOMMIT\n", nil
+			},
+			wantErr: "node lab-worker has no KUBE-SERVICES rule for Service shop/web"},
+		{name: "second address", fault: "nodeport-primary-ip-only", params: scenario.Params{"node": "worker"},
+			respond: func(_, cmd string) (string, error) {
+				return "1: lo    inet 127.0.0.1/8 scope host lo\n2: eth0    inet 172.29.1.3/24 brd 172.29.1.255 scope global eth0\n", nil
+			},
+			wantCalls: []string{"lab-worker: ip -o -4 addr show", "lab-worker: ip addr add 172.29.1.103/24 dev eth0"}},
+		{name: "second address removed", fault: "nodeport-primary-ip-only", params: scenario.Params{"node": "worker", "address": "172.29.1.50/24"}, revert: true,
+			respond: func(_, cmd string) (string, error) {
+				return "2: eth0    inet 172.29.1.3/24 brd 172.29.1.255 scope global eth0\n", nil
+			},
+			wantCalls: []string{"lab-worker: ip -o -4 addr show", "lab-worker: ip addr del 172.29.1.50/24 dev eth0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(nftSvc.DeepCopy())
+			f.respond = tc.respond
+			fault, err := Lookup(Registry(), tc.fault)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fault.Validate(tc.params); err != nil {
+				t.Fatalf("params do not validate: %v", err)
+			}
+			if tc.revert {
+				err = fault.(Reverter).Revert(context.Background(), f, tc.params)
+			} else {
+				err = fault.Inject(context.Background(), f, tc.params)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(f.calls, "\n") != strings.Join(tc.wantCalls, "\n") {
+				t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(f.calls, "\n"), strings.Join(tc.wantCalls, "\n"))
+			}
+		})
+	}
+}
+
+func TestProxierDead(t *testing.T) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}}
+	f := newFake(ds)
+	p := scenario.Params{"node": "worker"}
+	fault, err := Lookup(Registry(), "proxier-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fault.Inject(ctx, f, p); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	terms := got.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != "lab-worker" {
+		t.Fatalf("affinity %+v", terms)
+	}
+	if err := fault.(Reverter).Revert(ctx, f, p); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = f.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if got.Spec.Template.Spec.Affinity != nil {
+		t.Errorf("affinity left after revert: %+v", got.Spec.Template.Spec.Affinity)
+	}
+}
+
+func TestStaleUDPConntrackDNS(t *testing.T) {
+	objs := []runtime.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-a", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}}, Status: corev1.PodStatus{PodIP: "10.244.1.2"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-b", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}}, Status: corev1.PodStatus{PodIP: "10.244.2.2"}},
+	}
+	f := newFake(objs...)
+	f.respond = func(node, cmd string) (string, error) {
+		if strings.HasPrefix(cmd, "conntrack -L") {
+			return "udp      17 29 src=172.29.1.3 dst=10.96.0.10 sport=53535 dport=53 src=10.244.2.2 dst=172.29.1.3 sport=53 dport=53535 mark=0 use=1\n", nil
+		}
+		return "", nil
+	}
+	fault, err := Lookup(Registry(), "stale-udp-conntrack-dns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fault.Inject(ctx, f, scenario.Params{"node": "worker"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`lab-worker: curl -sS -f -m 5 -X POST -H Content-Type: application/json -d {"skipConntrackCleanup":true} http://127.0.0.1:10249/faults`,
+		"lab-worker: dig +time=2 +tries=1 -b 0.0.0.0#53535 @10.96.0.10 kubernetes.default.svc.cluster.local",
+		"lab-worker: conntrack -L -p udp --orig-dst 10.96.0.10 --orig-port-src 53535",
+	}
+	if strings.Join(f.calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("calls:\n%s", strings.Join(f.calls, "\n"))
+	}
+	pods, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+	if len(pods.Items) != 1 || pods.Items[0].Name != "coredns-a" {
+		t.Errorf("the CoreDNS Pod that answered was not deleted: %+v", pods.Items)
+	}
+}
+
+// Every fault of the library is declared in lab/scenario with the same
+// name, so lint knows its parameters; unimplemented declarations are
+// reported as such.
+func TestLibraryMatchesDeclarations(t *testing.T) {
+	for _, f := range Library() {
+		if spec(f.Name()).Summary == "" {
+			t.Errorf("fault %s is not declared in scenario.FaultSpecs", f.Name())
+		}
+	}
+	r := Registry()
+	if len(r.Names()) != len(scenario.FaultSpecs) {
+		t.Errorf("registry has %d faults, declared %d", len(r.Names()), len(scenario.FaultSpecs))
+	}
+	if _, err := Lookup(r, "hairpin"); !errors.Is(err, ErrNotImplemented) {
+		t.Errorf("hairpin: %v", err)
+	}
+	if _, err := Lookup(r, "nope"); err == nil || !strings.Contains(err.Error(), `unknown fault "nope"`) {
+		t.Errorf("nope: %v", err)
+	}
+	if err := Inject(context.Background(), newFake(), r, []scenario.Fault{{Name: "scale-to-zero", Params: scenario.Params{"deployment": 3}}}); err == nil || !strings.Contains(err.Error(), "invalid parameters") {
+		t.Errorf("invalid params: %v", err)
+	}
+}
