@@ -196,7 +196,7 @@ func ignoreMissing(err error) error {
 		return nil
 	}
 	msg := err.Error()
-	for _, s := range []string{"Cannot find device", "No such file or directory", "does not exist", "Cannot open network namespace"} {
+	for _, s := range []string{"Cannot find device", "No such device", "No such file or directory", "does not exist", "Cannot open network namespace"} {
 		if strings.Contains(msg, s) {
 			return nil
 		}

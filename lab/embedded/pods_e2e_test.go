@@ -638,6 +638,25 @@ spec:
 			if out := kubectl(t, c, "logs", "volumes", "-c", "main"); out != "args: on-"+pod.Spec.NodeName+"-fast\n" {
 				t.Errorf("command $(VAR) expansion: %q", out)
 			}
+			// An edited ConfigMap reaches the running pod's volume.
+			kubectl(t, c, "patch", "configmap", "settings", "-p", `{"data":{"greeting":"edited"}}`)
+			waitFor(t, 30*time.Second, "the edited ConfigMap in the pod's volume", func() (bool, error) {
+				out, err := kubectlErr(t, c, "exec", "volumes", "-c", "main", "--", "cat", "/etc/config/greeting")
+				return err == nil && out == "edited", fmt.Errorf("%v: %q", err, out)
+			})
+			// A volume whose ConfigMap does not exist yet: the pod waits
+			// in ContainerCreating with FailedMount events, and starts
+			// once the ConfigMap is made.
+			kubectl(t, c, "run", "latecm", "--image=busybox:1.36", `--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"latecm","image":"busybox:1.36","command":["sleep","3600"],"volumeMounts":[{"name":"v","mountPath":"/v"}]}],"volumes":[{"name":"v","configMap":{"name":"later"}}]}}`)
+			waitFor(t, 20*time.Second, "a FailedMount event", func() (bool, error) {
+				out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=latecm")
+				return strings.Contains(out, "FailedMount"), fmt.Errorf("events:\n%s", out)
+			})
+			if p := getPod(t, cl, "latecm"); p.Status.Phase != corev1.PodPending || waiting(p) != "ContainerCreating" {
+				t.Errorf("pod with a missing ConfigMap: phase %s, waiting %q", p.Status.Phase, waiting(p))
+			}
+			kubectl(t, c, "create", "configmap", "later", "--from-literal=k=v")
+			waitPodReady(t, cl, "latecm", 45*time.Second)
 			// A missing Secret: CreateContainerConfigError, no restarts.
 			kubectl(t, c, "run", "nosecret", "--image=busybox:1.36", `--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"nosecret","image":"busybox:1.36","command":["sleep","3600"],"env":[{"name":"X","valueFrom":{"secretKeyRef":{"name":"missing","key":"k"}}}]}]}}`)
 			waitFor(t, 30*time.Second, "CreateContainerConfigError", func() (bool, error) {

@@ -67,6 +67,13 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	defer eb.Shutdown()
 	recorder := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.NodeName})
 
+	// ConfigMaps and Secrets from a cache: volumes are refreshed from
+	// them every few seconds.
+	scm := informers.NewSharedInformerFactory(client, 0)
+	cmLister, secretLister := scm.Core().V1().ConfigMaps().Lister(), scm.Core().V1().Secrets().Lister()
+	scm.Start(ctx.Done())
+	defer scm.Shutdown()
+	scm.WaitForCacheSync(ctx.Done())
 	pn := newPodNetwork(execRunner{}, cfg.Netns, cfg.PodNetnsPrefix, cfg.StateDir)
 	prov := &provider{
 		cfg:     cfg,
@@ -76,7 +83,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		rt:      &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker},
 		images:  images,
 		env:     clientEnvSource{client},
-		vols:    volumeSource{client: client, nodeDir: filepath.Join(cfg.StateDir, "rootfs")},
+		vols:    volumeSource{client: client, nodeDir: filepath.Join(cfg.StateDir, "rootfs"), cms: cmLister, secrets: secretLister},
 		events:  recorder,
 		nodeCtx: ctx,
 		pods:    map[string]*podRun{},

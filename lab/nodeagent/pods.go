@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -292,6 +293,7 @@ type podRun struct {
 	netns       string
 	ip          netip.Addr
 	volumes     map[string]string
+	tokens      *tokenCache
 	initDone    bool
 	containers  []*containerRun
 	terminating bool
@@ -304,7 +306,8 @@ type podRun struct {
 
 func newPodRun(p *provider, pod *corev1.Pod) *podRun {
 	ctx, stop := context.WithCancel(p.nodeCtx)
-	r := &podRun{p: p, ctx: ctx, stop: stop, pod: pod, stopped: make(chan struct{}), phase: corev1.PodPending, startTime: metav1.Now()}
+	r := &podRun{p: p, ctx: ctx, stop: stop, pod: pod, stopped: make(chan struct{}), phase: corev1.PodPending, startTime: metav1.Now(),
+		tokens: &tokenCache{}}
 	for i := range pod.Spec.Containers {
 		r.containers = append(r.containers, newContainerRun(r, &pod.Spec.Containers[i], false))
 	}
@@ -371,15 +374,27 @@ func (r *podRun) run() {
 		}
 		break
 	}
-	vols, err := r.p.vols.prepare(r.ctx, pod, r.dir())
-	if err != nil {
+	r.changed() // the pod's IP; containers waiting in ContainerCreating
+	// Volumes: as the kubelet, a missing ConfigMap or Secret keeps the
+	// pod waiting (ContainerCreating, FailedMount events) until it
+	// appears.
+	var vols map[string]string
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		var err error
+		if vols, err = r.p.vols.prepare(r.ctx, pod, r.dir(), r.tokens); err == nil {
+			break
+		}
 		r.event(corev1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
-		r.fail("FailedMount", err)
-		return
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
 	}
 	r.mu.Lock()
 	r.volumes = vols
 	r.mu.Unlock()
+	go r.refreshVolumes()
 	if err := writePodFiles(r); err != nil {
 		r.fail("CreatePodSandboxError", err)
 		return
@@ -407,6 +422,34 @@ func (r *podRun) run() {
 	}
 	wg.Wait()
 	r.finish()
+}
+
+// volumeRefresh is how often ConfigMap, Secret, projected and downward
+// API volumes are brought up to date with their sources (the kubelet's
+// sync period is a minute; a lab learner should not wait that long for an
+// edited ConfigMap to reach the pod).
+const volumeRefresh = 5 * time.Second
+
+// refreshVolumes keeps the pod's updatable volumes current until the pod
+// stops.
+func (r *podRun) refreshVolumes() {
+	if !slices.ContainsFunc(r.pod.Spec.Volumes, updatable) {
+		return
+	}
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(volumeRefresh):
+		}
+		changed, err := r.p.vols.refresh(r.ctx, r.snapshot(), r.dir(), r.tokens)
+		if err != nil && r.ctx.Err() == nil {
+			r.p.log.Warn("refreshing volumes", "pod", podKey(r.pod.Namespace, r.pod.Name), "err", err)
+		}
+		if len(changed) > 0 {
+			r.p.log.Info("volumes updated", "pod", podKey(r.pod.Namespace, r.pod.Name), "volumes", changed)
+		}
+	}
 }
 
 func (r *podRun) appContainers() []*containerRun {

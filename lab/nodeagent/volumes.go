@@ -1,17 +1,23 @@
 package nodeagent
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
 // volumeSource materialises pod volumes as directories on the host, later
@@ -19,11 +25,22 @@ import (
 type volumeSource struct {
 	client  kubernetes.Interface
 	nodeDir string // the node's own filesystem root, for hostPath
+	// cms and secrets read from the agent's caches when set (refreshes
+	// then cost the API server nothing); else from client.
+	cms     corelisters.ConfigMapLister
+	secrets corelisters.SecretLister
+}
+
+// fileData is one file of a ConfigMap, Secret, projected or downward API
+// volume.
+type fileData struct {
+	data []byte
+	mode os.FileMode
 }
 
 // prepare writes every volume of pod under dir/volumes and returns the
 // host path of each by name.
-func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string) (map[string]string, error) {
+func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache) (map[string]string, error) {
 	out := map[string]string{}
 	for _, vol := range pod.Spec.Volumes {
 		path := filepath.Join(dir, "volumes", vol.Name)
@@ -36,14 +53,12 @@ func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string) 
 			// node's own directory, never on the real host.
 			path = filepath.Join(v.nodeDir, filepath.Clean("/"+vol.HostPath.Path))
 			err = v.hostPath(path, vol.HostPath)
-		case vol.ConfigMap != nil:
-			err = v.configMap(ctx, pod.Namespace, vol.ConfigMap.Name, vol.ConfigMap.Items, mode(vol.ConfigMap.DefaultMode), optional(vol.ConfigMap.Optional), path)
-		case vol.Secret != nil:
-			err = v.secret(ctx, pod.Namespace, vol.Secret.SecretName, vol.Secret.Items, mode(vol.Secret.DefaultMode), optional(vol.Secret.Optional), path)
-		case vol.Projected != nil:
-			err = v.projected(ctx, pod, vol.Projected, path)
-		case vol.DownwardAPI != nil:
-			err = writeDownward(pod, vol.DownwardAPI.Items, mode(vol.DownwardAPI.DefaultMode), path)
+		case updatable(vol):
+			var files map[string]fileData
+			files, err = v.render(ctx, pod, vol, tokens)
+			if err == nil {
+				_, err = atomicWrite(path, files)
+			}
 		default:
 			err = fmt.Errorf("this lab's nodes do not support the volume type of %q", vol.Name)
 		}
@@ -53,6 +68,62 @@ func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string) 
 		out[vol.Name] = path
 	}
 	return out, nil
+}
+
+// updatable says whether a volume follows its source while the pod runs
+// (ConfigMaps, Secrets, projected and downward API volumes do, as the
+// kubelet's; not through subPath mounts).
+func updatable(vol corev1.Volume) bool {
+	return vol.ConfigMap != nil || vol.Secret != nil || vol.Projected != nil || vol.DownwardAPI != nil
+}
+
+// refresh rewrites the pod's updatable volumes whose sources changed, and
+// returns the names of those it changed.
+func (v volumeSource) refresh(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache) ([]string, error) {
+	var changed []string
+	var errs []error
+	for _, vol := range pod.Spec.Volumes {
+		if !updatable(vol) {
+			continue
+		}
+		files, err := v.render(ctx, pod, vol, tokens)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
+			continue
+		}
+		ok, err := atomicWrite(filepath.Join(dir, "volumes", vol.Name), files)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
+		}
+		if ok {
+			changed = append(changed, vol.Name)
+		}
+	}
+	return changed, errors.Join(errs...)
+}
+
+// render computes the files of an updatable volume.
+func (v volumeSource) render(ctx context.Context, pod *corev1.Pod, vol corev1.Volume, tokens *tokenCache) (map[string]fileData, error) {
+	files := map[string]fileData{}
+	switch {
+	case vol.ConfigMap != nil:
+		data, err := v.configMapData(ctx, pod.Namespace, vol.ConfigMap.Name, optional(vol.ConfigMap.Optional))
+		if err != nil {
+			return nil, err
+		}
+		return files, project(files, data, vol.ConfigMap.Items, mode(vol.ConfigMap.DefaultMode))
+	case vol.Secret != nil:
+		data, err := v.secretData(ctx, pod.Namespace, vol.Secret.SecretName, optional(vol.Secret.Optional))
+		if err != nil {
+			return nil, err
+		}
+		return files, project(files, data, vol.Secret.Items, mode(vol.Secret.DefaultMode))
+	case vol.Projected != nil:
+		return files, v.projected(ctx, pod, vol.Name, vol.Projected, files, tokens)
+	case vol.DownwardAPI != nil:
+		return files, downward(files, pod, vol.DownwardAPI.Items, mode(vol.DownwardAPI.DefaultMode))
+	}
+	return nil, fmt.Errorf("volume %q cannot be rendered", vol.Name)
 }
 
 func mode(m *int32) os.FileMode {
@@ -84,27 +155,17 @@ func (v volumeSource) hostPath(path string, hp *corev1.HostPathVolumeSource) err
 	}
 }
 
-func writeFiles(dir string, files map[string][]byte, items []corev1.KeyToPath, m os.FileMode) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	write := func(rel string, data []byte, fm os.FileMode) error {
-		p := filepath.Join(dir, filepath.Clean("/"+rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, data, fm)
-	}
+// project adds data to files: every key, or only the items listed (each
+// must exist).
+func project(files map[string]fileData, data map[string][]byte, items []corev1.KeyToPath, m os.FileMode) error {
 	if len(items) == 0 {
-		for k, data := range files {
-			if err := write(k, data, m); err != nil {
-				return err
-			}
+		for k, d := range data {
+			files[k] = fileData{d, m}
 		}
 		return nil
 	}
 	for _, it := range items {
-		data, ok := files[it.Key]
+		d, ok := data[it.Key]
 		if !ok {
 			return fmt.Errorf("key %q not found", it.Key)
 		}
@@ -112,17 +173,111 @@ func writeFiles(dir string, files map[string][]byte, items []corev1.KeyToPath, m
 		if it.Mode != nil {
 			fm = os.FileMode(*it.Mode)
 		}
-		if err := write(it.Path, data, fm); err != nil {
-			return err
-		}
+		files[filepath.Clean("/" + it.Path)[1:]] = fileData{d, fm}
 	}
 	return nil
 }
 
+// atomicWrite makes dir hold exactly files, as the kubelet's atomic writer
+// does: the files live in a timestamped directory that the ..data symlink
+// points at, and each top-level name is a symlink into ..data; switching
+// ..data is one rename, so a container (which bind-mounts dir) sees the
+// old set or the new, never a mix. Nothing is written when dir holds
+// files already; changed reports whether it did not.
+func atomicWrite(dir string, files map[string]fileData) (changed bool, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	dataLink := filepath.Join(dir, "..data")
+	old, _ := os.Readlink(dataLink)
+	if old != "" && sameFiles(filepath.Join(dir, old), files) {
+		return false, nil
+	}
+	ts := "..data_" + time.Now().UTC().Format("2006_01_02_15_04_05.000000000")
+	tsDir := filepath.Join(dir, ts)
+	if err := os.MkdirAll(tsDir, 0o755); err != nil {
+		return false, err
+	}
+	for rel, f := range files {
+		p := filepath.Join(tsDir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return false, err
+		}
+		if err := os.WriteFile(p, f.data, f.mode); err != nil {
+			return false, err
+		}
+		if err := os.Chmod(p, f.mode); err != nil { // not subject to the umask
+			return false, err
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(ts, tmp); err != nil {
+		return false, err
+	}
+	if err := os.Rename(tmp, dataLink); err != nil {
+		return false, err
+	}
+	top := map[string]bool{}
+	for rel := range files {
+		first, _, _ := strings.Cut(rel, "/")
+		top[first] = true
+	}
+	for name := range top {
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+			return false, err
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		switch {
+		case e.Name() == ts || e.Name() == "..data":
+		case strings.HasPrefix(e.Name(), ".."):
+			os.RemoveAll(filepath.Join(dir, e.Name())) // an older set
+		case !top[e.Name()]:
+			os.Remove(filepath.Join(dir, e.Name())) // a key that went away
+		}
+	}
+	return true, nil
+}
+
+// sameFiles says whether dir holds exactly files.
+func sameFiles(dir string, files map[string]fileData) bool {
+	n := 0
+	same := true
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		f, ok := files[rel]
+		info, ierr := d.Info()
+		b, rerr := os.ReadFile(p)
+		if !ok || ierr != nil || rerr != nil || !bytes.Equal(b, f.data) || info.Mode().Perm() != f.mode.Perm() {
+			same = false
+			return filepath.SkipAll
+		}
+		n++
+		return nil
+	})
+	return err == nil && same && n == len(files)
+}
+
 func (v volumeSource) configMapData(ctx context.Context, ns, name string, opt bool) (map[string][]byte, error) {
-	cm, err := v.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	var cm *corev1.ConfigMap
+	var err error
+	if v.cms != nil {
+		cm, err = v.cms.ConfigMaps(ns).Get(name)
+	}
+	if v.cms == nil || err != nil { // a cache miss may be a ConfigMap just made
+		cm, err = v.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	}
 	if err != nil {
-		if opt {
+		if opt && apierrors.IsNotFound(err) {
 			return map[string][]byte{}, nil
 		}
 		return nil, fmt.Errorf("configmap %q: %w", name, err)
@@ -137,18 +292,17 @@ func (v volumeSource) configMapData(ctx context.Context, ns, name string, opt bo
 	return files, nil
 }
 
-func (v volumeSource) configMap(ctx context.Context, ns, name string, items []corev1.KeyToPath, m os.FileMode, opt bool, dir string) error {
-	files, err := v.configMapData(ctx, ns, name, opt)
-	if err != nil {
-		return err
-	}
-	return writeFiles(dir, files, items, m)
-}
-
 func (v volumeSource) secretData(ctx context.Context, ns, name string, opt bool) (map[string][]byte, error) {
-	s, err := v.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	var s *corev1.Secret
+	var err error
+	if v.secrets != nil {
+		s, err = v.secrets.Secrets(ns).Get(name)
+	}
+	if v.secrets == nil || err != nil {
+		s, err = v.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	}
 	if err != nil {
-		if opt {
+		if opt && apierrors.IsNotFound(err) {
 			return map[string][]byte{}, nil
 		}
 		return nil, fmt.Errorf("secret %q: %w", name, err)
@@ -156,56 +310,46 @@ func (v volumeSource) secretData(ctx context.Context, ns, name string, opt bool)
 	return s.Data, nil
 }
 
-func (v volumeSource) secret(ctx context.Context, ns, name string, items []corev1.KeyToPath, m os.FileMode, opt bool, dir string) error {
-	files, err := v.secretData(ctx, ns, name, opt)
-	if err != nil {
-		return err
-	}
-	return writeFiles(dir, files, items, m)
+// tokenCache keeps a pod's service account tokens, renewed (as the
+// kubelet does) once 80% of their lifetime has passed.
+type tokenCache struct {
+	mu     sync.Mutex
+	tokens map[string]cachedToken
 }
 
-func (v volumeSource) projected(ctx context.Context, pod *corev1.Pod, p *corev1.ProjectedVolumeSource, dir string) error {
+type cachedToken struct {
+	token   string
+	renewAt time.Time
+}
+
+func (v volumeSource) projected(ctx context.Context, pod *corev1.Pod, volName string, p *corev1.ProjectedVolumeSource, files map[string]fileData, tokens *tokenCache) error {
 	m := mode(p.DefaultMode)
 	for _, src := range p.Sources {
 		switch {
 		case src.ServiceAccountToken != nil:
-			t := src.ServiceAccountToken
-			exp := int64(3607)
-			if t.ExpirationSeconds != nil {
-				exp = *t.ExpirationSeconds
-			}
-			var aud []string
-			if t.Audience != "" {
-				aud = []string{t.Audience}
-			}
-			tr, err := v.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
-				Spec: authenticationv1.TokenRequestSpec{Audiences: aud, ExpirationSeconds: &exp,
-					BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
-			}, metav1.CreateOptions{})
+			tok, err := v.token(ctx, pod, volName, src.ServiceAccountToken, tokens)
 			if err != nil {
-				return fmt.Errorf("requesting a service account token: %w", err)
-			}
-			if err := writeFiles(dir, map[string][]byte{t.Path: []byte(tr.Status.Token)}, nil, m); err != nil {
 				return err
 			}
+			files[filepath.Clean("/" + src.ServiceAccountToken.Path)[1:]] = fileData{[]byte(tok), m}
 		case src.ConfigMap != nil:
-			files, err := v.configMapData(ctx, pod.Namespace, src.ConfigMap.Name, optional(src.ConfigMap.Optional))
+			data, err := v.configMapData(ctx, pod.Namespace, src.ConfigMap.Name, optional(src.ConfigMap.Optional))
 			if err != nil {
 				return err
 			}
-			if err := writeFiles(dir, files, src.ConfigMap.Items, m); err != nil {
+			if err := project(files, data, src.ConfigMap.Items, m); err != nil {
 				return err
 			}
 		case src.Secret != nil:
-			files, err := v.secretData(ctx, pod.Namespace, src.Secret.Name, optional(src.Secret.Optional))
+			data, err := v.secretData(ctx, pod.Namespace, src.Secret.Name, optional(src.Secret.Optional))
 			if err != nil {
 				return err
 			}
-			if err := writeFiles(dir, files, src.Secret.Items, m); err != nil {
+			if err := project(files, data, src.Secret.Items, m); err != nil {
 				return err
 			}
 		case src.DownwardAPI != nil:
-			if err := writeDownward(pod, src.DownwardAPI.Items, m, dir); err != nil {
+			if err := downward(files, pod, src.DownwardAPI.Items, m); err != nil {
 				return err
 			}
 		}
@@ -213,9 +357,37 @@ func (v volumeSource) projected(ctx context.Context, pod *corev1.Pod, p *corev1.
 	return nil
 }
 
-func writeDownward(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, m os.FileMode, dir string) error {
-	files := map[string][]byte{}
-	var kp []corev1.KeyToPath
+func (v volumeSource) token(ctx context.Context, pod *corev1.Pod, volName string, t *corev1.ServiceAccountTokenProjection, tokens *tokenCache) (string, error) {
+	key := volName + "/" + t.Path
+	tokens.mu.Lock()
+	defer tokens.mu.Unlock()
+	if c, ok := tokens.tokens[key]; ok && time.Now().Before(c.renewAt) {
+		return c.token, nil
+	}
+	exp := int64(3607)
+	if t.ExpirationSeconds != nil {
+		exp = *t.ExpirationSeconds
+	}
+	var aud []string
+	if t.Audience != "" {
+		aud = []string{t.Audience}
+	}
+	tr, err := v.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: aud, ExpirationSeconds: &exp,
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("requesting a service account token: %w", err)
+	}
+	if tokens.tokens == nil {
+		tokens.tokens = map[string]cachedToken{}
+	}
+	tokens.tokens[key] = cachedToken{tr.Status.Token, time.Now().Add(time.Duration(exp) * time.Second * 8 / 10)}
+	return tr.Status.Token, nil
+}
+
+// downward adds the downward API items to files.
+func downward(files map[string]fileData, pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, m os.FileMode) error {
 	for _, it := range items {
 		if it.FieldRef == nil {
 			continue
@@ -224,10 +396,13 @@ func writeDownward(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, m os.F
 		if err != nil {
 			return err
 		}
-		files[it.Path] = []byte(val)
-		kp = append(kp, corev1.KeyToPath{Key: it.Path, Path: it.Path, Mode: it.Mode})
+		fm := m
+		if it.Mode != nil {
+			fm = os.FileMode(*it.Mode)
+		}
+		files[filepath.Clean("/" + it.Path)[1:]] = fileData{[]byte(val), fm}
 	}
-	return writeFiles(dir, files, kp, m)
+	return nil
 }
 
 // fieldValue is a downward API field of pod, as the kubelet renders it
