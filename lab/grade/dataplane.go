@@ -1,0 +1,344 @@
+package grade
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/faults"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (string, error) {
+	nodes, err := g.Cluster.Nodes(ctx)
+	if err != nil {
+		return "", fmt.Errorf("listing the nodes: %w", err)
+	}
+	var names []string
+	if len(d.Nodes) == 0 {
+		for _, n := range nodes {
+			names = append(names, n.Name)
+		}
+	} else {
+		for _, short := range d.Nodes {
+			names = append(names, scenario.NodeName(g.Cluster.Name(), short))
+		}
+	}
+	var ok, bad []string
+	for _, node := range names {
+		var line string
+		var pass bool
+		var err error
+		if d.Rules != nil {
+			line, pass, err = g.rules(ctx, node, d.Rules)
+		} else {
+			line, pass, err = g.conntrack(ctx, node, d.Conntrack)
+		}
+		if err != nil {
+			return "", err
+		}
+		if pass {
+			ok = append(ok, node+": "+line)
+		} else {
+			bad = append(bad, node+": "+line)
+		}
+	}
+	if len(bad) > 0 {
+		return "", failf("%s", strings.Join(append(bad, ok...), "; "))
+	}
+	return strings.Join(ok, "; "), nil
+}
+
+func (g *Grader) nodeOutput(ctx context.Context, node string, cmd ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	if err := g.Cluster.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &errOut}); err != nil {
+		return "", fmt.Errorf("%s on node %s: %w: %s", strings.Join(cmd, " "), node, err, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), nil
+}
+
+func (g *Grader) service(ctx context.Context, ns, name string) (*corev1.Service, error) {
+	if ns == "" {
+		ns = "default"
+	}
+	cs, err := g.client()
+	if err != nil {
+		return nil, err
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, failf("there is no Service %s/%s", ns, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Service %s/%s: %w", ns, name, err)
+	}
+	return svc, nil
+}
+
+// servicePorts are the ports of svc that port selects (0: all).
+func servicePorts(svc *corev1.Service, port int) ([]corev1.ServicePort, error) {
+	if port == 0 {
+		return svc.Spec.Ports, nil
+	}
+	for _, sp := range svc.Spec.Ports {
+		if int(sp.Port) == port {
+			return []corev1.ServicePort{sp}, nil
+		}
+	}
+	return nil, failf("Service %s/%s has no port %d", svc.Namespace, svc.Name, port)
+}
+
+// rules tells what node's proxy rules do with the Service's traffic.
+func (g *Grader) rules(ctx context.Context, node string, r *scenario.RulesAssertion) (string, bool, error) {
+	svc, err := g.service(ctx, r.Namespace, r.Service)
+	if err != nil {
+		return "", false, err
+	}
+	ports, err := servicePorts(svc, r.Port)
+	if err != nil {
+		return "", false, err
+	}
+	external := r.Traffic == "external"
+	if !external && (svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone) {
+		if r.Expect == scenario.RulesAbsent {
+			return "no ClusterIP, no rules", true, nil
+		}
+		return "", false, failf("Service %s/%s has no ClusterIP (headless or ExternalName), so no proxy rules", svc.Namespace, svc.Name)
+	}
+	mode, err := faults.ProxyMode(ctx, g.Cluster, node)
+	if err != nil {
+		return "", false, err
+	}
+	var dump string
+	if mode == scenario.ProxyModeNFTables {
+		dump, err = g.nodeOutput(ctx, node, "nft", "list", "table", "ip", "kube-proxy")
+	} else {
+		dump, err = g.nodeOutput(ctx, node, "iptables-save")
+	}
+	if err != nil {
+		return "", false, err
+	}
+	var parts []string
+	pass := true
+	for _, sp := range ports {
+		var v verdict
+		if external {
+			if sp.NodePort == 0 {
+				return "", false, failf("Service %s/%s port %d has no NodePort (type %s), so no external traffic rules", svc.Namespace, svc.Name, sp.Port, svcType(svc))
+			}
+		}
+		if mode == scenario.ProxyModeNFTables {
+			v = nftVerdict(parseNFTMaps(dump), svc, sp, external)
+		} else {
+			v = iptablesVerdict(dump, svc, sp, external)
+		}
+		if v.kind != r.Expect {
+			pass = false
+		}
+		parts = append(parts, fmt.Sprintf("port %d %s (%s)", sp.Port, v.kind, v.why))
+	}
+	return mode + " " + strings.Join(parts, ", "), pass, nil
+}
+
+// verdict is what a node's rules do with new connections to a Service port.
+type verdict struct {
+	kind string // endpoints, reject, drop or absent
+	why  string
+}
+
+var (
+	nftMapRE     = regexp.MustCompile(`(?s)map ([\w-]+) \{(.*?)\n\t\}`)
+	nftElemsRE   = regexp.MustCompile(`(?s)elements = \{(.*?)\}`)
+	nftCommentRE = regexp.MustCompile(`\s*comment "[^"]*"`)
+	spaceRE      = regexp.MustCompile(`\s+`)
+)
+
+// parseNFTMaps reads the verdict maps of `nft list table`: map name →
+// element key ("10.96.0.10 . tcp . 53") → verdict ("goto service-…",
+// "drop").
+func parseNFTMaps(dump string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, m := range nftMapRE.FindAllStringSubmatch(dump, -1) {
+		elems := map[string]string{}
+		if e := nftElemsRE.FindStringSubmatch(m[2]); e != nil {
+			for _, el := range strings.Split(e[1], ",") {
+				el = nftCommentRE.ReplaceAllString(el, "")
+				key, val, ok := strings.Cut(el, " : ")
+				if !ok {
+					continue
+				}
+				elems[spaceRE.ReplaceAllString(strings.TrimSpace(key), " ")] = strings.TrimSpace(val)
+			}
+		}
+		out[m[1]] = elems
+	}
+	return out
+}
+
+func nftVerdict(maps map[string]map[string]string, svc *corev1.Service, sp corev1.ServicePort, external bool) verdict {
+	proto := strings.ToLower(string(sp.Protocol))
+	if proto == "" {
+		proto = "tcp"
+	}
+	key := fmt.Sprintf("%s . %s . %d", svc.Spec.ClusterIP, proto, sp.Port)
+	noEP, lb := "no-endpoint-services", "service-ips"
+	if external {
+		key = fmt.Sprintf("%s . %d", proto, sp.NodePort)
+		noEP, lb = "no-endpoint-nodeports", "service-nodeports"
+	}
+	if v, ok := maps[noEP][key]; ok {
+		kind := scenario.RulesDrop
+		if strings.Contains(v, "reject") {
+			kind = scenario.RulesReject
+		}
+		return verdict{kind, fmt.Sprintf("%s is in %s: %s", key, noEP, v)}
+	}
+	if v, ok := maps[lb][key]; ok {
+		return verdict{scenario.RulesEndpoints, fmt.Sprintf("%s is in %s: %s", key, lb, v)}
+	}
+	return verdict{scenario.RulesAbsent, fmt.Sprintf("%s is in neither %s nor %s", key, lb, noEP)}
+}
+
+// iptablesVerdict reads iptables-save output as kube-proxy's iptables mode
+// writes it: filter rules that REJECT ("has no endpoints") or DROP ("has no
+// local endpoints"), nat rules that jump to the Service's chains.
+func iptablesVerdict(save string, svc *corev1.Service, sp corev1.ServicePort, external bool) verdict {
+	id := svc.Namespace + "/" + svc.Name
+	if sp.Name != "" {
+		id += ":" + sp.Name
+	}
+	proto := strings.ToLower(string(sp.Protocol))
+	if proto == "" {
+		proto = "tcp"
+	}
+	table := ""
+	var filterRules, natRules []string
+	for _, line := range strings.Split(save, "\n") {
+		if strings.HasPrefix(line, "*") {
+			table = line[1:]
+			continue
+		}
+		if !strings.Contains(line, `"`+id+" ") && !strings.Contains(line, `"`+id+`"`) && !strings.Contains(line, " "+id+" ") {
+			continue
+		}
+		if !strings.Contains(line, "-p "+proto+" ") {
+			continue
+		}
+		switch table {
+		case "filter":
+			filterRules = append(filterRules, line)
+		case "nat":
+			natRules = append(natRules, line)
+		}
+	}
+	port := fmt.Sprintf("--dport %d ", sp.Port)
+	dst := "-d " + svc.Spec.ClusterIP + " "
+	filterChain, natChain := "-A KUBE-SERVICES ", "-A KUBE-SERVICES "
+	if external {
+		port = fmt.Sprintf("--dport %d ", sp.NodePort)
+		dst = ""
+		filterChain, natChain = "-A KUBE-EXTERNAL-SERVICES ", "-A KUBE-NODEPORTS "
+	}
+	match := func(r, chain string) bool {
+		// iptables-save writes -d IP/32, upstream's tests -d IP.
+		r = strings.ReplaceAll(r, "/32 ", " ")
+		return strings.HasPrefix(r, chain) && strings.Contains(r+" ", port) && strings.Contains(r, dst)
+	}
+	for _, r := range filterRules {
+		if !match(r, filterChain) {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(r, "-j REJECT") || strings.Contains(r, "-j REJECT "):
+			return verdict{scenario.RulesReject, "filter: " + r}
+		case strings.HasSuffix(r, "-j DROP") || strings.Contains(r, "-j DROP "):
+			return verdict{scenario.RulesDrop, "filter: " + r}
+		}
+	}
+	for _, r := range natRules {
+		if match(r, natChain) {
+			return verdict{scenario.RulesEndpoints, "nat: " + r}
+		}
+	}
+	return verdict{scenario.RulesAbsent, fmt.Sprintf("no rule for %s in %s", id, strings.TrimSpace(strings.TrimPrefix(natChain, "-A ")))}
+}
+
+var conntrackEntryRE = regexp.MustCompile(`src=(\S+) dst=(\S+) sport=(\d+) dport=(\d+) .*?src=(\S+) dst=\S+ sport=(\d+)`)
+
+// conntrack checks node's conntrack entries toward the Service's ClusterIP.
+func (g *Grader) conntrack(ctx context.Context, node string, a *scenario.ConntrackAssertion) (string, bool, error) {
+	svc, err := g.service(ctx, a.Namespace, a.Service)
+	if err != nil {
+		return "", false, err
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return "", false, failf("Service %s/%s has no ClusterIP", svc.Namespace, svc.Name)
+	}
+	cmd := []string{"conntrack", "-L", "-p", a.Protocol, "--orig-dst", svc.Spec.ClusterIP}
+	if a.Port != 0 {
+		cmd = append(cmd, "--orig-port-dst", strconv.Itoa(a.Port))
+	}
+	out, err := g.nodeOutput(ctx, node, cmd...)
+	if err != nil {
+		return "", false, err
+	}
+	var entries [][]string
+	for _, line := range strings.Split(out, "\n") {
+		if m := conntrackEntryRE.FindStringSubmatch(line); m != nil {
+			entries = append(entries, m)
+		}
+	}
+	if a.Expect == scenario.ConntrackNoEntries {
+		if len(entries) == 0 {
+			return "no " + a.Protocol + " entries for " + svc.Spec.ClusterIP, true, nil
+		}
+		return fmt.Sprintf("%d %s entries for %s (first: %s:%s → %s)", len(entries), a.Protocol, svc.Spec.ClusterIP, entries[0][1], entries[0][3], entries[0][5]), false, nil
+	}
+	ready, err := g.readyAddresses(ctx, svc)
+	if err != nil {
+		return "", false, err
+	}
+	var stale []string
+	for _, e := range entries {
+		if !ready[e[5]] {
+			stale = append(stale, fmt.Sprintf("%s:%s → %s (%s:%s is answered by %s, which is not a ready endpoint)", e[1], e[3], e[5], e[2], e[4], e[5]))
+		}
+	}
+	if len(stale) > 0 {
+		return fmt.Sprintf("%d stale %s entries: %s", len(stale), a.Protocol, strings.Join(stale, "; ")), false, nil
+	}
+	return fmt.Sprintf("%d %s entries, all toward ready endpoints", len(entries), a.Protocol), true, nil
+}
+
+// readyAddresses are the addresses of svc's ready endpoints.
+func (g *Grader) readyAddresses(ctx context.Context, svc *corev1.Service) (map[string]bool, error) {
+	cs, err := g.client()
+	if err != nil {
+		return nil, err
+	}
+	slices_, err := cs.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+	if err != nil {
+		return nil, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	out := map[string]bool{}
+	for _, s := range slices_.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				out[a] = true
+			}
+		}
+	}
+	return out, nil
+}

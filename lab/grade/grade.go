@@ -1,0 +1,204 @@
+package grade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+// Grader evaluates checks against one cluster.
+type Grader struct {
+	Cluster cluster.Cluster
+	// Objects reads the objects of api and rightFix checks.
+	Objects Objects
+	// PodExec runs probe commands in Pods.
+	PodExec PodExecutor
+	// CheckTimeout bounds each check (default 30s).
+	CheckTimeout time.Duration
+	Log          *slog.Logger
+}
+
+// New returns a Grader for c that reads objects with the dynamic client
+// and runs commands in Pods through the exec subresource.
+func New(c cluster.Cluster, log *slog.Logger) (*Grader, error) {
+	objs, err := NewObjects(c)
+	if err != nil {
+		return nil, err
+	}
+	pe, err := NewPodExecutor(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Grader{Cluster: c, Objects: objs, PodExec: pe, Log: log}, nil
+}
+
+func (g *Grader) log() *slog.Logger {
+	if g.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return g.Log
+}
+
+func (g *Grader) client() (kubernetes.Interface, error) {
+	cs, err := g.Cluster.Client()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to cluster %s: %w", g.Cluster.Name(), err)
+	}
+	return cs, nil
+}
+
+// Result is the outcome of one check.
+type Result struct {
+	ID          string  `json:"id"`
+	Kind        string  `json:"kind"`
+	Description string  `json:"description"`
+	Weight      float64 `json:"weight"`
+	Passed      bool    `json:"passed"`
+	// Message is for the learner: the description when the check passed,
+	// else the check's failMessage (or a generated one).
+	Message string `json:"message"`
+	// Detail is what the grader observed ("20 of 20 requests were
+	// refused"; "lab-worker2: drop").
+	Detail string `json:"detail,omitempty"`
+	// Error is set when the check could not be evaluated (the cluster did
+	// not answer, an object the probe needs is missing...); the check
+	// counts as failed.
+	Error       string        `json:"error,omitempty"`
+	UnlocksHint int           `json:"unlocksHint,omitempty"`
+	Duration    time.Duration `json:"duration"`
+}
+
+// Report is the outcome of grading a scenario.
+type Report struct {
+	Scenario string   `json:"scenario"`
+	Results  []Result `json:"results"`
+	// Score is the passed checks' share of the total weight, 0 to 100.
+	Score float64 `json:"score"`
+	// Passed is true when every check passed.
+	Passed bool `json:"passed"`
+	// UnlockedHints are the 1-based hints that failed checks unlock,
+	// sorted.
+	UnlockedHints []int         `json:"unlockedHints,omitempty"`
+	Duration      time.Duration `json:"duration"`
+}
+
+// Failed returns the results of the checks that failed.
+func (r *Report) Failed() []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if !res.Passed {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// Result returns the result of the check id.
+func (r *Report) Result(id string) (Result, bool) {
+	for _, res := range r.Results {
+		if res.ID == id {
+			return res, true
+		}
+	}
+	return Result{}, false
+}
+
+// Grade evaluates every check of s concurrently. base holds what the
+// rightFix checks compare with (Record); it may be nil when s has none.
+func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline) *Report {
+	start := time.Now()
+	rep := &Report{Scenario: s.ID, Results: make([]Result, len(s.Checks))}
+	var wg sync.WaitGroup
+	for i := range s.Checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep.Results[i] = g.Check(ctx, &s.Checks[i], base)
+		}()
+	}
+	wg.Wait()
+	var total, passed float64
+	rep.Passed = true
+	for _, r := range rep.Results {
+		total += r.Weight
+		if r.Passed {
+			passed += r.Weight
+			continue
+		}
+		rep.Passed = false
+		if r.UnlocksHint > 0 && !slices.Contains(rep.UnlockedHints, r.UnlocksHint) {
+			rep.UnlockedHints = append(rep.UnlockedHints, r.UnlocksHint)
+		}
+	}
+	slices.Sort(rep.UnlockedHints)
+	if total > 0 {
+		rep.Score = 100 * passed / total
+	}
+	rep.Duration = time.Since(start)
+	g.log().Debug("graded", "scenario", s.ID, "score", rep.Score, "duration", rep.Duration)
+	return rep
+}
+
+// errFailed is returned by check kinds for an evaluated check that did not
+// pass; its text is the observed detail.
+type failure struct{ detail string }
+
+func (f *failure) Error() string { return f.detail }
+
+func failf(format string, args ...any) error { return &failure{fmt.Sprintf(format, args...)} }
+
+// Check evaluates one check.
+func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) Result {
+	start := time.Now()
+	res := Result{ID: c.ID, Kind: c.Kind(), Description: c.Description, Weight: c.Weight, UnlocksHint: c.UnlocksHint}
+	timeout := g.CheckTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var detail string
+	var err error
+	switch {
+	case c.API != nil:
+		detail, err = g.api(ctx, c.API)
+	case c.Probe != nil:
+		detail, err = g.probe(ctx, c.Probe)
+	case c.Dataplane != nil:
+		detail, err = g.dataplane(ctx, c.Dataplane)
+	case c.RightFix != nil:
+		detail, err = g.rightFix(ctx, c, base)
+	default:
+		err = errors.New("the check sets none of api, probe, dataplane and rightFix")
+	}
+	res.Duration = time.Since(start)
+	var f *failure
+	switch {
+	case err == nil:
+		res.Passed, res.Message, res.Detail = true, c.Description, detail
+		return res
+	case errors.As(err, &f):
+		res.Detail = f.detail
+	default:
+		if ctx.Err() != nil {
+			err = fmt.Errorf("the check did not finish within %s: %w", timeout, err)
+		}
+		res.Error = err.Error()
+		res.Detail = "could not check: " + err.Error()
+	}
+	res.Message = c.FailMessage
+	if res.Message == "" {
+		res.Message = "Not yet: " + c.Description
+	}
+	g.log().Debug("check failed", "check", c.ID, "detail", res.Detail)
+	return res
+}

@@ -1,0 +1,525 @@
+package grade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/scenarios"
+)
+
+// fakeCluster is a cluster.Cluster over client-go's fake clientset whose
+// node commands are answered by nodeExec.
+type fakeCluster struct {
+	cs       *fake.Clientset
+	mu       sync.Mutex
+	calls    []string
+	nodeExec func(node string, cmd []string) (string, error)
+}
+
+func (f *fakeCluster) Name() string                          { return "lab" }
+func (f *fakeCluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake cluster") }
+func (f *fakeCluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake cluster") }
+func (f *fakeCluster) Client() (kubernetes.Interface, error) { return f.cs, nil }
+func (f *fakeCluster) Nodes(context.Context) ([]cluster.Node, error) {
+	return []cluster.Node{
+		{Name: "lab-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.1.2"},
+		{Name: "lab-worker", Role: cluster.RoleWorker, IP: "172.29.1.3"},
+		{Name: "lab-worker2", Role: cluster.RoleWorker, IP: "172.29.1.4"},
+	}, nil
+}
+
+func (f *fakeCluster) NodeExec(_ context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, node+": "+strings.Join(cmd, " "))
+	f.mu.Unlock()
+	if f.nodeExec == nil {
+		return fmt.Errorf("unexpected command on %s: %v", node, cmd)
+	}
+	out, err := f.nodeExec(node, cmd)
+	if stdio.Stdout != nil {
+		io.WriteString(stdio.Stdout, out)
+	}
+	return err
+}
+
+// podExecFunc is a PodExecutor.
+type podExecFunc func(ns, pod string, cmd []string) (string, error)
+
+func (f podExecFunc) Exec(_ context.Context, ns, pod, _ string, cmd []string, stdout, _ io.Writer) error {
+	out, err := f(ns, pod, cmd)
+	io.WriteString(stdout, out)
+	return err
+}
+
+func newGrader(nodeExec func(string, []string) (string, error), podExec podExecFunc, objs ...runtime.Object) *Grader {
+	fc := &fakeCluster{cs: fake.NewClientset(objs...), nodeExec: nodeExec}
+	return &Grader{
+		Cluster: fc,
+		Objects: &DynamicObjects{Client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, objs...), Mapper: testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme)},
+		PodExec: podExec,
+	}
+}
+
+func boolp(b bool) *bool { return &b }
+
+// shop is the selector-typo scenario's namespace: the Service web (with
+// the given selector value), its EndpointSlice, two web Pods and a client.
+func shop(selector string, endpoints ...string) []runtime.Object {
+	objs := []runtime.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "svc-uid"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": selector}, ClusterIP: "10.96.0.50",
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("http")}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "shop"},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "client"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.9"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-a", Namespace: "shop", Labels: map[string]string{"app": "web"}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: "shop", Labels: map[string]string{"app": "web"}}},
+	}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-x", Namespace: "shop", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}
+	for _, ip := range endpoints {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: boolp(true)}})
+	}
+	objs = append(objs, slice)
+	deploy := scenarioObject("selector-typo", "Deployment", "web")
+	return append(objs, deploy)
+}
+
+// scenarioObject returns an object that a scenario's setup creates.
+func scenarioObject(id, kind, name string) runtime.Object {
+	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	if err := problems.Err(); err != nil {
+		panic(err)
+	}
+	for _, m := range cat.Get(id).Manifests {
+		for _, o := range m.Objects {
+			if o.GVK.Kind == kind && o.Name == name {
+				obj := o.Typed.DeepCopyObject()
+				obj.(metav1.Object).SetUID(types.UID(kind + "-uid"))
+				return obj
+			}
+		}
+	}
+	panic("no " + kind + " " + name)
+}
+
+func loadScenario(t *testing.T, id string) *scenario.Scenario {
+	t.Helper()
+	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	if err := problems.Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := cat.Get(id)
+	if s == nil {
+		t.Fatalf("no scenario %s", id)
+	}
+	return s
+}
+
+func readTestdata(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// nftTable renders a minimal kube-proxy table with web either in
+// service-ips or in no-endpoint-services.
+func nftTable(withEndpoints bool) string {
+	if withEndpoints {
+		return "table ip kube-proxy {\n\tmap no-endpoint-services {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t}\n" +
+			"\tmap service-ips {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t\telements = { 10.96.0.10 . udp . 53 : goto service-A-kube-system/kube-dns/udp/dns,\n\t\t\t     10.96.0.50 . tcp . 80 : goto service-B-shop/web/tcp/http }\n\t}\n}\n"
+	}
+	return "table ip kube-proxy {\n\tmap no-endpoint-services {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t\telements = { 10.96.0.50 . tcp . 80 comment \"shop/web:http\" : goto reject-chain }\n\t}\n" +
+		"\tmap service-ips {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t\telements = { 10.96.0.10 . udp . 53 : goto service-A-kube-system/kube-dns/udp/dns }\n\t}\n}\n"
+}
+
+// The selector-typo scenario graded against a fake cluster in its broken
+// and its fixed state.
+func TestGradeSelectorTypo(t *testing.T) {
+	s := loadScenario(t, "selector-typo")
+	nodes := func(fixed bool) func(string, []string) (string, error) {
+		return func(_ string, cmd []string) (string, error) {
+			switch strings.Join(cmd, " ") {
+			case "curl -sS -f -m 5 http://127.0.0.1:10249/proxyMode":
+				return "nftables", nil
+			case "nft list table ip kube-proxy":
+				return nftTable(fixed), nil
+			}
+			return "", fmt.Errorf("unexpected %v", cmd)
+		}
+	}
+	probe := func(fixed bool) podExecFunc {
+		return func(ns, pod string, cmd []string) (string, error) {
+			if ns != "shop" || pod != "client" || !strings.Contains(cmd[2], "http://$H:$P/hostname") || !strings.Contains(cmd[2], "H='10.96.0.50'") {
+				return "", fmt.Errorf("unexpected probe %s/%s %q", ns, pod, cmd)
+			}
+			var b strings.Builder
+			for i := 1; i <= 20; i++ {
+				switch {
+				case !fixed:
+					fmt.Fprintf(&b, "@@ %d 7 curl: (7) Failed to connect to 10.96.0.50 port 80 after 0 ms: Connection refused\n", i)
+				case i%2 == 0:
+					fmt.Fprintf(&b, "@@ %d 0 web-a\n", i)
+				default:
+					fmt.Fprintf(&b, "@@ %d 0 web-b\n", i)
+				}
+			}
+			return b.String(), nil
+		}
+	}
+	ctx := context.Background()
+
+	broken := newGrader(nodes(false), probe(false), shop("wbe")...)
+	base, err := broken.Record(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := broken.Grade(ctx, s, base)
+	want := map[string]bool{"slice-has-ready-endpoints": false, "selector-matches-pods": false, "clusterip-answers": false,
+		"rules-forward-to-endpoints": false, "service-kept": true, "pod-labels-kept": true}
+	for _, r := range rep.Results {
+		if r.Passed != want[r.ID] || r.Error != "" {
+			t.Errorf("broken: %s passed=%v error=%q detail=%q", r.ID, r.Passed, r.Error, r.Detail)
+		}
+	}
+	if rep.Passed || rep.Score != 100*2.0/9 {
+		t.Errorf("broken: passed %v score %v", rep.Passed, rep.Score)
+	}
+	if fmt.Sprint(rep.UnlockedHints) != "[1 2]" {
+		t.Errorf("unlocked hints %v", rep.UnlockedHints)
+	}
+	r, _ := rep.Result("clusterip-answers")
+	if r.Detail != `20 http probes from Pod shop/client to Service shop/web on its ClusterIP 10.96.0.50:80: 20 were refused; all of them should succeed (for example: "curl: (7) Failed to connect to 10.96.0.50 port 80 after 0 ms: Connection refused")` {
+		t.Errorf("probe detail: %s", r.Detail)
+	}
+	if r.Message != s.Checks[2].FailMessage {
+		t.Errorf("message %q", r.Message)
+	}
+	r, _ = rep.Result("selector-matches-pods")
+	if r.Detail != `{.spec.selector.app} of Service shop/web is "wbe"; expected "web"` {
+		t.Errorf("api detail: %s", r.Detail)
+	}
+	r, _ = rep.Result("rules-forward-to-endpoints")
+	if !strings.Contains(r.Detail, `lab-worker: nftables port 80 reject (10.96.0.50 . tcp . 80 is in no-endpoint-services: goto reject-chain)`) {
+		t.Errorf("dataplane detail: %s", r.Detail)
+	}
+
+	fixed := newGrader(nodes(true), probe(true), shop("web", "10.244.1.5", "10.244.2.5")...)
+	rep = fixed.Grade(ctx, s, base)
+	for _, r := range rep.Results {
+		if !r.Passed {
+			t.Errorf("fixed: %s failed: %s %s", r.ID, r.Error, r.Detail)
+		}
+	}
+	if !rep.Passed || rep.Score != 100 || len(rep.UnlockedHints) != 0 {
+		t.Errorf("fixed: passed %v score %v hints %v", rep.Passed, rep.Score, rep.UnlockedHints)
+	}
+	r, _ = rep.Result("clusterip-answers")
+	if !strings.HasSuffix(r.Detail, "20 succeeded; answered by web-a, web-b") {
+		t.Errorf("probe detail: %s", r.Detail)
+	}
+
+	// Wrong fixes: the Service recreated, the Pods relabelled.
+	recreated := shop("web", "10.244.1.5", "10.244.2.5")
+	recreated[0].(*corev1.Service).UID = "new-uid"
+	recreated = recreated[:len(recreated)-1] // the Deployment is gone
+	g := newGrader(nodes(true), probe(true), recreated...)
+	rep = g.Grade(ctx, s, base)
+	r, _ = rep.Result("service-kept")
+	if r.Passed || r.Detail != "Service shop/web was deleted and created again (its UID changed from svc-uid to new-uid)" {
+		t.Errorf("service-kept: %+v", r)
+	}
+	r, _ = rep.Result("pod-labels-kept")
+	if r.Passed || r.Detail != "Deployment shop/web was deleted" {
+		t.Errorf("pod-labels-kept: %+v", r)
+	}
+}
+
+func TestAPIOperators(t *testing.T) {
+	objs := shop("web", "10.244.1.5", "10.244.2.5")
+	g := newGrader(nil, nil, objs...)
+	svc := scenario.ObjectRef{Kind: "Service", Namespace: "shop", Name: "web"}
+	slices := scenario.ObjectRef{Kind: "EndpointSlice", Namespace: "shop", LabelSelector: "kubernetes.io/service-name=web"}
+	for _, tc := range []struct {
+		ref        scenario.ObjectRef
+		path, op   string
+		value      string
+		pass       bool
+		wantDetail string
+	}{
+		{svc, "{.spec.selector}", scenario.OpEquals, `{"app":"web"}`, true, ""},
+		{svc, "{.spec.selector.app} {.spec.ports[0].port}", scenario.OpEquals, "web 80", true, ""},
+		{svc, "{.spec.type}", scenario.OpAbsent, "", true, ""},
+		{svc, "{.spec.clusterIP}", scenario.OpExists, "", true, ""},
+		{svc, "{.spec.clusterIP}", scenario.OpMatches, `^10\.96\.`, true, ""},
+		{svc, "{.spec.clusterIP}", scenario.OpNotContains, "10.96", false, `{.spec.clusterIP} of Service shop/web is "10.96.0.50"; expected it not to contain "10.96"`},
+		{svc, "{.spec.ports[*].name}", scenario.OpCountEquals, "1", true, ""},
+		{slices, "{.endpoints[?(@.conditions.ready==true)].addresses[0]}", scenario.OpCountAtLeast, "3", false,
+			"{.endpoints[?(@.conditions.ready==true)].addresses[0]} of EndpointSlices in shop with kubernetes.io/service-name=web yields 2 values; expected at least 3"},
+		{slices, "{.endpoints[*].addresses[0]}", scenario.OpContains, "10.244.2.5", true, ""},
+		{scenario.ObjectRef{Kind: "Service", Namespace: "shop", Name: "nope"}, "{.metadata.name}", scenario.OpExists, "", false, "there is no Service shop/nope"},
+		{scenario.ObjectRef{Kind: "Service", Namespace: "shop", Name: "nope"}, "{.metadata.name}", scenario.OpAbsent, "", true, ""},
+	} {
+		c := &scenario.Check{ID: "c", Description: "d", Weight: 1, API: &scenario.APICheck{Object: tc.ref, JSONPath: tc.path, Op: tc.op, Value: scenario.Scalar(tc.value)}}
+		r := g.Check(context.Background(), c, nil)
+		if r.Passed != tc.pass || r.Error != "" || (tc.wantDetail != "" && r.Detail != tc.wantDetail) {
+			t.Errorf("%s %s %s: passed=%v error=%q detail=%q", tc.path, tc.op, tc.value, r.Passed, r.Error, r.Detail)
+		}
+	}
+}
+
+func TestProbeJudgement(t *testing.T) {
+	objs := []runtime.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ingress", Namespace: "edge"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.60",
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30080}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ingress-a", Namespace: "edge", Labels: map[string]string{"app": "ingress"}}},
+	}
+	probe := &scenario.ProbeCheck{From: scenario.ProbeSource{Node: "control-plane"}, Protocol: "http",
+		Target: scenario.ProbeTarget{Service: "ingress", Namespace: "edge", Port: 80, Via: scenario.ViaNodePort, Node: "worker2"},
+		Path:   "/clientip", Attempts: 4, Timeout: "3s", Expect: scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, ClientIP: "preserved"}}
+	for _, tc := range []struct {
+		name   string
+		lines  string
+		expect scenario.ProbeExpect
+		pass   bool
+		detail string
+	}{
+		{"preserved", "@@ 1 0 172.29.1.2:4000\n@@ 2 0 172.29.1.2:4001\n@@ 3 0 172.29.1.2:4002\n@@ 4 0 172.29.1.2:4003\n",
+			probe.Expect, true, "4 http probes from node lab-control-plane to NodePort 30080 of Service edge/ingress on node lab-worker2 (172.29.1.4): 4 succeeded; the backend saw 172.29.1.2"},
+		{"masqueraded", "@@ 1 0 172.29.1.2:4000\n@@ 2 0 10.244.2.1:4001\n@@ 3 0 172.29.1.2:4002\n@@ 4 0 172.29.1.2:4003\n",
+			probe.Expect, false, "the backend saw the client address 10.244.2.1 instead of the client's own 172.29.1.2"},
+		{"dropped", "@@ 1 28 curl: (28) Connection timed out after 3001 milliseconds\n@@ 2 28 x\n@@ 3 28 x\n@@ 4 28 x\n",
+			probe.Expect, false, "4 timed out; all of them should succeed (for example: \"curl: (28) Connection timed out after 3001 milliseconds\")"},
+		{"expected drop", "@@ 1 28 x\n@@ 2 28 x\n@@ 3 124 \n@@ 4 28 x\n",
+			scenario.ProbeExpect{Outcome: scenario.OutcomeTimeout}, true, "4 timed out"},
+		{"half", "@@ 1 0 172.29.1.2:1\n@@ 2 7 Connection refused\n@@ 3 0 172.29.1.2:1\n@@ 4 7 Connection refused\n",
+			scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Ratio: 0.5}, true, "2 succeeded, 2 were refused"},
+		{"too few", "@@ 1 0 172.29.1.2:1\n@@ 2 7 Connection refused\n@@ 3 7 Connection refused\n@@ 4 7 Connection refused\n",
+			scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Ratio: 0.5}, false, "at least 2 should succeed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var script string
+			g := newGrader(func(node string, cmd []string) (string, error) {
+				if node != "lab-control-plane" {
+					return "", fmt.Errorf("probe ran on %s", node)
+				}
+				script = cmd[2]
+				return tc.lines, nil
+			}, nil, objs...)
+			p := *probe
+			p.Expect = tc.expect
+			r := g.Check(context.Background(), &scenario.Check{ID: "p", Weight: 1, Probe: &p}, nil)
+			if r.Passed != tc.pass || r.Error != "" || !strings.Contains(r.Detail, tc.detail) {
+				t.Errorf("passed=%v error=%q detail=%q", r.Passed, r.Error, r.Detail)
+			}
+			if !strings.Contains(script, "H='172.29.1.4'") || !strings.Contains(script, "P=30080") || !strings.Contains(script, `curl -sS -m "$T" "http://$H:$P/clientip"`) {
+				t.Errorf("script:\n%s", script)
+			}
+		})
+	}
+}
+
+// The probe script runs in a real sh: attempts in parallel, one line each,
+// with curl, wget, nc and dig replaced by stubs.
+func TestProbeScriptRuns(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	stub := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!"+sh+"\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stub("curl", `case "$*" in *10.0.0.1*) echo "curl: (7) Failed to connect: Connection refused" >&2; exit 7;; *10.0.0.2*) sleep 0.2; echo "curl: (28) timed out" >&2; exit 28;; esac; printf 'pod-a'`)
+	stub("dig", `echo 10.96.0.50`)
+	for _, tc := range []struct {
+		protocol, host, resolve, want string
+		fromNode                      bool
+	}{
+		{"http", "10.0.0.9", "", "success", false},
+		{"http", "10.0.0.1", "", "refused", false},
+		{"http", "10.0.0.2", "", "timeout", true},
+		{"http", "$H", "web.shop.svc.cluster.local", "success", true},
+		{"dns", "10.96.0.10", "", "success", true},
+	} {
+		p := &scenario.ProbeCheck{Protocol: tc.protocol, Path: "/hostname", Query: "web.shop.svc.cluster.local"}
+		if tc.protocol != "http" {
+			p.Path = ""
+		}
+		script := probeScript(p, probeTarget{host: tc.host, port: 80, resolve: tc.resolve}, tc.fromNode, 5, time.Second)
+		cmd := exec.Command(sh, "-c", script)
+		cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.protocol, err, out)
+		}
+		as := parseAttempts(string(out), tc.protocol)
+		if len(as) != 5 {
+			t.Fatalf("%s %s: %d attempts from\n%s", tc.protocol, tc.host, len(as), out)
+		}
+		for _, a := range as {
+			if a.outcome != tc.want {
+				t.Errorf("%s %s: outcome %s (%q), want %s", tc.protocol, tc.host, a.outcome, a.raw, tc.want)
+			}
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		protocol string
+		rc       int
+		text     string
+		want     string
+	}{
+		{"http", 0, "web-a", "success"},
+		{"http", 7, "curl: (7) Failed to connect to 10.96.0.5 port 80 after 0 ms: Couldn't connect to server", "timeout"},
+		{"http", 7, "curl: (7) Failed to connect to 10.96.0.5 port 80 after 0 ms: Connection refused", "refused"},
+		{"http", 1, "wget: server returned error: HTTP/1.1 404 Not Found", "success"},
+		{"http", 1, "wget: bad address 'web'", "dns-failure"},
+		{"tcp", 124, "", "timeout"},
+		{"tcp", 1, "bash: connect: Connection refused bash: line 1: /dev/tcp/10.96.0.5/80: Connection refused", "refused"},
+		{"tcp", 1, "nc: can't connect to remote host (10.244.1.4): Connection refused", "refused"},
+		{"udp", 0, "", "timeout"},
+		{"udp", 0, "web-a", "success"},
+		{"dns", 0, "10.96.0.50", "success"},
+		{"dns", 0, "", "dns-failure"},
+		{"dns", 9, ";; connection timed out; no servers could be reached", "timeout"},
+		{"dns", 0, "Server: 10.96.0.10 Address: 10.96.0.10:53  Name: web.shop.svc.cluster.local Address: 10.96.0.50", "success"},
+		{"dns", 1, "Server: 10.96.0.10 Address: 10.96.0.10:53  ** server can't find web: NXDOMAIN", "dns-failure"},
+	} {
+		if got := classify(tc.protocol, tc.rc, tc.text).outcome; got != tc.want {
+			t.Errorf("classify(%s, %d, %q) = %s, want %s", tc.protocol, tc.rc, tc.text, got, tc.want)
+		}
+	}
+}
+
+func TestRules(t *testing.T) {
+	nft := readTestdata(t, "worker2.nft")
+	ipt := readTestdata(t, "overall.iptables")
+	svc := func(ns, name, ip, portName string, port, nodePort int32) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: []corev1.ServicePort{{Name: portName, Port: port, NodePort: nodePort, Protocol: corev1.ProtocolTCP}}}}
+	}
+	ingress := svc("edge", "ingress", "10.96.98.75", "http", 80, 30080)
+	dnsSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}
+	other := svc("edge", "other", "10.96.7.7", "http", 80, 0)
+	maps := parseNFTMaps(nft)
+	for _, tc := range []struct {
+		svc      *corev1.Service
+		external bool
+		want     string
+	}{
+		{ingress, true, "drop"},
+		{ingress, false, "endpoints"},
+		{dnsSvc, false, "endpoints"},
+		{other, false, "absent"},
+	} {
+		if v := nftVerdict(maps, tc.svc, tc.svc.Spec.Ports[0], tc.external); v.kind != tc.want {
+			t.Errorf("nft %s external=%v: %s (%s), want %s", tc.svc.Name, tc.external, v.kind, v.why, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		svc      *corev1.Service
+		external bool
+		want     string
+	}{
+		{svc("ns6", "svc6", "172.30.0.46", "p80", 80, 0), false, "reject"},
+		{svc("ns2", "svc2", "172.30.0.42", "p80", 80, 3001), true, "drop"},
+		{svc("ns2", "svc2", "172.30.0.42", "p80", 80, 3001), false, "endpoints"},
+		{svc("ns1", "svc1", "172.30.0.41", "p80", 80, 0), false, "endpoints"},
+		{svc("ns1", "svc9", "172.30.0.49", "p80", 80, 0), false, "absent"},
+	} {
+		if v := iptablesVerdict(ipt, tc.svc, tc.svc.Spec.Ports[0], tc.external); v.kind != tc.want {
+			t.Errorf("iptables %s external=%v: %s (%s), want %s", tc.svc.Name, tc.external, v.kind, v.why, tc.want)
+		}
+	}
+}
+
+func TestConntrack(t *testing.T) {
+	dnsSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns-x", Namespace: "kube-system", Labels: map[string]string{discoveryv1.LabelServiceName: "kube-dns"}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.2"}, Conditions: discoveryv1.EndpointConditions{Ready: boolp(true)}},
+			{Addresses: []string{"10.244.2.2"}, Conditions: discoveryv1.EndpointConditions{Ready: boolp(false)}}}}
+	entries := "udp      17 29 src=10.244.1.9 dst=10.96.0.10 sport=53535 dport=53 src=10.244.1.2 dst=10.244.1.9 sport=53 dport=53535 mark=0 use=1\n" +
+		"udp      17 20 src=10.244.1.9 dst=10.96.0.10 sport=40000 dport=53 src=10.244.2.2 dst=10.244.1.9 sport=53 dport=40000 mark=0 use=1\n"
+	g := newGrader(func(node string, cmd []string) (string, error) {
+		if strings.Join(cmd, " ") != "conntrack -L -p udp --orig-dst 10.96.0.10 --orig-port-dst 53" {
+			return "", fmt.Errorf("unexpected %v", cmd)
+		}
+		if node == "lab-worker" {
+			return entries, nil
+		}
+		return "", nil
+	}, nil, dnsSvc, slice)
+	check := &scenario.Check{ID: "ct", Weight: 1, Dataplane: &scenario.DataplaneCheck{Nodes: []string{"worker", "worker2"},
+		Conntrack: &scenario.ConntrackAssertion{Service: "kube-dns", Namespace: "kube-system", Protocol: "udp", Port: 53, Expect: scenario.ConntrackNoStaleEntries}}}
+	r := g.Check(context.Background(), check, nil)
+	want := "lab-worker: 1 stale udp entries: 10.244.1.9:40000 → 10.244.2.2 (10.96.0.10:53 is answered by 10.244.2.2, which is not a ready endpoint); lab-worker2: 0 udp entries, all toward ready endpoints"
+	if r.Passed || r.Detail != want {
+		t.Errorf("passed=%v error=%q detail=%q", r.Passed, r.Error, r.Detail)
+	}
+	check.Dataplane.Conntrack.Expect = scenario.ConntrackNoEntries
+	check.Dataplane.Nodes = []string{"worker2"}
+	if r := g.Check(context.Background(), check, nil); !r.Passed {
+		t.Errorf("noEntries on an empty table: %+v", r)
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	g := newGrader(func(string, []string) (string, error) { return "", errors.New("exit status 7") }, nil,
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.50", Ports: []corev1.ServicePort{{Port: 80}}}})
+	c := &scenario.Check{ID: "rules", Description: "web's rules forward", Weight: 1,
+		Dataplane: &scenario.DataplaneCheck{Nodes: []string{"worker"}, Rules: &scenario.RulesAssertion{Service: "web", Namespace: "shop", Expect: scenario.RulesEndpoints}}}
+	r := g.Check(context.Background(), c, nil)
+	if r.Passed || !strings.Contains(r.Error, "asking the proxier on node lab-worker for its mode (is kube-proxy running there?)") || r.Message != "Not yet: web's rules forward" {
+		t.Errorf("%+v", r)
+	}
+	rf := &scenario.Check{ID: "kept", Weight: 1, FailMessage: "m", RightFix: &scenario.RightFixCheck{Object: scenario.ObjectRef{Kind: "Service", Namespace: "shop", Name: "web"}, Rule: scenario.RightFixUIDUnchanged}}
+	if r := g.Check(context.Background(), rf, nil); r.Passed || !strings.Contains(r.Error, "no baseline was recorded") {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestBaselineRoundTrip(t *testing.T) {
+	b := &Baseline{Scenario: "x", Taken: time.Unix(100, 0).UTC(), Checks: map[string]Snapshot{"a": {Exists: true, UID: "u", Value: "v"}}}
+	path := filepath.Join(t.TempDir(), "baseline.json")
+	if err := SaveBaseline(path, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadBaseline(path)
+	if err != nil || got.Checks["a"] != b.Checks["a"] || !got.Taken.Equal(b.Taken) {
+		t.Errorf("%v %+v", err, got)
+	}
+}

@@ -1,0 +1,463 @@
+package grade
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+// Defaults of a probe.
+const (
+	DefaultAttempts = 10
+	DefaultTimeout  = 2 * time.Second
+)
+
+// probeSource is where a probe runs.
+type probeSource struct {
+	node           string // a node's name, or
+	namespace, pod string // a Pod's
+	container      string
+	ip             string // the source address backends see when not masqueraded
+	desc           string
+}
+
+// probeTarget is where a probe goes.
+type probeTarget struct {
+	host string
+	port int
+	// resolve is a DNS name a node must resolve through cluster DNS first
+	// (nodes do not use cluster DNS); host is then "$H".
+	resolve string
+	desc    string
+}
+
+// attempt is the outcome of one probe.
+type attempt struct {
+	outcome string // success, refused, timeout, or dns-failure
+	body    string
+	raw     string
+}
+
+func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, error) {
+	cs, err := g.client()
+	if err != nil {
+		return "", err
+	}
+	src, err := g.probeSource(ctx, cs, p.From)
+	if err != nil {
+		return "", err
+	}
+	tgt, err := g.probeTarget(ctx, cs, p, src.node != "")
+	if err != nil {
+		return "", err
+	}
+	n := p.Attempts
+	if n == 0 {
+		n = DefaultAttempts
+	}
+	timeout := DefaultTimeout
+	if p.Timeout != "" {
+		if timeout, err = time.ParseDuration(p.Timeout); err != nil {
+			return "", fmt.Errorf("timeout %q: %w", p.Timeout, err)
+		}
+	}
+	script := probeScript(p, tgt, src.node != "", n, timeout)
+	var out, errOut bytes.Buffer
+	if src.node != "" {
+		err = g.Cluster.NodeExec(ctx, src.node, []string{"sh", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errOut})
+	} else {
+		err = g.PodExec.Exec(ctx, src.namespace, src.pod, src.container, []string{"sh", "-c", script}, &out, &errOut)
+	}
+	attempts := parseAttempts(out.String(), p.Protocol)
+	if err != nil && len(attempts) == 0 {
+		return "", fmt.Errorf("running the probe from %s: %w %s", src.desc, err, strings.TrimSpace(errOut.String()))
+	}
+	if len(attempts) != n {
+		return "", fmt.Errorf("the probe from %s reported %d of %d attempts: %s", src.desc, len(attempts), n, strings.TrimSpace(out.String()+" "+errOut.String()))
+	}
+	return g.judgeProbe(ctx, cs, p, src, tgt, attempts)
+}
+
+func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from scenario.ProbeSource) (probeSource, error) {
+	if from.Node != "" {
+		name := scenario.NodeName(g.Cluster.Name(), from.Node)
+		nodes, err := g.Cluster.Nodes(ctx)
+		if err != nil {
+			return probeSource{}, fmt.Errorf("listing the nodes: %w", err)
+		}
+		for _, n := range nodes {
+			if n.Name == name {
+				return probeSource{node: name, ip: n.IP, desc: "node " + name}, nil
+			}
+		}
+		return probeSource{}, fmt.Errorf("cluster %s has no node %s", g.Cluster.Name(), name)
+	}
+	ns := from.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	var pod *corev1.Pod
+	if from.Pod != "" {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, from.Pod, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return probeSource{}, failf("the Pod %s/%s that the probe starts from does not exist", ns, from.Pod)
+		}
+		if err != nil {
+			return probeSource{}, fmt.Errorf("reading Pod %s/%s: %w", ns, from.Pod, err)
+		}
+		pod = p
+	} else {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: from.PodSelector})
+		if err != nil {
+			return probeSource{}, fmt.Errorf("listing Pods %s in %s: %w", from.PodSelector, ns, err)
+		}
+		items := list.Items
+		sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+		for i := range items {
+			if items[i].Status.Phase == corev1.PodRunning && items[i].DeletionTimestamp == nil {
+				pod = &items[i]
+				break
+			}
+		}
+		if pod == nil {
+			return probeSource{}, failf("no running Pod in %s matches %s, so the probe has nowhere to start from", ns, from.PodSelector)
+		}
+	}
+	if pod.Status.Phase != corev1.PodRunning || len(pod.Spec.Containers) == 0 {
+		return probeSource{}, failf("the Pod %s/%s that the probe starts from is %s, not Running", ns, pod.Name, pod.Status.Phase)
+	}
+	return probeSource{namespace: ns, pod: pod.Name, container: pod.Spec.Containers[0].Name, ip: pod.Status.PodIP,
+		desc: "Pod " + ns + "/" + pod.Name}, nil
+}
+
+func (g *Grader) probeTarget(ctx context.Context, cs kubernetes.Interface, p *scenario.ProbeCheck, fromNode bool) (probeTarget, error) {
+	t := p.Target
+	nodeIP := func(short string) (string, error) {
+		name := scenario.NodeName(g.Cluster.Name(), short)
+		nodes, err := g.Cluster.Nodes(ctx)
+		if err != nil {
+			return "", fmt.Errorf("listing the nodes: %w", err)
+		}
+		for _, n := range nodes {
+			if n.Name == name {
+				return n.IP, nil
+			}
+		}
+		return "", fmt.Errorf("cluster %s has no node %s", g.Cluster.Name(), name)
+	}
+	if t.Service == "" {
+		host := t.Host
+		if t.Node != "" {
+			ip, err := nodeIP(t.Node)
+			if err != nil {
+				return probeTarget{}, err
+			}
+			host = ip
+		}
+		tgt := probeTarget{host: host, port: t.Port, desc: net.JoinHostPort(host, strconv.Itoa(t.Port))}
+		if fromNode && net.ParseIP(host) == nil {
+			tgt.resolve, tgt.host = host, "$H"
+		}
+		return tgt, nil
+	}
+	ns := t.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, t.Service, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return probeTarget{}, failf("there is no Service %s/%s to send traffic to", ns, t.Service)
+	}
+	if err != nil {
+		return probeTarget{}, fmt.Errorf("reading Service %s/%s: %w", ns, t.Service, err)
+	}
+	var sp *corev1.ServicePort
+	var ports []string
+	for i := range svc.Spec.Ports {
+		if int(svc.Spec.Ports[i].Port) == t.Port {
+			sp = &svc.Spec.Ports[i]
+		}
+		ports = append(ports, strconv.Itoa(int(svc.Spec.Ports[i].Port)))
+	}
+	if sp == nil {
+		return probeTarget{}, failf("Service %s/%s has no port %d (its ports: %s)", ns, t.Service, t.Port, strings.Join(ports, ", "))
+	}
+	switch t.Via {
+	case scenario.ViaNodePort:
+		if sp.NodePort == 0 {
+			return probeTarget{}, failf("Service %s/%s has no NodePort for port %d (it is of type %s)", ns, t.Service, t.Port, svcType(svc))
+		}
+		ip, err := nodeIP(t.Node)
+		if err != nil {
+			return probeTarget{}, err
+		}
+		return probeTarget{host: ip, port: int(sp.NodePort),
+			desc: fmt.Sprintf("NodePort %d of Service %s/%s on node %s (%s)", sp.NodePort, ns, t.Service, scenario.NodeName(g.Cluster.Name(), t.Node), ip)}, nil
+	case scenario.ViaDNSName:
+		name := fmt.Sprintf("%s.%s.svc.%s", t.Service, ns, cluster.DefaultDNSDomain)
+		tgt := probeTarget{host: name, port: t.Port, desc: fmt.Sprintf("%s:%d", name, t.Port)}
+		if fromNode {
+			tgt.resolve, tgt.host = name, "$H"
+		}
+		return tgt, nil
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return probeTarget{}, failf("Service %s/%s has no ClusterIP (it is headless or of type %s)", ns, t.Service, svcType(svc))
+	}
+	return probeTarget{host: svc.Spec.ClusterIP, port: t.Port,
+		desc: fmt.Sprintf("Service %s/%s on its ClusterIP %s:%d", ns, t.Service, svc.Spec.ClusterIP, t.Port)}, nil
+}
+
+func svcType(svc *corev1.Service) corev1.ServiceType {
+	if svc.Spec.Type == "" {
+		return corev1.ServiceTypeClusterIP
+	}
+	return svc.Spec.Type
+}
+
+// shq quotes s for sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// probeScript is a POSIX sh script that runs n attempts in parallel and
+// prints one line per attempt: "@@ N RC OUTPUT" (the output on one line).
+// It runs on nodes (Debian tools: curl, bash, dig) and in Pods (curl or
+// busybox wget, nc, dig or busybox nslookup).
+func probeScript(p *scenario.ProbeCheck, t probeTarget, fromNode bool, n int, timeout time.Duration) string {
+	secs := int(math.Ceil(timeout.Seconds()))
+	tf := strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64)
+	var b strings.Builder
+	fmt.Fprintf(&b, "T=%s; TS=%d; P=%d; H=%s\n", tf, secs, t.port, shq(t.host))
+	if t.resolve != "" {
+		fmt.Fprintf(&b, "H=$(dig +short +time=%d +tries=1 @%s %s | grep -v '^;' | tail -n 1); [ -n \"$H\" ] || H=%s\n",
+			secs, cluster.DefaultClusterDNS, shq(t.resolve), shq("could-not-resolve-"+t.resolve))
+	}
+	b.WriteString("one() {\n")
+	hostPort := `$H:$P`
+	if strings.Contains(t.host, ":") && net.ParseIP(t.host) != nil {
+		hostPort = `[$H]:$P`
+	}
+	switch p.Protocol {
+	case "http":
+		path := p.Path
+		if path == "" {
+			path = "/"
+		}
+		url := "http://" + hostPort + path
+		fmt.Fprintf(&b, "  if command -v curl >/dev/null 2>&1; then curl -sS -m \"$T\" \"%s\"; else timeout $((TS+1)) wget -qO- \"%s\"; fi\n", url, url)
+	case "tcp":
+		if fromNode {
+			b.WriteString("  timeout \"$TS\" bash -c 'exec 3<>/dev/tcp/'\"$H/$P\"\n")
+		} else {
+			b.WriteString("  if command -v bash >/dev/null 2>&1; then timeout \"$TS\" bash -c 'exec 3<>/dev/tcp/'\"$H/$P\"; else nc -w \"$TS\" \"$H\" \"$P\" </dev/null; fi\n")
+		}
+	case "udp":
+		b.WriteString("  printf 'hostname\\n' | timeout $((TS+1)) nc -u -w \"$TS\" \"$H\" \"$P\"\n")
+	case "dns":
+		fmt.Fprintf(&b, "  if command -v dig >/dev/null 2>&1; then dig +short +time=\"$TS\" +tries=1 -p \"$P\" @\"$H\" %s; else timeout $((TS+1)) nslookup %s \"$H\"; fi\n", shq(p.Query), shq(p.Query))
+	}
+	b.WriteString("}\n")
+	fmt.Fprintf(&b, `i=0
+while [ "$i" -lt %d ]; do
+  i=$((i+1))
+  ( out=$(one 2>&1); rc=$?; printf '@@ %%s %%s %%s\n' "$i" "$rc" "$(printf '%%s' "$out" | tr '\n' ' ')" ) &
+done
+wait
+`, n)
+	return b.String()
+}
+
+// parseAttempts reads the lines probeScript prints.
+func parseAttempts(out, protocol string) []attempt {
+	var as []attempt
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(line, "@@ ")
+		if !ok {
+			continue
+		}
+		f := strings.SplitN(rest, " ", 3)
+		if len(f) < 2 {
+			continue
+		}
+		rc, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		text := ""
+		if len(f) == 3 {
+			text = strings.TrimSpace(f[2])
+		}
+		as = append(as, classify(protocol, rc, text))
+	}
+	return as
+}
+
+// classify turns an attempt's exit code and output into an outcome.
+func classify(protocol string, rc int, text string) attempt {
+	a := attempt{raw: text}
+	lower := strings.ToLower(text)
+	has := func(words ...string) bool {
+		for _, w := range words {
+			if strings.Contains(lower, w) {
+				return true
+			}
+		}
+		return false
+	}
+	if rc == 0 {
+		switch protocol {
+		case "udp":
+			if text == "" {
+				a.outcome = scenario.OutcomeTimeout
+				return a
+			}
+		case "dns":
+			answered := false
+			for _, l := range strings.Split(text, " ") {
+				if l != "" && !strings.HasPrefix(l, ";") {
+					answered = true
+				}
+			}
+			if strings.Contains(text, "Server:") { // busybox nslookup
+				answered = strings.Contains(text, "Name:")
+			}
+			if !answered || has("nxdomain", "can't find") {
+				a.outcome = "dns-failure"
+				return a
+			}
+		}
+		a.outcome, a.body = scenario.OutcomeSuccess, text
+		return a
+	}
+	switch {
+	case has("refused", "reset by peer", "unreachable", "no route to host"):
+		a.outcome = scenario.OutcomeRefused
+	case has("server returned error"): // wget: an HTTP error status is an answer
+		a.outcome = scenario.OutcomeSuccess
+	case has("could not resolve", "could-not-resolve", "bad address", "nxdomain", "can't find", "name or service not known"):
+		a.outcome = "dns-failure"
+	default:
+		a.outcome = scenario.OutcomeTimeout
+	}
+	return a
+}
+
+// outcomeWords counts outcomes for a message: "12 succeeded, 8 timed out".
+func outcomeWords(as []attempt) string {
+	counts := map[string]int{}
+	for _, a := range as {
+		counts[a.outcome]++
+	}
+	words := map[string]string{scenario.OutcomeSuccess: "succeeded", scenario.OutcomeRefused: "were refused",
+		scenario.OutcomeTimeout: "timed out", "dns-failure": "could not resolve the name"}
+	var parts []string
+	for _, o := range []string{scenario.OutcomeSuccess, scenario.OutcomeRefused, scenario.OutcomeTimeout, "dns-failure"} {
+		if counts[o] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[o], words[o]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *scenario.ProbeCheck, src probeSource, tgt probeTarget, as []attempt) (string, error) {
+	e := p.Expect
+	ratio := e.Ratio
+	if ratio == 0 {
+		ratio = 1
+	}
+	need := int(math.Ceil(ratio*float64(len(as)) - 1e-9))
+	matched := 0
+	for _, a := range as {
+		if a.outcome == e.Outcome {
+			matched++
+		}
+	}
+	what := fmt.Sprintf("%d %s probes from %s to %s: %s", len(as), p.Protocol, src.desc, tgt.desc, outcomeWords(as))
+	if matched < need {
+		want := map[string]string{scenario.OutcomeSuccess: "succeed", scenario.OutcomeRefused: "be refused", scenario.OutcomeTimeout: "time out"}[e.Outcome]
+		example := ""
+		for _, a := range as {
+			if a.outcome != e.Outcome && a.raw != "" {
+				example = " (for example: " + quote(a.raw) + ")"
+				break
+			}
+		}
+		if need == len(as) {
+			return "", failf("%s; all of them should %s%s", what, want, example)
+		}
+		return "", failf("%s; at least %d should %s%s", what, need, want, example)
+	}
+	if e.Outcome != scenario.OutcomeSuccess {
+		return what, nil
+	}
+	var bodies []string
+	for _, a := range as {
+		if a.outcome == scenario.OutcomeSuccess {
+			bodies = append(bodies, a.body)
+		}
+	}
+	if r := e.Responders; r != nil {
+		ns := r.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: r.PodSelector})
+		if err != nil {
+			return "", fmt.Errorf("listing Pods %s in %s: %w", r.PodSelector, ns, err)
+		}
+		allowed := map[string]bool{}
+		for _, pod := range pods.Items {
+			allowed[pod.Name] = true
+		}
+		var seen []string
+		for _, b := range bodies {
+			if !allowed[b] {
+				return "", failf("%s; an answer came from %s, which is not a Pod matching %s in %s", what, quote(b), r.PodSelector, ns)
+			}
+			if !slices.Contains(seen, b) {
+				seen = append(seen, b)
+			}
+		}
+		slices.Sort(seen)
+		atLeast := max(r.AtLeast, 1)
+		if len(seen) < atLeast {
+			return "", failf("%s; only %d Pod answered (%s), expected at least %d different Pods", what, len(seen), strings.Join(seen, ", "), atLeast)
+		}
+		what += "; answered by " + strings.Join(seen, ", ")
+	}
+	if e.ClientIP != "" {
+		var ips []string
+		for _, b := range bodies {
+			host, _, err := net.SplitHostPort(strings.TrimSpace(b))
+			if err != nil {
+				host = strings.TrimSpace(b)
+			}
+			if !slices.Contains(ips, host) {
+				ips = append(ips, host)
+			}
+			preserved := host == src.ip
+			if e.ClientIP == "preserved" && !preserved {
+				return "", failf("%s; the backend saw the client address %s instead of the client's own %s: the source address was masqueraded (SNAT)", what, host, src.ip)
+			}
+			if e.ClientIP == "masqueraded" && preserved {
+				return "", failf("%s; the backend saw the client's own address %s, expected a node's address (masquerading)", what, host)
+			}
+		}
+		what += "; the backend saw " + strings.Join(ips, ", ")
+	}
+	return what, nil
+}
