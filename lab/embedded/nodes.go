@@ -104,7 +104,7 @@ func (r imageResolver) Resolve(ref string) (nodeagent.Image, error) {
 		}
 		return nodeagent.Image{}, err
 	}
-	return nodeagent.Image{Name: img.Name, Layers: img.Layers, Entrypoint: img.Entrypoint, Cmd: img.Cmd, Env: img.Env, WorkingDir: img.WorkingDir}, nil
+	return nodeagent.Image{Name: img.Name, Layers: img.Layers, Entrypoint: img.Entrypoint, Cmd: img.Cmd, Env: img.Env, WorkingDir: img.WorkingDir, StopSignal: img.StopSignal}, nil
 }
 
 // nodeAgentRBAC lets node agents watch what a kubelet and kindnet watch

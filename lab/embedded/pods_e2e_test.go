@@ -739,6 +739,27 @@ spec:
 			})
 		})
 
+		t.Run("the image's stop signal", func(t *testing.T) {
+			t.Parallel()
+			// nginx stops gracefully on SIGQUIT, its image's STOPSIGNAL.
+			kubectl(t, c, "run", "nginx", "--image=nginx:1.27")
+			waitPodReady(t, cl, "nginx", 30*time.Second)
+			lctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+			defer cancel()
+			logs := kubectlCmd(lctx, t, c, "logs", "-f", "nginx")
+			var out syncBuffer
+			logs.Stdout, logs.Stderr = &out, &out
+			if err := logs.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			kubectl(t, c, "delete", "pod", "nginx", "--wait=false")
+			logs.Wait()
+			if !strings.Contains(out.String(), "signal 3 (SIGQUIT) received, shutting down") {
+				t.Errorf("nginx did not get SIGQUIT:\n%s", out.String())
+			}
+		})
+
 		t.Run("graceful termination: ready, then serving and terminating", func(t *testing.T) {
 			t.Parallel()
 			applyYAML(t, c, `apiVersion: v1

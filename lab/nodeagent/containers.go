@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,7 @@ type containerRun struct {
 
 	mu           sync.Mutex
 	image        string
+	runImage     Image // the image of the current or last run
 	restarts     int
 	current      *runningContainer
 	currentID    string
@@ -103,7 +105,7 @@ func (c *containerRun) setImage(image string) {
 	default:
 	}
 	if id := c.runningID(); id != "" {
-		c.pod.p.rt.kill(context.Background(), id, syscall.SIGTERM)
+		c.pod.p.rt.kill(context.Background(), id, c.stopSignal())
 	}
 }
 
@@ -266,6 +268,7 @@ func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	r.event(corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
 	c.mu.Lock()
 	c.current, c.currentID, c.waiting, c.terminated = rc, spec.ID, nil, nil
+	c.runImage = spec.Image
 	c.ready = c.spec.ReadinessProbe == nil && !c.init
 	c.started = c.spec.StartupProbe == nil
 	c.mu.Unlock()
@@ -433,12 +436,7 @@ func (c *containerRun) stopGracefully(deadline time.Time) {
 			r.event(corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
 		}
 	}
-	sig := syscall.SIGTERM
-	if c.spec.Lifecycle != nil && c.spec.Lifecycle.StopSignal != nil {
-		if s, ok := signals[string(*c.spec.Lifecycle.StopSignal)]; ok {
-			sig = s
-		}
-	}
+	sig := c.stopSignal()
 	r.p.rt.kill(context.Background(), id, sig)
 	select {
 	case <-rc.done:
@@ -448,8 +446,43 @@ func (c *containerRun) stopGracefully(deadline time.Time) {
 	}
 }
 
+// stopSignal is the signal that stops the container gracefully: the
+// container's lifecycle.stopSignal, else its image's, else SIGTERM.
+func (c *containerRun) stopSignal() syscall.Signal {
+	if c.spec.Lifecycle != nil && c.spec.Lifecycle.StopSignal != nil {
+		if s, ok := parseSignal(string(*c.spec.Lifecycle.StopSignal)); ok {
+			return s
+		}
+	}
+	c.mu.Lock()
+	img := c.runImage
+	c.mu.Unlock()
+	if s, ok := parseSignal(img.StopSignal); ok {
+		return s
+	}
+	return syscall.SIGTERM
+}
+
+// parseSignal reads a signal as images and pods give it: SIGQUIT, QUIT or
+// 3.
+func parseSignal(s string) (syscall.Signal, bool) {
+	if s == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), true
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	sig, ok := signals[name]
+	return sig, ok
+}
+
 var signals = map[string]syscall.Signal{"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT,
-	"SIGKILL": syscall.SIGKILL, "SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGHUP": syscall.SIGHUP}
+	"SIGKILL": syscall.SIGKILL, "SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGHUP": syscall.SIGHUP,
+	"SIGWINCH": syscall.SIGWINCH, "SIGSTOP": syscall.SIGSTOP, "SIGALRM": syscall.SIGALRM}
 
 func (c *containerRun) cleanup() {
 	c.mu.Lock()

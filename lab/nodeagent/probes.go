@@ -75,7 +75,7 @@ func (c *containerRun) probe(ctx context.Context, rc *runningContainer) {
 func (c *containerRun) restartForProbe(kind string) {
 	c.pod.event(corev1.EventTypeNormal, "Killing", "Container %s failed %s probe, will be restarted", c.spec.Name, strings.ToLower(kind))
 	if id := c.runningID(); id != "" {
-		c.pod.p.rt.kill(context.Background(), id, syscall.SIGTERM)
+		c.pod.p.rt.kill(context.Background(), id, c.stopSignal())
 		time.AfterFunc(probeGrace(c.pod.pod), func() { c.pod.p.rt.kill(context.Background(), id, syscall.SIGKILL) })
 	}
 }

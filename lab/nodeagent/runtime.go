@@ -32,6 +32,9 @@ type Image struct {
 	Cmd        []string
 	Env        []string
 	WorkingDir string
+	// StopSignal stops the image's main process gracefully (the image's
+	// STOPSIGNAL: nginx's is SIGQUIT); empty means SIGTERM.
+	StopSignal string
 }
 
 // Images resolves a pod's image reference to a local image.

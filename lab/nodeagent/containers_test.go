@@ -1,0 +1,156 @@
+package nodeagent
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// testPodRun is a pod on a provider with no API server, runtime or
+// network: enough to render specs and statuses.
+func testPodRun(t *testing.T, pod *corev1.Pod) *podRun {
+	t.Helper()
+	p := &provider{
+		cfg:     Config{NodeName: "lab-worker", NodeIP: "172.29.1.3", StateDir: t.TempDir()},
+		log:     slog.New(slog.DiscardHandler),
+		env:     fakeEnvSource{},
+		nodeCtx: context.Background(),
+		pods:    map[string]*podRun{},
+	}
+	return newPodRun(p, pod)
+}
+
+func TestContainerSpecCommandAndEnv(t *testing.T) {
+	img := Image{Name: "agnhost", Layers: []string{"/l"}, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"},
+		Env: []string{"PATH=/bin", "MODE=image"}, StopSignal: "SIGQUIT"}
+	for _, tc := range []struct {
+		name      string
+		command   []string
+		args      []string
+		wantArgs  []string
+		wantShown string // an env entry the container must have
+	}{
+		{"image defaults", nil, nil, []string{"/agnhost", "pause"}, "MODE=image"},
+		{"args replace the image's cmd", nil, []string{"netexec", "--http-port=$(PORT)"}, []string{"/agnhost", "netexec", "--http-port=8080"}, "PORT=8080"},
+		{"command replaces entrypoint and cmd", []string{"sh", "-c", "echo $(MODE) $$(MODE) $(NOPE)"}, nil, []string{"sh", "-c", "echo pod $(MODE) $(NOPE)"}, "MODE=pod"},
+		{"command and args", []string{"/bin/echo"}, []string{"$(PORT)"}, []string{"/bin/echo", "8080"}, "HOSTNAME=web-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", UID: "0123456789abcdef"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Command: tc.command, Args: tc.args,
+					Env: []corev1.EnvVar{{Name: "PORT", Value: "8080"}, {Name: "MODE", Value: "pod"}}}}}}
+			r := testPodRun(t, pod)
+			if tc.name == "image defaults" {
+				r.pod.Spec.Containers[0].Env = nil
+				r.containers[0].spec = &r.pod.Spec.Containers[0]
+			}
+			spec, err := r.containers[0].containerSpec(context.Background(), img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(spec.Args, tc.wantArgs) {
+				t.Errorf("args %q, want %q", spec.Args, tc.wantArgs)
+			}
+			if !slices.Contains(spec.Env, tc.wantShown) || !slices.Contains(spec.Env, "PATH=/bin") {
+				t.Errorf("env %q lacks %q or the image's PATH", spec.Env, tc.wantShown)
+			}
+			if spec.ID != "01234567-c-0" {
+				t.Errorf("container ID %q", spec.ID)
+			}
+		})
+	}
+}
+
+func TestStopSignal(t *testing.T) {
+	quit := corev1.Signal("SIGUSR1")
+	for _, tc := range []struct {
+		name      string
+		image     string
+		lifecycle *corev1.Lifecycle
+		want      syscall.Signal
+	}{
+		{"default", "", nil, syscall.SIGTERM},
+		{"image", "SIGQUIT", nil, syscall.SIGQUIT},
+		{"image without SIG", "quit", nil, syscall.SIGQUIT},
+		{"image numeric", "2", nil, syscall.SIGINT},
+		{"unknown falls back", "SIGNOPE", nil, syscall.SIGTERM},
+		{"pod overrides image", "SIGQUIT", &corev1.Lifecycle{StopSignal: &quit}, syscall.SIGUSR1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &containerRun{spec: &corev1.Container{Lifecycle: tc.lifecycle}, runImage: Image{StopSignal: tc.image}}
+			if got := c.stopSignal(); got != tc.want {
+				t.Errorf("stop signal %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodStatus(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init"}},
+			Containers:     []corev1.Container{{Name: "b", ReadinessProbe: &corev1.Probe{}}, {Name: "a"}},
+		},
+	}
+	r := testPodRun(t, pod)
+	st := r.snapshot().Status
+	if st.Phase != corev1.PodPending || len(st.ContainerStatuses) != 2 || st.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
+		t.Fatalf("a new pod: %+v", st)
+	}
+	cond := func(st corev1.PodStatus, typ corev1.PodConditionType) corev1.ConditionStatus {
+		for _, c := range st.Conditions {
+			if c.Type == typ {
+				return c.Status
+			}
+		}
+		return ""
+	}
+	if cond(st, corev1.PodInitialized) != corev1.ConditionFalse || cond(st, corev1.PodReady) != corev1.ConditionFalse {
+		t.Errorf("new pod conditions %+v", st.Conditions)
+	}
+
+	// The init container completed; b runs but is not ready yet, a runs.
+	start := time.Now()
+	initC := newContainerRun(r, &pod.Spec.InitContainers[0], true)
+	initC.waiting, initC.terminated = nil, &corev1.ContainerStateTerminated{Reason: "Completed"}
+	r.containers = append([]*containerRun{initC}, r.containers...)
+	r.initDone, r.phase = true, corev1.PodRunning
+	for _, c := range r.containers[1:] {
+		c.waiting, c.current, c.currentID = nil, &runningContainer{started: start}, "id-"+c.spec.Name
+		c.ready = c.spec.ReadinessProbe == nil
+	}
+	st = r.snapshot().Status
+	if len(st.InitContainerStatuses) != 1 || st.InitContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("init container statuses %+v", st.InitContainerStatuses)
+	}
+	if names := []string{st.ContainerStatuses[0].Name, st.ContainerStatuses[1].Name}; !slices.Equal(names, []string{"b", "a"}) {
+		t.Errorf("container statuses in order %v, want the spec's", names)
+	}
+	if cond(st, corev1.PodInitialized) != corev1.ConditionTrue || cond(st, corev1.ContainersReady) != corev1.ConditionFalse {
+		t.Errorf("running, b not ready: %+v", st.Conditions)
+	}
+	readySince := r.snapshot()
+	r.containers[1].ready = true
+	st = r.snapshot().Status
+	if cond(st, corev1.PodReady) != corev1.ConditionTrue || st.QOSClass != corev1.PodQOSBestEffort || st.HostIP != "172.29.1.3" {
+		t.Errorf("all ready: %+v", st)
+	}
+	// Unchanged conditions keep their transition time.
+	r.pod.Status = readySince.Status
+	for _, c := range r.snapshot().Status.Conditions {
+		if c.Type == corev1.PodInitialized {
+			for _, old := range readySince.Status.Conditions {
+				if old.Type == c.Type && !old.LastTransitionTime.Equal(&c.LastTransitionTime) {
+					t.Errorf("Initialized transition time moved: %v → %v", old.LastTransitionTime, c.LastTransitionTime)
+				}
+			}
+		}
+	}
+}
