@@ -174,10 +174,17 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 		if family == v1.IPv6Protocol {
 			nftFamily = knftables.IPv6Family
 		}
-		nft, err := knftables.New(nftFamily, nftables.Table)
+		// As kube-proxy v1.37 (NFTablesNetlink, beta, on by default):
+		// list chains and sets over netlink instead of parsing
+		// "nft --json list table", which costs a listing of every rule
+		// per sync.
+		nft, err := knftables.New(nftFamily, nftables.Table, knftables.UseNetlink)
 		if err != nil {
 			return fmt.Errorf("nftables mode is not available (is the nft binary installed and the kernel new enough?): %w", err)
 		}
+		// Large transactions go to nft batched (same ruleset, applied
+		// many times faster).
+		nft = &nftables.Batching{Interface: nft}
 		applier, err = daemon.NewNFTablesApplier(nftables.Config{
 			Family: family, NodeIP: nodeIP, ClusterCIDR: clusterCIDR, ServiceCIDRs: familyCIDRs(extra.ServiceCIDRs, family),
 			NodePortAddresses: npa, LocalAddresses: localAddrs, MasqueradeAll: cfg.MasqueradeAll, MasqueradeBit: cfg.MasqueradeBit,
