@@ -37,6 +37,8 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"cluster", "create", "--node-label", "nocolon"}, "use NODE:KEY=VALUE"},
 		{[]string{"cluster", "create", "--backend", "vagrant"}, `unknown backend "vagrant"`},
 		{[]string{"cluster", "create", "--nodes", "0"}, "at least 1 node"},
+		{[]string{"cluster", "create", "--proxy-mode", "ipvs"}, "no IPVS"},
+		{[]string{"cluster", "create", "--proxy-mode", "userspace"}, `unknown proxy mode "userspace"`},
 		{[]string{"cluster", "delete"}, "pass either --name NAME or --all"},
 		{[]string{"cluster", "delete", "--name", "x", "--all"}, "pass either --name NAME or --all"},
 		{[]string{"cluster", "delete", "--name", "nope"}, `no cluster named "nope"`},

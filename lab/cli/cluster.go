@@ -20,9 +20,9 @@ func newClusterCommand(o *options) *cobra.Command {
 
 func newClusterCreate(o *options) *cobra.Command {
 	var (
-		name, backend string
-		nodes         int
-		labels        []string
+		name, backend, proxyMode string
+		nodes                    int
+		labels                   []string
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -30,6 +30,9 @@ func newClusterCreate(o *options) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cluster.ValidateName(name); err != nil {
+				return err
+			}
+			if err := cluster.ValidateProxyMode(proxyMode); err != nil {
 				return err
 			}
 			if nodes < 1 {
@@ -45,7 +48,7 @@ func newClusterCreate(o *options) *cobra.Command {
 			}
 			fmt.Fprintf(o.out, "Creating cluster %q ...\n", name)
 			c, err := p.Create(cmd.Context(), cluster.CreateOptions{
-				Name: name, Workers: nodes - 1, NodeLabels: nodeLabels, Progress: cluster.NewTextProgress(o.out),
+				Name: name, Workers: nodes - 1, NodeLabels: nodeLabels, ProxyMode: proxyMode, Progress: cluster.NewTextProgress(o.out),
 			})
 			if err != nil {
 				return err
@@ -61,6 +64,7 @@ func newClusterCreate(o *options) *cobra.Command {
 	c.Flags().StringVar(&name, "name", "lab", "cluster name")
 	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
 	c.Flags().IntVar(&nodes, "nodes", 3, "number of nodes: one control plane, the rest workers (NAME-worker, NAME-worker2, ...)")
+	c.Flags().StringVar(&proxyMode, "proxy-mode", "nftables", "kube-proxy mode: nftables or iptables")
 	c.Flags().StringArrayVar(&labels, "node-label", nil, "extra node label NODE:KEY=VALUE (repeatable), e.g. lab-worker:topology.kubernetes.io/zone=zone-a")
 	return c
 }

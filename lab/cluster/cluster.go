@@ -74,6 +74,9 @@ type CreateOptions struct {
 	Workers int
 	// NodeLabels are extra labels per node name.
 	NodeLabels map[string]map[string]string
+	// ProxyMode is the kube-proxy mode: "nftables" (the default) or
+	// "iptables".
+	ProxyMode string
 	// Progress receives the steps of the create pipeline; nil discards them.
 	Progress Progress
 }
@@ -108,6 +111,17 @@ var (
 	ErrExists   = errors.New("cluster already exists")
 	ErrNotFound = errors.New("cluster not found")
 )
+
+// ValidateProxyMode checks a kube-proxy mode; "" means nftables.
+func ValidateProxyMode(mode string) error {
+	switch mode {
+	case "", "nftables", "iptables":
+		return nil
+	case "ipvs":
+		return errors.New("proxy mode ipvs is not available: this kernel has no IPVS, and kube-proxy deprecated it; use nftables or iptables")
+	}
+	return fmt.Errorf("unknown proxy mode %q: use nftables or iptables", mode)
+}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 

@@ -68,7 +68,7 @@ func addonObjects(st *State) ([]runtime.Object, error) {
 		Command:     []string{"/usr/local/bin/kube-proxy"},
 		APIServer:   st.Server(),
 		ClusterCIDR: st.PodCIDR,
-		Mode:        "nftables",
+		Mode:        st.ProxyMode,
 	})
 	if err != nil {
 		return nil, err

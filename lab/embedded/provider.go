@@ -81,6 +81,9 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 	if err := cluster.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
+	if err := cluster.ValidateProxyMode(opts.ProxyMode); err != nil {
+		return nil, err
+	}
 	if err := Preflight(); err != nil {
 		return nil, err
 	}

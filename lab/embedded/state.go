@@ -57,7 +57,9 @@ type State struct {
 	PodCIDR     string `json:"podCIDR"`
 	KubeBin     string `json:"kubeBin"`
 	// ImagesDir holds the images pods run from.
-	ImagesDir string     `json:"imagesDir"`
+	ImagesDir string `json:"imagesDir"`
+	// ProxyMode is kube-proxy's mode (nftables or iptables).
+	ProxyMode string     `json:"proxyMode"`
 	Nodes     []NodeSpec `json:"nodes"`
 	Created   time.Time  `json:"created"`
 }
@@ -111,8 +113,16 @@ func NewState(opts cluster.CreateOptions, index int) (*State, error) {
 	}
 	subnet := netip.MustParsePrefix(fmt.Sprintf("%s.%d.0/24", fabricBase, index))
 	gw := subnet.Addr().Next()
+	if err := cluster.ValidateProxyMode(opts.ProxyMode); err != nil {
+		return nil, err
+	}
+	mode := opts.ProxyMode
+	if mode == "" {
+		mode = "nftables"
+	}
 	st := &State{
 		Name:        opts.Name,
+		ProxyMode:   mode,
 		Index:       index,
 		Subnet:      subnet.String(),
 		Gateway:     gw.String(),
