@@ -3,7 +3,6 @@ package embedded
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/svclab/svclab/lab/cluster"
 )
@@ -201,8 +200,3 @@ func NodeContainerComponent(n NodeSpec, dir string) Component {
 }
 
 func nodeContainerID(node string) string { return "node-" + node }
-
-// CommandLine renders a component's command line for display.
-func (c Component) CommandLine(bin string) string {
-	return bin + " " + c.Name + " " + strings.Join(c.Args, " ")
-}

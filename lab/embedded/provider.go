@@ -49,10 +49,8 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	return &Provider{StateDir: stateDir, Runner: ExecRunner{}, Log: log, KubeBin: kubebin.Locate, ReadyTimeout: 3 * time.Minute}
 }
 
-func (p *Provider) clustersDir() string                           { return filepath.Join(p.StateDir, "clusters") }
-func (p *Provider) dir(name string) string                        { return filepath.Join(p.clustersDir(), name) }
-func (p *Provider) runner() Runner                                { return p.Runner }
-func (p *Provider) progress(pr cluster.Progress) cluster.Progress { return cluster.OrNop(pr) }
+func (p *Provider) clustersDir() string    { return filepath.Join(p.StateDir, "clusters") }
+func (p *Provider) dir(name string) string { return filepath.Join(p.clustersDir(), name) }
 
 // RequiredCommands are the host commands the embedded backend runs.
 var RequiredCommands = []string{"ip", "nft", "sysctl"}
@@ -77,7 +75,7 @@ func Preflight() error {
 // Create creates and starts a cluster, reporting each step. On any failure,
 // or when ctx is cancelled, everything made so far is removed again.
 func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cluster.Cluster, err error) {
-	pr := p.progress(opts.Progress)
+	pr := cluster.OrNop(opts.Progress)
 	if err := cluster.ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
@@ -138,13 +136,13 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			return store.Build(ctx, pr)
 		}},
 		{Name: "Creating the network fabric", Run: func(ctx context.Context) error {
-			index, err := createBridge(ctx, p.runner())
+			index, err := createBridge(ctx, p.Runner)
 			if err != nil {
 				return err
 			}
 			ns, err := NewState(opts, index)
 			if err != nil {
-				p.runner().Run(ctx, nil, "ip", "link", "del", fmt.Sprintf("%s%d", bridgePrefix, index))
+				p.Runner.Run(ctx, nil, "ip", "link", "del", fmt.Sprintf("%s%d", bridgePrefix, index))
 				return err
 			}
 			ns.KubeBin, ns.ImagesDir, ns.Created = st.KubeBin, st.ImagesDir, time.Now().UTC()
@@ -153,7 +151,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			if err := writeJSON(paths{dir}.state(), st); err != nil {
 				return err
 			}
-			return fabricUp(ctx, p.runner(), st)
+			return fabricUp(ctx, p.Runner, st)
 		}},
 		{Name: "Generating certificates and kubeconfigs", Run: func(context.Context) error {
 			return writeControlPlaneFiles(st, dir)
@@ -434,7 +432,7 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 			st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
 		}
 	}
-	if err := fabricDown(ctx, p.runner(), st); err != nil {
+	if err := fabricDown(ctx, p.Runner, st); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -503,7 +501,7 @@ func (p *Provider) DeleteAll(ctx context.Context) error {
 			}
 		}
 	}
-	if err := Sweep(ctx, p.runner()); err != nil {
+	if err := Sweep(ctx, p.Runner); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
