@@ -117,6 +117,20 @@ type Syncer struct {
 	noEndpointNodePorts *elementStore
 	serviceNodePorts    *elementStore
 	hairpinConnections  *elementStore
+	// chainNames caches the per-ServicePort chain names (a SHA-256
+	// each), which every sync needs for every ServicePort.
+	chainNames map[model.ServicePortName]portChains
+}
+
+// chainsFor is chainsFor, cached; names of Services that are gone are
+// dropped by the next full sync.
+func (s *Syncer) chainsFor(name model.ServicePortName) portChains {
+	if c, ok := s.chainNames[name]; ok {
+		return c
+	}
+	c := chainsFor(name)
+	s.chainNames[name] = c
+	return c
 }
 
 // New returns a Syncer for the table "kube-proxy" behind nft, which must be
@@ -140,6 +154,7 @@ func New(cfg Config, nft knftables.Interface, logger *slog.Logger) (*Syncer, err
 		matchNotLocalhost:   "ip daddr != 127.0.0.0/8",
 		needFullSync:        true,
 		staleChains:         map[string]time.Time{},
+		chainNames:          map[model.ServicePortName]portChains{},
 		clusterIPs:          newElementStore("set", clusterIPsSet),
 		serviceIPs:          newElementStore("map", serviceIPsMap),
 		firewallIPs:         newElementStore("map", firewallIPsMap),
@@ -224,6 +239,7 @@ func (s *Syncer) Sync(ctx context.Context, snap *model.Snapshot) (*SyncResult, e
 	tx := s.nft.NewTransaction()
 	res.Transaction = tx
 	if res.Full {
+		clear(s.chainNames)
 		s.setup(ctx, tx)
 	}
 	res.StaleChainsFlushed = s.writeServices(ctx, tx, snap, res.Full, changed, start)
@@ -527,14 +543,15 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 		protocol := sp.ProtocolLower()
 		port := strconv.Itoa(sp.Port)
 		comment := truncateComment(name.String())
-		names := chainsFor(name)
+		names := s.chainsFor(name)
 		cat := snap.Categorize(sp)
 		skip := !full && !changed[name.NamespacedName]
 		affinity := sp.SessionAffinityClientIP
 
 		for _, ep := range cat.AllReachable {
-			epChain, affSet := endpointNames(name, ep)
+			// Endpoint names (a SHA-256 each) only exist with affinity.
 			if affinity {
+				epChain, affSet := endpointNames(name, ep)
 				ensureChain(tx, epChain, activeChains, skip)
 				activeAffinitySets[affSet] = true
 			}

@@ -253,6 +253,9 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 	}
 
 	if fileObjs != nil {
+		// No ServiceCIDR objects without an apiserver: --service-cidr
+		// stands for them.
+		p.OnServiceCIDRsChanged(familyCIDRs(extra.ServiceCIDRs, family))
 		src := &daemon.ObjectsFile{Path: extra.Objects, NodeName: nodeName, Proxier: p, Logger: logger}
 		if err := src.Load(ctx); err != nil {
 			return err
