@@ -739,6 +739,39 @@ spec:
 			})
 		})
 
+		t.Run("hostPort", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `apiVersion: v1
+kind: Pod
+metadata: {name: published}
+spec:
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [netexec, --http-port=8080]
+    ports: [{containerPort: 8080, hostPort: 8081}]
+`)
+			pod := waitPodReady(t, cl, "published", 30*time.Second)
+			url := fmt.Sprintf("http://%s:8081/hostname", pod.Status.HostIP)
+			if out, err := httpGet(url); err != nil || out != "published" {
+				t.Errorf("GET %s: %v %q", url, err, out)
+			}
+			// Another node's address does not publish it.
+			for _, n := range st.Nodes {
+				if n.IP != pod.Status.HostIP {
+					if out, err := httpGet(fmt.Sprintf("http://%s:8081/hostname", n.IP)); err == nil {
+						t.Errorf("hostPort answered on %s, not the pod's node: %q", n.Name, out)
+					}
+					break
+				}
+			}
+			// Gone with the pod.
+			kubectl(t, c, "delete", "pod", "published", "--grace-period=1")
+			if out, err := httpGet(url); err == nil {
+				t.Errorf("hostPort still answers after the pod's deletion: %q", out)
+			}
+		})
+
 		t.Run("the image's stop signal", func(t *testing.T) {
 			t.Parallel()
 			// nginx stops gracefully on SIGQUIT, its image's STOPSIGNAL.

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // podNetwork gives pods network namespaces on the node, kindnet-style: each
@@ -30,10 +32,13 @@ type podNetwork struct {
 	// used maps allocated addresses to pod UIDs; persisted so a restarted
 	// agent does not hand out an address twice.
 	used map[netip.Addr]string
+	// hostPorts holds each pod's elements of the hostport map.
+	hostPorts      map[string][]string
+	hostPortsReady bool
 }
 
 func newPodNetwork(r Runner, nodeNS, prefix, stateDir string) *podNetwork {
-	return &podNetwork{run: r, nodeNS: nodeNS, prefix: prefix, stateDir: stateDir, used: map[netip.Addr]string{}}
+	return &podNetwork{run: r, nodeNS: nodeNS, prefix: prefix, stateDir: stateDir, used: map[netip.Addr]string{}, hostPorts: map[string][]string{}}
 }
 
 var errNoPodCIDR = errors.New("the node has no pod CIDR yet")
@@ -162,9 +167,88 @@ func (n *podNetwork) setup(ctx context.Context, uid, hostname string) (netns str
 	return netns, ip, nil
 }
 
+// hostPortTable is the node's nft table (family ip) for pods' hostPorts,
+// as the CNI portmap plugin does it: traffic to the node's own addresses
+// on a hostPort is DNATed to the pod.
+const hostPortTable = "svclab-hostports"
+
+// hostPort is one container port published on the node.
+type hostPort struct {
+	proto         string // tcp, udp, sctp
+	port, podPort int32
+}
+
+// hostPortsOf returns the hostPorts pod's containers ask for.
+func hostPortsOf(pod *corev1.Pod) []hostPort {
+	var out []hostPort
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort == 0 {
+				continue
+			}
+			proto := strings.ToLower(string(p.Protocol))
+			if proto == "" {
+				proto = "tcp"
+			}
+			out = append(out, hostPort{proto, p.HostPort, p.ContainerPort})
+		}
+	}
+	return out
+}
+
+func (n *podNetwork) nft(ctx context.Context, args ...string) error {
+	return n.run.Run(ctx, "ip", append([]string{"netns", "exec", n.nodeNS, "nft"}, args...)...)
+}
+
+// setHostPorts publishes ports of the pod uid (at ip) on the node.
+func (n *podNetwork) setHostPorts(ctx context.Context, uid string, ip netip.Addr, ports []hostPort) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.hostPortsReady {
+		for _, cmd := range [][]string{
+			{"add", "table", "ip", hostPortTable},
+			{"add", "map", "ip", hostPortTable, "hostports", "{ type inet_proto . inet_service : ipv4_addr . inet_service ; }"},
+			{"add", "chain", "ip", hostPortTable, "prerouting", "{ type nat hook prerouting priority dstnat ; }"},
+			{"add", "chain", "ip", hostPortTable, "output", "{ type nat hook output priority -100 ; }"},
+			{"flush", "chain", "ip", hostPortTable, "prerouting"},
+			{"flush", "chain", "ip", hostPortTable, "output"},
+			{"add", "rule", "ip", hostPortTable, "prerouting", "fib daddr type local dnat ip to meta l4proto . th dport map @hostports"},
+			{"add", "rule", "ip", hostPortTable, "output", "fib daddr type local dnat ip to meta l4proto . th dport map @hostports"},
+		} {
+			if err := n.nft(ctx, cmd...); err != nil {
+				return fmt.Errorf("setting up hostPorts: %w", err)
+			}
+		}
+		n.hostPortsReady = true
+	}
+	for _, p := range ports {
+		elem := fmt.Sprintf("%s . %d : %s . %d", p.proto, p.port, ip, p.podPort)
+		if err := n.nft(ctx, "add", "element", "ip", hostPortTable, "hostports", "{ "+elem+" }"); err != nil {
+			return fmt.Errorf("publishing hostPort %d/%s: %w", p.port, p.proto, err)
+		}
+		n.hostPorts[uid] = append(n.hostPorts[uid], elem)
+	}
+	return nil
+}
+
+// clearHostPorts withdraws the pod's hostPorts.
+func (n *podNetwork) clearHostPorts(ctx context.Context, uid string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, elem := range n.hostPorts[uid] {
+		key, _, _ := strings.Cut(elem, " : ")
+		n.nft(ctx, "delete", "element", "ip", hostPortTable, "hostports", "{ "+key+" }")
+	}
+	delete(n.hostPorts, uid)
+}
+
 // teardown removes the pod's namespace (and with it the veth pair) and
-// releases its address. Missing pieces are not errors.
+// releases its address and hostPorts. Missing pieces are not errors.
 func (n *podNetwork) teardown(ctx context.Context, uid string) error {
+	n.clearHostPorts(ctx, uid)
 	netns, _ := n.names(uid)
 	err := n.run.Run(ctx, "ip", "netns", "del", netns)
 	if err != nil && !isMissing(err) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // recordingRunner records commands and fails those containing failOn.
@@ -112,5 +114,43 @@ func TestRoutesFor(t *testing.T) {
 	want := []string{"10.244.0.0/24 via 172.29.1.2", "10.244.2.0/24 via 172.29.1.4"}
 	if !slices.Equal(got, want) {
 		t.Errorf("routes %v, want %v", got, want)
+	}
+}
+
+func TestHostPorts(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8081}, {ContainerPort: 9090}}},
+		{Ports: []corev1.ContainerPort{{ContainerPort: 53, HostPort: 5353, Protocol: corev1.ProtocolUDP}}},
+	}}}
+	ports := hostPortsOf(pod)
+	if want := []hostPort{{"tcp", 8081, 8080}, {"udp", 5353, 53}}; !slices.Equal(ports, want) {
+		t.Fatalf("hostPortsOf = %v, want %v", ports, want)
+	}
+	r := &recordingRunner{}
+	n := newPodNetwork(r, "node-ns", "pod-", t.TempDir())
+	ip := netip.MustParseAddr("10.244.1.5")
+	if err := n.setHostPorts(context.Background(), "uid-1", ip, ports); err != nil {
+		t.Fatal(err)
+	}
+	const nft = "ip netns exec node-ns nft "
+	if len(r.cmds) != 10 || r.cmds[0] != nft+"add table ip svclab-hostports" ||
+		r.cmds[3] != nft+"add chain ip svclab-hostports output { type nat hook output priority -100 ; }" || // dstnat is prerouting's only
+		r.cmds[6] != nft+"add rule ip svclab-hostports prerouting fib daddr type local dnat ip to meta l4proto . th dport map @hostports" ||
+		r.cmds[8] != nft+"add element ip svclab-hostports hostports { tcp . 8081 : 10.244.1.5 . 8080 }" ||
+		r.cmds[9] != nft+"add element ip svclab-hostports hostports { udp . 5353 : 10.244.1.5 . 53 }" {
+		t.Errorf("commands:\n%s", strings.Join(r.cmds, "\n"))
+	}
+	// The table is set up once; the next pod only adds its element.
+	r.cmds = nil
+	n.setHostPorts(context.Background(), "uid-2", netip.MustParseAddr("10.244.1.6"), []hostPort{{"tcp", 80, 80}})
+	if len(r.cmds) != 1 {
+		t.Errorf("second pod: %v", r.cmds)
+	}
+	// Teardown withdraws exactly the pod's elements.
+	r.cmds = nil
+	n.teardown(context.Background(), "uid-1")
+	want := []string{nft + "delete element ip svclab-hostports hostports { tcp . 8081 }", nft + "delete element ip svclab-hostports hostports { udp . 5353 }"}
+	if len(r.cmds) < 2 || !slices.Equal(r.cmds[:2], want) {
+		t.Errorf("teardown: %v", r.cmds)
 	}
 }

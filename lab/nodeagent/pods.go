@@ -476,6 +476,10 @@ func (r *podRun) setupNetwork() error {
 	if err != nil {
 		return err
 	}
+	if err := r.p.net.setHostPorts(r.ctx, string(r.pod.UID), ip, hostPortsOf(r.pod)); err != nil {
+		r.p.net.teardown(context.WithoutCancel(r.ctx), string(r.pod.UID))
+		return err
+	}
 	r.mu.Lock()
 	r.netns, r.ip = netns, ip
 	r.mu.Unlock()
