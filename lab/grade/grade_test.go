@@ -402,7 +402,8 @@ func TestClassify(t *testing.T) {
 		want     string
 	}{
 		{"http", 0, "web-a", "success"},
-		{"http", 7, "curl: (7) Failed to connect to 10.96.0.5 port 80 after 0 ms: Couldn't connect to server", "timeout"},
+		{"http", 7, "curl: (7) Failed to connect to 10.96.0.5 port 80 after 0 ms: Couldn't connect to server", "refused"},
+		{"http", 28, "curl: (28) Connection timed out after 2002 milliseconds", "timeout"},
 		{"http", 7, "curl: (7) Failed to connect to 10.96.0.5 port 80 after 0 ms: Connection refused", "refused"},
 		{"http", 1, "wget: server returned error: HTTP/1.1 404 Not Found", "success"},
 		{"http", 1, "wget: bad address 'web'", "dns-failure"},

@@ -344,6 +344,10 @@ func classify(protocol string, rc int, text string) attempt {
 		return a
 	}
 	switch {
+	case strings.HasPrefix(text, "curl: (7)"): // curl could not connect: refused or unreachable
+		a.outcome = scenario.OutcomeRefused
+	case strings.HasPrefix(text, "curl: (28)"):
+		a.outcome = scenario.OutcomeTimeout
 	case has("refused", "reset by peer", "unreachable", "no route to host"):
 		a.outcome = scenario.OutcomeRefused
 	case has("server returned error"): // wget: an HTTP error status is an answer

@@ -1,0 +1,240 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/faults"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/scenarios"
+)
+
+// RunOptions configure one exercise run.
+type RunOptions struct {
+	Provider cluster.Provider
+	// Source holds the scenarios (default: the ones built into svclab).
+	Source *scenario.Source
+	ID     string
+	// Cluster is the cluster to use; it is created when it does not exist.
+	Cluster string
+	// Keep leaves the cluster (and the scenario on it) in place.
+	Keep bool
+	// Solve runs the reference solution instead of waiting for the learner.
+	Solve bool
+	// KubeBin finds svclab-kube (default kubebin.Locate).
+	KubeBin func(ctx context.Context) (string, error)
+	In      io.Reader
+	Out     io.Writer
+	Log     *slog.Logger
+}
+
+// ExitError ends svclab with a code after the run printed why.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// ExitCode is the process's exit code.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// SolveGradeTimeout bounds how long a solved run waits for the checks to
+// pass: the dataplane follows the fix within seconds.
+const SolveGradeTimeout = time.Minute
+
+// Run is "svclab exercise run": set the scenario up, let the learner (or
+// the reference solution) fix it, grade, explain, clean up.
+func Run(ctx context.Context, o RunOptions) error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	src := scenario.Source{FS: scenarios.FS, Display: "scenarios (built in)"}
+	if o.Source != nil {
+		src = *o.Source
+	}
+	reg := faults.Registry()
+	cat, problems := scenario.Load(scenario.Options{Faults: reg, Logger: o.Log}, src)
+	s := cat.Get(o.ID)
+	if s == nil {
+		if len(problems) > 0 {
+			return fmt.Errorf("no valid scenario %q; svclab scenario lint shows %d problems (%v)", o.ID, len(problems), problems[0])
+		}
+		return fmt.Errorf("no scenario %q; the scenarios are %s (svclab scenario list)", o.ID, strings.Join(cat.IDs(), ", "))
+	}
+	for _, f := range s.Faults {
+		if _, err := faults.Lookup(reg, f.Name); err != nil {
+			return fmt.Errorf("scenario %s cannot run yet: %w", s.ID, err)
+		}
+	}
+	if o.KubeBin == nil {
+		o.KubeBin = func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) }
+	}
+	out := o.Out
+	progress := cluster.NewTextProgress(out)
+
+	fmt.Fprintf(out, "Scenario %s: %s (%s, %s, about %d minutes)\n", s.ID, s.Title, s.Domain, s.Difficulty, s.EstimatedMinutes)
+	c, created, err := EnsureCluster(ctx, o.Provider, o.Cluster, s.Cluster, progress)
+	if err != nil {
+		return err
+	}
+	ses, err := Start(ctx, s, c, Options{Faults: reg, Progress: progress, Log: o.Log})
+	cleanup := func() error {
+		if o.Keep {
+			fmt.Fprintf(out, "\nThe cluster %s stays, with the scenario on it: svclab kubectl --name %s get pods -A\n", c.Name(), c.Name())
+			return nil
+		}
+		// The run may have been interrupted: clean up regardless.
+		ctx := context.WithoutCancel(ctx)
+		if created {
+			fmt.Fprintf(out, "\nDeleting cluster %s (--keep keeps it)\n", c.Name())
+			return o.Provider.Delete(ctx, c.Name())
+		}
+		if ses == nil || ses.apply == nil {
+			return nil
+		}
+		fmt.Fprintf(out, "\nRemoving the scenario from cluster %s (--keep keeps it)\n", c.Name())
+		return ses.Teardown(ctx, false)
+	}
+	if err != nil {
+		return errors.Join(err, cleanup())
+	}
+
+	fmt.Fprintf(out, "\n── Task ──\n\n%s\n", strings.TrimSpace(s.Task))
+	fmt.Fprintf(out, "\nThe cluster is %s: svclab kubectl --name %s ...; svclab node exec %s-worker -- ...\n", c.Name(), c.Name(), c.Name())
+	var rep *grade.Report
+	if o.Solve {
+		bin, err := o.KubeBin(ctx)
+		if err != nil {
+			return errors.Join(err, cleanup())
+		}
+		fmt.Fprintf(out, "\n── Reference solution ──\n\n")
+		if err := ses.Solve(ctx, bin, out); err != nil {
+			return errors.Join(err, cleanup())
+		}
+		rep = ses.GradeUntilPassed(ctx, SolveGradeTimeout)
+		PrintReport(out, s, rep)
+	} else {
+		in := bufio.NewReader(o.In)
+		for {
+			fmt.Fprintf(out, "\nFix it, then press Enter to grade (q and Enter to stop): ")
+			line, err := in.ReadString('\n')
+			if strings.TrimSpace(line) == "q" || (err != nil && line == "") {
+				break
+			}
+			rep = ses.Grade(ctx)
+			PrintReport(out, s, rep)
+			if rep.Passed {
+				break
+			}
+		}
+	}
+	if rep != nil && rep.Passed {
+		fmt.Fprintf(out, "\n── Explanation ──\n\n%s\n", strings.TrimSpace(s.Explanation))
+	}
+	if err := cleanup(); err != nil {
+		return err
+	}
+	if rep == nil || !rep.Passed {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+// PrintReport writes the per-check results, the score and the hints that
+// failed checks unlock.
+func PrintReport(w io.Writer, s *scenario.Scenario, rep *grade.Report) {
+	fmt.Fprintf(w, "\n── Grade ──\n\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rep.Results {
+		mark := "✓"
+		if !r.Passed {
+			mark = "✗"
+		}
+		fmt.Fprintf(tw, " %s\t%s\t%g\t%s\n", mark, r.ID, r.Weight, r.Message)
+		if !r.Passed && r.Detail != "" {
+			fmt.Fprintf(tw, " \t\t\t%s\n", r.Detail)
+		}
+	}
+	tw.Flush()
+	var got, total float64
+	for _, r := range rep.Results {
+		total += r.Weight
+		if r.Passed {
+			got += r.Weight
+		}
+	}
+	verdict := "passed"
+	if !rep.Passed {
+		verdict = "not yet"
+	}
+	fmt.Fprintf(w, "\nScore: %.0f%% (%g of %g) — %s (graded in %s)\n", rep.Score, got, total, verdict, rep.Duration.Round(100*time.Millisecond))
+	for _, h := range rep.UnlockedHints {
+		if h >= 1 && h <= len(s.Hints) {
+			fmt.Fprintf(w, "\nHint %d:\n%s\n", h, indent(strings.TrimSpace(s.Hints[h-1])))
+		}
+	}
+}
+
+func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+// NewCommand returns "svclab exercise" with its run subcommand.
+func NewCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "exercise",
+		Short: "Self-graded exercise runs: set a scenario up, fix it (or let svclab), grade",
+	}
+	var o RunOptions
+	var dir string
+	run := &cobra.Command{
+		Use:          "run ID",
+		Short:        "Run one scenario on a lab cluster and grade the fix",
+		SilenceUsage: true,
+		Args:         cobra.ExactArgs(1),
+		Long: `Set scenario ID up on cluster --cluster (created with the scenario's shape
+when it does not exist), break it with the scenario's faults and print the
+task. Then wait for Enter and grade what you did: each check, the score, the
+hints that failed checks unlock, and the explanation once every check passes.
+With --solve, run the scenario's reference solution instead and grade it.
+Afterwards the cluster is deleted if the run created it, or the scenario
+removed from it; --keep leaves both. Exits 1 unless every check passed.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stateDir := embedded.DefaultStateDir()
+			if f := cmd.Flag("state-dir"); f != nil && f.Value.String() != "" {
+				stateDir = f.Value.String()
+			}
+			level := slog.LevelInfo
+			if f := cmd.Flag("log-level"); f != nil {
+				_ = level.UnmarshalText([]byte(f.Value.String()))
+			}
+			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			o.Provider = embedded.New(stateDir, o.Log)
+			o.ID, o.In, o.Out = args[0], os.Stdin, cmd.OutOrStdout()
+			if dir != "" {
+				src := scenario.DirSource(dir)
+				o.Source = &src
+			}
+			if err := cluster.ValidateName(o.Cluster); err != nil {
+				return err
+			}
+			return Run(cmd.Context(), o)
+		},
+	}
+	run.Flags().StringVar(&o.Cluster, "cluster", "lab", "the cluster to run on; created (and deleted afterwards) when it does not exist")
+	run.Flags().BoolVar(&o.Keep, "keep", false, "keep the cluster and the scenario when done")
+	run.Flags().BoolVar(&o.Solve, "solve", false, "run the reference solution instead of waiting for you")
+	run.Flags().StringVar(&dir, "dir", "", "take the scenario from this directory instead of the built-in ones")
+	c.AddCommand(run)
+	return c
+}

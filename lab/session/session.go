@@ -1,0 +1,267 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/faults"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+// Options configure a session.
+type Options struct {
+	// Faults are the fault implementations (nil: faults.Registry()).
+	Faults *scenario.Registry
+	// Progress receives the steps of Start (nil: none).
+	Progress cluster.Progress
+	// SettleTimeout bounds each wait for the workloads (default 3m).
+	SettleTimeout time.Duration
+	Log           *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Faults == nil {
+		o.Faults = faults.Registry()
+	}
+	o.Progress = cluster.OrNop(o.Progress)
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = 3 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Session is one scenario set up on one cluster.
+type Session struct {
+	Scenario *scenario.Scenario
+	Cluster  cluster.Cluster
+	// Baseline is what the rightFix checks compare with, recorded right
+	// after the faults were injected.
+	Baseline *grade.Baseline
+	Grader   *grade.Grader
+	opts     Options
+	apply    *applier
+}
+
+// EnsureCluster returns the cluster named name, creating it with the
+// scenario's shape when p has none; created says which. An existing
+// cluster must have at least the shape's nodes and its node labels.
+func EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (c cluster.Cluster, created bool, err error) {
+	c, err = p.Get(ctx, name)
+	switch {
+	case err == nil:
+		return c, false, checkShape(ctx, c, shape)
+	case !errors.Is(err, cluster.ErrNotFound):
+		return nil, false, err
+	}
+	labels := map[string]map[string]string{}
+	for short, l := range shape.NodeLabels {
+		labels[scenario.NodeName(name, short)] = l
+	}
+	c, err = p.Create(ctx, cluster.CreateOptions{Name: name, Workers: shape.Nodes - 1, NodeLabels: labels, Progress: progress})
+	if err != nil {
+		return nil, false, fmt.Errorf("creating cluster %s: %w", name, err)
+	}
+	return c, true, nil
+}
+
+// checkShape tells whether c can run a scenario of shape.
+func checkShape(ctx context.Context, c cluster.Cluster, shape scenario.ClusterShape) error {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the nodes of cluster %s: %w", c.Name(), err)
+	}
+	have := map[string]cluster.Node{}
+	for _, n := range nodes {
+		have[n.Name] = n
+	}
+	for _, short := range shape.NodeNames() {
+		n, ok := have[scenario.NodeName(c.Name(), short)]
+		if !ok {
+			return fmt.Errorf("cluster %s has %d nodes; the scenario needs %d (%s): use another cluster or let svclab create one", c.Name(), len(nodes), shape.Nodes, strings.Join(shape.NodeNames(), ", "))
+		}
+		for k, v := range shape.NodeLabels[short] {
+			if n.Labels[k] != v {
+				return fmt.Errorf("node %s of cluster %s lacks the label %s=%s that the scenario needs", n.Name, c.Name(), k, v)
+			}
+		}
+	}
+	return nil
+}
+
+// Start sets the scenario up on c: it prepares the nodes, removes what an
+// earlier run of the scenario left, applies the setup manifests, waits for
+// the application, injects the faults, waits for them to take effect and
+// records the baseline.
+func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Options) (*Session, error) {
+	opts.defaults()
+	ses := &Session{Scenario: s, Cluster: c, opts: opts}
+	cs, err := c.Client()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to cluster %s: %w", c.Name(), err)
+	}
+	if ses.apply, err = newApplier(c); err != nil {
+		return nil, err
+	}
+	if ses.Grader, err = grade.New(c, opts.Log); err != nil {
+		return nil, err
+	}
+	if err := checkProxyMode(ctx, c, s.Cluster.Mode()); err != nil {
+		return nil, err
+	}
+	err = cluster.RunActions(ctx, opts.Progress, []cluster.Action{
+		{Name: "Preparing the nodes", Run: func(ctx context.Context) error { return prepareNodes(ctx, c, opts.Log) }},
+		{Name: "Removing what an earlier run left", Run: func(ctx context.Context) error { return remove(ctx, ses.apply, s, true) }},
+		{Name: "Applying the setup manifests", Run: func(ctx context.Context) error {
+			for _, m := range s.Manifests {
+				for _, o := range m.Objects {
+					if err := ses.apply.apply(ctx, m.File, o); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}},
+		{Name: "Waiting for the application to be ready", Run: func(ctx context.Context) error {
+			return settle(ctx, cs, s, true, opts.SettleTimeout)
+		}},
+		{Name: "Injecting the faults", Run: func(ctx context.Context) error {
+			return faults.Inject(ctx, c, opts.Faults, s.Faults)
+		}},
+		{Name: "Waiting for the faults to take effect", Run: func(ctx context.Context) error {
+			if err := settle(ctx, cs, s, false, opts.SettleTimeout); err != nil {
+				return err
+			}
+			return waitProxySync(ctx)
+		}},
+		{Name: "Recording the state the grader compares with", Run: func(ctx context.Context) error {
+			ses.Baseline, err = ses.Grader.Record(ctx, s)
+			return err
+		}},
+	})
+	if err != nil {
+		return ses, fmt.Errorf("setting up scenario %s on cluster %s: %w", s.ID, c.Name(), err)
+	}
+	return ses, nil
+}
+
+// waitProxySync gives the proxiers time to render the last EndpointSlice
+// changes (their minimum sync interval is one second).
+func waitProxySync(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * time.Second):
+		return nil
+	}
+}
+
+// checkProxyMode refuses a scenario whose proxy mode the cluster does not
+// run.
+func checkProxyMode(ctx context.Context, c cluster.Cluster, want string) error {
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) == 0 {
+		return fmt.Errorf("listing the nodes of cluster %s: %w", c.Name(), err)
+	}
+	got, err := faults.ProxyMode(ctx, c, nodes[0].Name)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("the scenario needs kube-proxy in %s mode, but cluster %s runs %s mode; switching modes is not automated yet: edit the kube-system/kube-proxy ConfigMap (mode: %s) and wait for the proxiers to restart", want, c.Name(), got, want)
+	}
+	return nil
+}
+
+// Grade grades the scenario once.
+func (s *Session) Grade(ctx context.Context) *grade.Report {
+	return s.Grader.Grade(ctx, s.Scenario, s.Baseline)
+}
+
+// GradeUntilPassed grades until every check passes or timeout runs out
+// and returns the last report. The dataplane follows a fix within seconds,
+// not at once.
+func (s *Session) GradeUntilPassed(ctx context.Context, timeout time.Duration) *grade.Report {
+	deadline := time.Now().Add(timeout)
+	for {
+		rep := s.Grade(ctx)
+		if rep.Passed || time.Now().After(deadline) || ctx.Err() != nil {
+			return rep
+		}
+		select {
+		case <-ctx.Done():
+			return rep
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Solve runs the scenario's reference solution, each command with bash,
+// with kubectl on the PATH (svclab-kube's kubectl, KUBECONFIG pointing at
+// the cluster), writing the commands and their output to out; then it
+// waits for the workloads to settle.
+func (s *Session) Solve(ctx context.Context, kubeBin string, out io.Writer) error {
+	dir, err := os.MkdirTemp("", "svclab-solve-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kc, err := s.Cluster.Kubeconfig()
+	if err != nil {
+		return fmt.Errorf("the kubeconfig of cluster %s: %w", s.Cluster.Name(), err)
+	}
+	kcPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
+		return err
+	}
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec %s kubectl \"$@\"\n", shellQuote(kubeBin))
+	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(wrapper), 0o755); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "KUBECONFIG="+kcPath, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for i, line := range s.Scenario.Solution {
+		fmt.Fprintf(out, "$ %s\n", strings.TrimSpace(line))
+		cmd := exec.CommandContext(ctx, "bash", "-c", line)
+		cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = env, out, out, dir
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("solution step %d (%s) failed: %w", i+1, firstLine(line), err)
+		}
+	}
+	cs, err := s.Cluster.Client()
+	if err != nil {
+		return err
+	}
+	if err := settle(ctx, cs, s.Scenario, true, s.opts.SettleTimeout); err != nil {
+		return fmt.Errorf("after the solution: %w", err)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Teardown reverts the faults that can be reverted (the dataplane ones,
+// which outlive the namespaces) and deletes what the setup created; with
+// waitGone it returns once the namespaces are gone.
+func (s *Session) Teardown(ctx context.Context, waitGone bool) error {
+	err := faults.Revert(ctx, s.Cluster, s.opts.Faults, s.Scenario.Faults)
+	return errors.Join(err, remove(ctx, s.apply, s.Scenario, waitGone))
+}
