@@ -11,6 +11,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/session"
 )
 
 // options are the flags every command shares.
@@ -57,6 +58,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
 	root.AddCommand(scenario.NewCommand())
+	root.AddCommand(session.NewCommand())
 	return root
 }
 
