@@ -772,6 +772,33 @@ spec:
 			}
 		})
 
+		t.Run("a liveness probe that cannot run restarts the container", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `apiVersion: v1
+kind: Pod
+metadata: {name: badprobe}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: busybox:1.36
+    command: [sleep, "3600"]
+    livenessProbe:
+      exec: {command: [no-such-command]}
+      periodSeconds: 1
+      failureThreshold: 1
+`)
+			waitFor(t, 40*time.Second, "a restart for the failing liveness probe", func() (bool, error) {
+				p := getPod(t, cl, "badprobe")
+				return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1, fmt.Errorf("%+v", p.Status.ContainerStatuses)
+			})
+			waitFor(t, 10*time.Second, "events explaining it", func() (bool, error) {
+				out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=badprobe")
+				return strings.Contains(out, "Liveness probe failed") && strings.Contains(out, "no-such-command") &&
+					strings.Contains(out, "failed liveness probe, will be restarted"), fmt.Errorf("events:\n%s", out)
+			})
+		})
+
 		t.Run("the image's stop signal", func(t *testing.T) {
 			t.Parallel()
 			// nginx stops gracefully on SIGQUIT, its image's STOPSIGNAL.

@@ -505,7 +505,7 @@ func (c *containerRun) status() corev1.ContainerStatus {
 		RestartCount: int32(c.restarts),
 		Ready:        c.ready,
 	}
-	started := c.started
+	started := c.started && c.current != nil // false once it has exited, as the kubelet reports
 	st.Started = &started
 	switch {
 	case c.current != nil:

@@ -119,7 +119,7 @@ func TestPodStatus(t *testing.T) {
 	// The init container completed; b runs but is not ready yet, a runs.
 	start := time.Now()
 	initC := newContainerRun(r, &pod.Spec.InitContainers[0], true)
-	initC.waiting, initC.terminated = nil, &corev1.ContainerStateTerminated{Reason: "Completed"}
+	initC.waiting, initC.terminated, initC.started = nil, &corev1.ContainerStateTerminated{Reason: "Completed"}, true
 	r.containers = append([]*containerRun{initC}, r.containers...)
 	r.initDone, r.phase = true, corev1.PodRunning
 	for _, c := range r.containers[1:] {
@@ -127,7 +127,7 @@ func TestPodStatus(t *testing.T) {
 		c.ready = c.spec.ReadinessProbe == nil
 	}
 	st = r.snapshot().Status
-	if len(st.InitContainerStatuses) != 1 || st.InitContainerStatuses[0].State.Terminated == nil {
+	if len(st.InitContainerStatuses) != 1 || st.InitContainerStatuses[0].State.Terminated == nil || *st.InitContainerStatuses[0].Started {
 		t.Errorf("init container statuses %+v", st.InitContainerStatuses)
 	}
 	if names := []string{st.ContainerStatuses[0].Name, st.ContainerStatuses[1].Name}; !slices.Equal(names, []string{"b", "a"}) {
