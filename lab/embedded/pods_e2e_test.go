@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -408,6 +409,18 @@ echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
 			if b, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != "PIPED THROUGH" {
 				t.Errorf("exec -i: %v %q", err, b)
 			}
+			// kubectl cp, both ways.
+			src := filepath.Join(t.TempDir(), "in.txt")
+			os.WriteFile(src, []byte("copied in\n"), 0o644)
+			kubectl(t, c, "cp", src, "shell:/tmp/in.txt")
+			if out := kubectl(t, c, "exec", "shell", "--", "cat", "/tmp/in.txt"); out != "copied in\n" {
+				t.Errorf("after kubectl cp into the pod: %q", out)
+			}
+			back := filepath.Join(t.TempDir(), "back.txt")
+			kubectl(t, c, "cp", "shell:/tmp/in.txt", back)
+			if b, err := os.ReadFile(back); err != nil || string(b) != "copied in\n" {
+				t.Errorf("kubectl cp out of the pod: %v %q", err, b)
+			}
 			// -it on a terminal: the container sees a tty of the
 			// client's size, and the shell reads what is typed.
 			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -753,9 +766,10 @@ spec:
 `)
 			pod := waitPodReady(t, cl, "published", 30*time.Second)
 			url := fmt.Sprintf("http://%s:8081/hostname", pod.Status.HostIP)
-			if out, err := httpGet(url); err != nil || out != "published" {
-				t.Errorf("GET %s: %v %q", url, err, out)
-			}
+			waitFor(t, 10*time.Second, "the hostPort answering on the pod's node", func() (bool, error) {
+				out, err := httpGet(url) // Ready needs no probe: the server may still be starting
+				return err == nil && out == "published", fmt.Errorf("%v %q", err, out)
+			})
 			// Another node's address does not publish it.
 			for _, n := range st.Nodes {
 				if n.IP != pod.Status.HostIP {
