@@ -105,11 +105,19 @@ func (e ExecIPTables) ChainExists(ctx context.Context, table, chain string) (boo
 
 // IPTablesApplier programs the filter and nat tables with iptables-restore.
 type IPTablesApplier struct {
-	cfg      iptables.Config
-	run      IPTablesRunner
-	logger   *slog.Logger
-	prev     *model.Snapshot
-	needFull bool
+	// StaleChainCleanupPeriod is kube-proxy's syncPeriod: in large-cluster
+	// mode stale chains are looked for (with iptables-save, which takes
+	// seconds on big rulesets) at most this often, as upstream. Zero looks
+	// on every sync.
+	StaleChainCleanupPeriod time.Duration
+
+	cfg          iptables.Config
+	run          IPTablesRunner
+	logger       *slog.Logger
+	prev         *model.Snapshot
+	needFull     bool
+	largeCluster bool
+	lastCleanup  time.Time
 }
 
 // NewIPTablesApplier returns an applier for cfg.
@@ -164,10 +172,13 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		}
 		slices.SortFunc(out.Rewritten, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
 	}
-	if nat, err := a.run.Save(ctx, "nat"); err == nil {
-		opts.ExistingNATChains = chainsOf(nat)
-	} else {
-		a.logger.ErrorContext(ctx, "failed to execute iptables-save: stale chains will not be deleted", "err", err)
+	if !a.largeCluster || time.Since(a.lastCleanup) > a.StaleChainCleanupPeriod {
+		if nat, err := a.run.Save(ctx, "nat"); err == nil {
+			opts.ExistingNATChains = chainsOf(nat)
+			a.lastCleanup = time.Now()
+		} else {
+			a.logger.ErrorContext(ctx, "failed to execute iptables-save: stale chains will not be deleted", "err", err)
+		}
 	}
 	res, err := iptables.Render(ctx, a.logger, a.cfg, snap, opts)
 	if err != nil {
@@ -182,6 +193,7 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	a.logger.DebugContext(ctx, "restored iptables rules", "full", full, "took", time.Since(start), "deletedChains", len(res.DeletedChains))
 	a.prev = snap
 	a.needFull = false
+	a.largeCluster = res.LargeClusterMode
 	return out, nil
 }
 

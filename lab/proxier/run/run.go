@@ -200,11 +200,13 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 				logger.ErrorContext(ctx, "failed to set sysctl net/ipv4/conf/all/route_localnet: localhost NodePorts will not work", "err", err)
 			}
 		}
-		applier = daemon.NewIPTablesApplier(iptables.Config{
+		ipt := daemon.NewIPTablesApplier(iptables.Config{
 			Family: family, NodeIP: nodeIP, ClusterCIDR: clusterCIDR, NodePortAddresses: npa, LocalAddresses: localAddrs,
 			MasqueradeAll: cfg.MasqueradeAll, MasqueradeBit: cfg.MasqueradeBit, LocalhostNodePorts: cfg.LocalhostNodePorts,
 			ConntrackTCPBeLiberal: cfg.TCPBeLiberal,
 		}, daemon.ExecIPTables{Family: family}, logger)
+		ipt.StaleChainCleanupPeriod = cfg.SyncPeriod
+		applier = ipt
 		nftFamily := knftables.IPv4Family
 		if family == v1.IPv6Protocol {
 			nftFamily = knftables.IPv6Family
