@@ -96,11 +96,16 @@ func (f proxierDead) Inject(ctx context.Context, c cluster.Cluster, p scenario.P
 	if err != nil {
 		return err
 	}
-	// Done when no proxier Pod is left on the node.
+	// Done when no proxier Pod is left on the node: the proxier dies at
+	// once (no grace period), as a crashed or killed one does.
+	zero := int64(0)
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return false, nil
+		}
+		for _, pod := range pods.Items {
+			_ = cs.CoreV1().Pods(kubeProxyNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		}
 		return len(pods.Items) == 0, nil
 	})
@@ -289,6 +294,49 @@ func (f ruleDeleted) Inject(ctx context.Context, c cluster.Cluster, p scenario.P
 		if _, err := run(ctx, c, node, "bash", "-c", "iptables -t nat -D "+strings.TrimPrefix(r, "-A ")); err != nil {
 			return fmt.Errorf("deleting %q on node %s: %w", r, node, err)
 		}
+	}
+	return nil
+}
+
+// Revert restarts the proxier on the node: its first sync after a start
+// is a full one, which restores the deleted rules. It returns once the new
+// proxier answers.
+func (f ruleDeleted) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return fmt.Errorf("listing the kube-proxy Pods: %w", err)
+	}
+	old := map[string]bool{}
+	zero := int64(0)
+	for _, pod := range pods.Items {
+		old[pod.Name] = true
+		if err := cs.CoreV1().Pods(kubeProxyNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("restarting kube-proxy on node %s: %w", node, err)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return false, nil
+		}
+		for _, pod := range pods.Items {
+			if !old[pod.Name] && pod.Status.Phase == corev1.PodRunning {
+				_, err := ProxyMode(ctx, c, node)
+				return err == nil, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-proxy on node %s did not come back within a minute: %w", node, err)
 	}
 	return nil
 }

@@ -114,16 +114,7 @@ func (g *Grader) rules(ctx context.Context, node string, r *scenario.RulesAssert
 		}
 		return "", false, failf("Service %s/%s has no ClusterIP (headless or ExternalName), so no proxy rules", svc.Namespace, svc.Name)
 	}
-	mode, err := faults.ProxyMode(ctx, g.Cluster, node)
-	if err != nil {
-		return "", false, err
-	}
-	var dump string
-	if mode == scenario.ProxyModeNFTables {
-		dump, err = g.nodeOutput(ctx, node, "nft", "list", "table", "ip", "kube-proxy")
-	} else {
-		dump, err = g.nodeOutput(ctx, node, "iptables-save")
-	}
+	mode, dump, err := g.proxyRules(ctx, node)
 	if err != nil {
 		return "", false, err
 	}
@@ -147,6 +138,29 @@ func (g *Grader) rules(ctx context.Context, node string, r *scenario.RulesAssert
 		parts = append(parts, fmt.Sprintf("port %d %s (%s)", sp.Port, v.kind, v.why))
 	}
 	return mode + " " + strings.Join(parts, ", "), pass, nil
+}
+
+// proxyRules returns the proxy mode of node and its rules: the nftables
+// table, or iptables-save's output. It asks the proxier for its mode; when
+// no proxier answers (it is dead, which is what a scenario may be about),
+// the rules it left behind tell.
+func (g *Grader) proxyRules(ctx context.Context, node string) (mode, dump string, err error) {
+	mode, err = faults.ProxyMode(ctx, g.Cluster, node)
+	if err != nil {
+		if dump, nftErr := g.nodeOutput(ctx, node, "nft", "list", "table", "ip", "kube-proxy"); nftErr == nil {
+			return scenario.ProxyModeNFTables, dump, nil
+		}
+		if dump, iptErr := g.nodeOutput(ctx, node, "iptables-save"); iptErr == nil && strings.Contains(dump, "KUBE-SERVICES") {
+			return scenario.ProxyModeIPTables, dump, nil
+		}
+		return "", "", fmt.Errorf("%w; and node %s has neither kube-proxy's nftables table nor its iptables chains", err, node)
+	}
+	if mode == scenario.ProxyModeNFTables {
+		dump, err = g.nodeOutput(ctx, node, "nft", "list", "table", "ip", "kube-proxy")
+	} else {
+		dump, err = g.nodeOutput(ctx, node, "iptables-save")
+	}
+	return mode, dump, err
 }
 
 // verdict is what a node's rules do with new connections to a Service port.

@@ -467,6 +467,22 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// A node whose proxier does not answer is judged by the rules it left.
+func TestRulesOfADeadProxier(t *testing.T) {
+	g := newGrader(func(_ string, cmd []string) (string, error) {
+		switch strings.Join(cmd, " ") {
+		case "nft list table ip kube-proxy":
+			return nftTable(true), nil
+		}
+		return "", errors.New("exit status 7")
+	}, nil, shop("web")...)
+	c := &scenario.Check{ID: "rules", Weight: 1,
+		Dataplane: &scenario.DataplaneCheck{Nodes: []string{"worker"}, Rules: &scenario.RulesAssertion{Service: "web", Namespace: "shop", Expect: scenario.RulesEndpoints}}}
+	if r := g.Check(context.Background(), c, nil); !r.Passed || !strings.HasPrefix(r.Detail, "lab-worker: nftables port 80 endpoints") {
+		t.Errorf("%+v", r)
+	}
+}
+
 func TestConntrack(t *testing.T) {
 	dnsSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}
@@ -504,7 +520,8 @@ func TestCheckErrors(t *testing.T) {
 	c := &scenario.Check{ID: "rules", Description: "web's rules forward", Weight: 1,
 		Dataplane: &scenario.DataplaneCheck{Nodes: []string{"worker"}, Rules: &scenario.RulesAssertion{Service: "web", Namespace: "shop", Expect: scenario.RulesEndpoints}}}
 	r := g.Check(context.Background(), c, nil)
-	if r.Passed || !strings.Contains(r.Error, "asking the proxier on node lab-worker for its mode (is kube-proxy running there?)") || r.Message != "Not yet: web's rules forward" {
+	if r.Passed || !strings.Contains(r.Error, "asking the proxier on node lab-worker for its mode (is kube-proxy running there?)") ||
+		!strings.Contains(r.Error, "node lab-worker has neither kube-proxy's nftables table nor its iptables chains") || r.Message != "Not yet: web's rules forward" {
 		t.Errorf("%+v", r)
 	}
 	rf := &scenario.Check{ID: "kept", Weight: 1, FailMessage: "m", RightFix: &scenario.RightFixCheck{Object: scenario.ObjectRef{Kind: "Service", Namespace: "shop", Name: "web"}, Rule: scenario.RightFixUIDUnchanged}}

@@ -112,7 +112,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 
 	fmt.Fprintf(out, "\n── Task ──\n\n%s\n", strings.TrimSpace(s.Task))
-	fmt.Fprintf(out, "\nThe cluster is %s: svclab kubectl --name %s ...; svclab node exec %s-worker -- ...\n", c.Name(), c.Name(), c.Name())
+	fmt.Fprintf(out, "\nThe cluster is %s: svclab kubectl --name %s ...; svclab node exec --name %s %s-worker -- ...\n", c.Name(), c.Name(), c.Name(), c.Name())
 	var rep *grade.Report
 	if o.Solve {
 		bin, err := o.KubeBin(ctx)

@@ -145,6 +145,13 @@ func TestExercisesEndToEnd(t *testing.T) {
 			t.Logf("%s: %s", s.ID, time.Since(began).Round(100*time.Millisecond))
 		})
 	}
+	t.Run("dataplane-faults", func(t *testing.T) {
+		s := cat.Get("targetport-mismatch")
+		if s == nil {
+			t.Skip("no scenario targetport-mismatch to borrow an application from")
+		}
+		testDataplaneFaults(t, c, s, reg)
+	})
 }
 
 // maxProbeTimeout is the longest probe timeout of s, in seconds: probes
