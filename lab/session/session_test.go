@@ -1,0 +1,235 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/scenarios"
+)
+
+// fakeCluster records the commands run on its nodes; fail says which
+// commands fail.
+type fakeCluster struct {
+	name  string
+	nodes []cluster.Node
+	cs    *fake.Clientset
+	mu    sync.Mutex
+	calls []string
+	fail  func(node, cmd string) bool
+	out   func(node, cmd string) string
+}
+
+func (f *fakeCluster) Name() string                          { return f.name }
+func (f *fakeCluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake cluster") }
+func (f *fakeCluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake cluster") }
+func (f *fakeCluster) Client() (kubernetes.Interface, error) { return f.cs, nil }
+func (f *fakeCluster) Nodes(context.Context) ([]cluster.Node, error) {
+	return f.nodes, nil
+}
+func (f *fakeCluster) NodeExec(_ context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	line := strings.Join(cmd, " ")
+	f.mu.Lock()
+	f.calls = append(f.calls, node+": "+line)
+	f.mu.Unlock()
+	if f.out != nil && stdio.Stdout != nil {
+		fmt.Fprint(stdio.Stdout, f.out(node, line))
+	}
+	if f.fail != nil && f.fail(node, line) {
+		return errors.New("exit status 2")
+	}
+	return nil
+}
+
+func labNodes(labels map[string]string) []cluster.Node {
+	return []cluster.Node{
+		{Name: "lab-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.1.2"},
+		{Name: "lab-worker", Role: cluster.RoleWorker, IP: "172.29.1.3", Labels: labels},
+		{Name: "lab-worker2", Role: cluster.RoleWorker, IP: "172.29.1.4"},
+	}
+}
+
+func TestPrepareNodesAddsMissingRoutes(t *testing.T) {
+	f := &fakeCluster{name: "lab", nodes: labNodes(nil),
+		fail: func(node, cmd string) bool { return node == "lab-worker" && cmd == "ip route get 10.96.0.1" },
+		out: func(node, cmd string) string {
+			if cmd == "ip -o -4 addr show" {
+				return "1: lo    inet 127.0.0.1/8 scope host lo\n2: eth0    inet 172.29.1.3/24 brd 172.29.1.255 scope global eth0\n"
+			}
+			return ""
+		}}
+	opts := Options{}
+	opts.defaults()
+	if err := prepareNodes(context.Background(), f, opts.Log); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"lab-control-plane: sysctl -q -w net.ipv4.icmp_ratelimit=0", "lab-control-plane: ip route get 10.96.0.1",
+		"lab-worker: sysctl -q -w net.ipv4.icmp_ratelimit=0", "lab-worker: ip route get 10.96.0.1", "lab-worker: ip -o -4 addr show",
+		"lab-worker: ip route replace 10.96.0.0/16 dev eth0 src 172.29.1.3",
+		"lab-worker2: sysctl -q -w net.ipv4.icmp_ratelimit=0", "lab-worker2: ip route get 10.96.0.1",
+	}
+	if got := strings.Join(f.calls, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("calls:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+func TestCheckShape(t *testing.T) {
+	f := &fakeCluster{name: "lab", nodes: labNodes(map[string]string{"topology.kubernetes.io/zone": "a"})}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		shape scenario.ClusterShape
+		want  string
+	}{
+		{scenario.ClusterShape{Nodes: 3}, ""},
+		{scenario.ClusterShape{Nodes: 2}, ""},
+		{scenario.ClusterShape{Nodes: 3, NodeLabels: map[string]map[string]string{"worker": {"topology.kubernetes.io/zone": "a"}}}, ""},
+		{scenario.ClusterShape{Nodes: 4}, "cluster lab has 3 nodes; the scenario needs 4 (control-plane, worker, worker2, worker3)"},
+		{scenario.ClusterShape{Nodes: 3, NodeLabels: map[string]map[string]string{"worker2": {"topology.kubernetes.io/zone": "b"}}},
+			"node lab-worker2 of cluster lab lacks the label topology.kubernetes.io/zone=b"},
+	} {
+		err := checkShape(ctx, f, tc.shape)
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", tc.shape, err, tc.want)
+		}
+	}
+}
+
+// fakeProvider creates fake clusters and records the options.
+type fakeProvider struct {
+	cluster.Provider
+	existing map[string]cluster.Cluster
+	created  []cluster.CreateOptions
+}
+
+func (p *fakeProvider) Get(_ context.Context, name string) (cluster.Cluster, error) {
+	if c, ok := p.existing[name]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("no cluster %s: %w", name, cluster.ErrNotFound)
+}
+
+func (p *fakeProvider) Create(_ context.Context, o cluster.CreateOptions) (cluster.Cluster, error) {
+	p.created = append(p.created, o)
+	return &fakeCluster{name: o.Name}, nil
+}
+
+func TestEnsureCluster(t *testing.T) {
+	ctx := context.Background()
+	p := &fakeProvider{existing: map[string]cluster.Cluster{"lab": &fakeCluster{name: "lab", nodes: labNodes(nil)}}}
+	shape := scenario.ClusterShape{Nodes: 3, NodeLabels: map[string]map[string]string{"worker": {"zone": "a"}}}
+	if _, created, err := EnsureCluster(ctx, p, "lab", scenario.ClusterShape{Nodes: 3}, nil); err != nil || created {
+		t.Errorf("existing cluster: created=%v %v", created, err)
+	}
+	if _, _, err := EnsureCluster(ctx, p, "lab", shape, nil); err == nil || !strings.Contains(err.Error(), "lacks the label zone=a") {
+		t.Errorf("existing cluster of the wrong shape: %v", err)
+	}
+	c, created, err := EnsureCluster(ctx, p, "ex", shape, nil)
+	if err != nil || !created || c.Name() != "ex" {
+		t.Fatalf("new cluster: %v %v %v", c, created, err)
+	}
+	if o := p.created[0]; o.Workers != 2 || o.NodeLabels["ex-worker"]["zone"] != "a" || len(o.NodeLabels) != 1 {
+		t.Errorf("create options %+v", o)
+	}
+}
+
+func loadScenario(t *testing.T, id string) *scenario.Scenario {
+	t.Helper()
+	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	if err := problems.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cat.Get(id)
+}
+
+func TestSettle(t *testing.T) {
+	s := loadScenario(t, "selector-typo")
+	two := int32(2)
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Generation: 2},
+		Spec:   appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, AvailableReplicas: 2}}
+	now := metav1.Now()
+	old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-old", Namespace: "shop", DeletionTimestamp: &now, Finalizers: []string{"x"}}}
+	client := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "shop"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	cs := fake.NewClientset(deploy, old, client)
+	ctx := context.Background()
+	err := settle(ctx, cs, s, true, 1200*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "Deployment shop/web: 2 of 2 replicas updated, 3 in all") {
+		t.Errorf("rolling out: %v", err)
+	}
+	if _, err := cs.CoreV1().Pods("shop").Get(ctx, "web-old", metav1.GetOptions{}); err == nil {
+		t.Error("the terminating Pod was not deleted")
+	}
+	deploy.Status.Replicas = 2
+	if _, err := cs.AppsV1().Deployments("shop").UpdateStatus(ctx, deploy, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := settle(ctx, cs, s, true, 5*time.Second); err != nil {
+		t.Errorf("settled: %v", err)
+	}
+	client.Status.Conditions[0].Status = corev1.ConditionFalse
+	client.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "client", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+	if _, err := cs.CoreV1().Pods("shop").UpdateStatus(ctx, client, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := settle(ctx, cs, s, false, 2*time.Second); err != nil {
+		t.Errorf("without readiness: %v", err)
+	}
+	if err := settle(ctx, cs, s, true, 700*time.Millisecond); err == nil || !strings.Contains(err.Error(), "Pod shop/client is Running (client: ImagePullBackOff)") {
+		t.Errorf("a Pod not ready: %v", err)
+	}
+}
+
+func TestPrintReport(t *testing.T) {
+	s := loadScenario(t, "selector-typo")
+	rep := &grade.Report{Scenario: s.ID, Score: 100 * 7.0 / 9, UnlockedHints: []int{2}, Duration: 1234 * time.Millisecond,
+		Results: []grade.Result{
+			{ID: "slice-has-ready-endpoints", Weight: 2, Passed: true, Message: "ok"},
+			{ID: "selector-matches-pods", Weight: 1, Passed: false, Message: "The Service still selects app=wbe", Detail: `{.spec.selector.app} is "wbe"`},
+			{ID: "clusterip-answers", Weight: 6, Passed: true, Message: "answers"},
+		}}
+	var b bytes.Buffer
+	PrintReport(&b, s, rep)
+	out := b.String()
+	for _, want := range []string{
+		" ✓  slice-has-ready-endpoints  2  ok\n",
+		" ✗  selector-matches-pods      1  The Service still selects app=wbe\n",
+		`{.spec.selector.app} is "wbe"`,
+		"Score: 78% (8 of 9) — not yet (graded in 1.2s)",
+		"Hint 2:\n  An EndpointSlice lists the Pods",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRunUnknownScenario(t *testing.T) {
+	var out bytes.Buffer
+	err := Run(context.Background(), RunOptions{ID: "nope", Cluster: "lab", Out: &out})
+	if err == nil || !strings.Contains(err.Error(), `no scenario "nope"; the scenarios are etp-local-drop, selector-typo, targetport-mismatch`) {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestFirstAddr(t *testing.T) {
+	if got := firstAddr("10.96.0.0/16"); got != "10.96.0.1" {
+		t.Errorf("firstAddr = %s", got)
+	}
+}
