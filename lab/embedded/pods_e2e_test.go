@@ -326,6 +326,11 @@ echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
 		if err != nil || !strings.Contains(out, `"healthy":true`) {
 			t.Errorf("curl healthz on %s: %v\n%s", worker.Name, err, out)
 		}
+		// From a node shell, the Service's ClusterIP answers too.
+		out, err = nodeExec(t, c, worker.Name, "curl", "-sS", "-m", "5", "http://"+webSvc.Spec.ClusterIP+"/hostname")
+		if err != nil || !strings.HasPrefix(out, "web-") {
+			t.Errorf("curl the ClusterIP from %s: %v\n%s", worker.Name, err, out)
+		}
 		out, err = nodeExec(t, c, worker.Name, "nft", "list", "table", "ip", "kube-proxy")
 		if err != nil || !strings.Contains(out, webSvc.Spec.ClusterIP) {
 			t.Errorf("nft list table ip kube-proxy on %s: %v, no rule for %s\n%.2000s", worker.Name, err, webSvc.Spec.ClusterIP, out)
@@ -463,13 +468,14 @@ echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
 			waitFor(t, 30*time.Second, "the attached session", func() (bool, error) {
 				return strings.Contains(buf.String(), "If you don't see a command prompt"), fmt.Errorf("output so far %q", buf.String())
 			})
-			io.WriteString(f, "tty; stty size; echo sum-$((40+2))\r")
-			waitFor(t, 15*time.Second, "the shell's answer", func() (bool, error) {
-				return strings.Contains(buf.String(), "sum-42"), fmt.Errorf("output so far %q", buf.String())
+			// kubectl sends the terminal's size just after attaching, as
+			// the first resize: ask until it has arrived.
+			waitFor(t, 15*time.Second, "the shell on a terminal of the client's size", func() (bool, error) {
+				io.WriteString(f, "tty; stty size; echo sum-$((40+2))\r")
+				time.Sleep(500 * time.Millisecond)
+				got := buf.String()
+				return strings.Contains(got, "sum-42") && strings.Contains(got, "/dev/pts/") && strings.Contains(got, "27 93"), fmt.Errorf("output so far %q", got)
 			})
-			if got := buf.String(); !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "27 93") {
-				t.Errorf("run -it: no terminal of size 27x93:\n%q", got)
-			}
 			io.WriteString(f, "exit 0\r")
 			if err := cmd.Wait(); err != nil {
 				t.Errorf("run -it: %v\n%q", err, buf.String())
@@ -813,6 +819,30 @@ spec:
 			})
 		})
 
+		t.Run("CoreDNS reloads its edited ConfigMap", func(t *testing.T) {
+			t.Parallel()
+			// The reload plugin re-reads the Corefile every 30 s (plus
+			// jitter) once the kubelet has updated the volume.
+			cm, err := cl.CoreV1().ConfigMaps("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts := "ready\n    hosts {\n       10.96.77.77 reload-check.cluster.local\n       fallthrough\n    }\n"
+			edited := strings.Replace(cm.Data["Corefile"], "ready\n", hosts, 1)
+			if edited == cm.Data["Corefile"] {
+				t.Fatalf("no ready line in the Corefile:\n%s", edited)
+			}
+			cm.Data["Corefile"] = edited
+			if _, err := cl.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			dns := st.Nodes[1]
+			waitFor(t, 75*time.Second, "CoreDNS answering from the edited Corefile", func() (bool, error) {
+				out, err := nodeExec(t, c, dns.Name, "dig", "+short", "+time=1", "+tries=1", "@"+cluster.DefaultClusterDNS, "reload-check.cluster.local")
+				return strings.TrimSpace(out) == "10.96.77.77", fmt.Errorf("%v: %q", err, out)
+			})
+		})
+
 		t.Run("the image's stop signal", func(t *testing.T) {
 			t.Parallel()
 			// nginx stops gracefully on SIGQUIT, its image's STOPSIGNAL.
@@ -880,8 +910,9 @@ spec:
 				_, err := cl.CoreV1().Pods("default").Get(ctx, "leaving", metav1.GetOptions{})
 				return apierrors.IsNotFound(err), err
 			})
-			if d := time.Since(start); d < 4*time.Second {
-				t.Errorf("pod gone after %s, before its 4 s preStop hook ended", d)
+			// Gone once it has stopped, not at the end of its 20 s grace.
+			if d := time.Since(start); d < 4*time.Second || d > 12*time.Second {
+				t.Errorf("pod gone after %s, want after its 4 s preStop hook and well before its 20 s grace period", d)
 			}
 			waitFor(t, 10*time.Second, "endpoint removed", func() (bool, error) {
 				e, err := sliceEndpoint(cl, "leaving", ip)

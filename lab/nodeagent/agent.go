@@ -141,7 +141,7 @@ func (p *provider) stopAll() {
 	}
 	p.mu.Unlock()
 	for _, r := range runs {
-		r.terminate(2 * time.Second)
+		r.terminate(2*time.Second, false)
 	}
 	for _, r := range runs {
 		select {

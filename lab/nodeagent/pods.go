@@ -20,6 +20,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -103,7 +104,7 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
 	}
-	r.terminate(time.Duration(grace) * time.Second)
+	r.terminate(time.Duration(grace)*time.Second, true)
 	return nil
 }
 
@@ -298,6 +299,7 @@ type podRun struct {
 	containers  []*containerRun
 	terminating bool
 	stopped     chan struct{}
+	runDone     chan struct{} // closed when run returns
 	phase       corev1.PodPhase
 	reason      string
 	message     string
@@ -306,7 +308,7 @@ type podRun struct {
 
 func newPodRun(p *provider, pod *corev1.Pod) *podRun {
 	ctx, stop := context.WithCancel(p.nodeCtx)
-	r := &podRun{p: p, ctx: ctx, stop: stop, pod: pod, stopped: make(chan struct{}), phase: corev1.PodPending, startTime: metav1.Now(),
+	r := &podRun{p: p, ctx: ctx, stop: stop, pod: pod, stopped: make(chan struct{}), runDone: make(chan struct{}), phase: corev1.PodPending, startTime: metav1.Now(),
 		tokens: &tokenCache{}}
 	for i := range pod.Spec.Containers {
 		r.containers = append(r.containers, newContainerRun(r, &pod.Spec.Containers[i], false))
@@ -346,6 +348,7 @@ func (r *podRun) event(typ, reason, format string, args ...any) {
 func (r *podRun) changed() { r.p.publish(r.snapshot()) }
 
 func (r *podRun) run() {
+	defer close(r.runDone)
 	pod := r.pod
 	log := r.p.log.With("pod", podKey(pod.Namespace, pod.Name))
 	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
@@ -530,7 +533,7 @@ func (r *podRun) update(pod *corev1.Pod) {
 
 // terminate stops the pod gracefully: preStop hooks, SIGTERM, and SIGKILL
 // once grace has passed; then the sandbox goes.
-func (r *podRun) terminate(grace time.Duration) {
+func (r *podRun) terminate(grace time.Duration, deleted bool) {
 	r.mu.Lock()
 	if r.terminating {
 		r.mu.Unlock()
@@ -541,18 +544,71 @@ func (r *podRun) terminate(grace time.Duration) {
 	r.mu.Unlock()
 	go func() {
 		deadline := time.Now().Add(grace)
-		var wg sync.WaitGroup
-		for _, c := range containers {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.stopGracefully(deadline) }()
+		stopAll := func(cs []*containerRun) {
+			var wg sync.WaitGroup
+			for _, c := range cs {
+				wg.Add(1)
+				go func() { defer wg.Done(); c.stopGracefully(deadline) }()
+			}
+			wg.Wait()
 		}
-		wg.Wait()
+		stopAll(containers)
 		r.stop()
+		// Any container the pod started meanwhile (the next init
+		// container, say) goes too; then the pod's loop ends.
+		stopAll(r.snapshotContainers())
+		select {
+		case <-r.runDone:
+		case <-time.After(10 * time.Second):
+			r.p.log.Warn("pod did not stop in time", "pod", podKey(r.pod.Namespace, r.pod.Name))
+		}
+		// As the kubelet: a deleted pod ends in a terminal phase once
+		// its containers have stopped, which lets the pod object go at
+		// once rather than after the whole grace period.
+		r.mu.Lock()
+		if r.phase != corev1.PodSucceeded && r.phase != corev1.PodFailed {
+			r.phase = terminalPhase(r.containers)
+		}
+		r.mu.Unlock()
 		r.teardown()
 		r.changed()
 		r.p.forget(r)
 		close(r.stopped)
+		if deleted {
+			r.deleteObject()
+		}
 	}()
+}
+
+// deleteObject removes the deleted pod's object once its containers have
+// stopped, as the kubelet does (grace 0, for this pod's UID only), so the
+// pod and its endpoints go at once, not at the end of the grace period.
+func (r *podRun) deleteObject() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	uid := r.pod.UID
+	err := r.p.client.CoreV1().Pods(r.pod.Namespace).Delete(ctx, r.pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		r.p.log.Warn("deleting the stopped pod's object", "pod", podKey(r.pod.Namespace, r.pod.Name), "err", err)
+	}
+}
+
+// terminalPhase is Succeeded when every app container ran and exited 0,
+// else Failed.
+func terminalPhase(containers []*containerRun) corev1.PodPhase {
+	for _, c := range containers {
+		if c.init {
+			continue
+		}
+		c.mu.Lock()
+		ok := c.terminated != nil && c.terminated.ExitCode == 0 && c.current == nil
+		c.mu.Unlock()
+		if !ok {
+			return corev1.PodFailed
+		}
+	}
+	return corev1.PodSucceeded
 }
 
 func (r *podRun) teardown() {
