@@ -61,7 +61,7 @@ func firewallRuleset(st *State) string {
 
 // fabricUp creates the cluster's bridge, one network namespace per node with
 // a veth to the bridge, and the host firewall table. The nodes get an
-// address on the fabric and no default route.
+// address on the fabric, a route for the Service CIDR and no default route.
 func fabricUp(ctx context.Context, r Runner, st *State) error {
 	if err := run(ctx, r, "ip", "link", "set", st.Bridge, "up"); err != nil {
 		return err
@@ -82,6 +82,11 @@ func fabricUp(ctx context.Context, r Runner, st *State) error {
 			{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
 			{"ip", "-n", n.Netns, "addr", "add", n.IP + "/" + plen, "dev", "eth0"},
 			{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
+			// A route for ClusterIPs, as a kind node's default route
+			// gives: without one the kernel refuses a node's own
+			// connections to a Service before kube-proxy's output chain
+			// can DNAT them (curl <ClusterIP> from a node shell).
+			{"ip", "-n", n.Netns, "route", "add", st.ServiceCIDR, "via", st.Gateway},
 			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
 		}
 		for _, c := range cmds {
