@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -354,8 +355,8 @@ func countLines(r io.Reader, report func(int), every time.Duration) (int, []stri
 
 func (b *Builder) linkCurrent(key string) error {
 	link := filepath.Join(b.CacheDir, "current")
-	tmp := link + ".tmp"
-	os.Remove(tmp)
+	// A name of its own: tests locate svclab-kube from parallel goroutines.
+	tmp := fmt.Sprintf("%s.%d.%d.tmp", link, os.Getpid(), rand.Uint64())
 	if err := os.Symlink(key, tmp); err != nil {
 		return fmt.Errorf("updating %s: %w", link, err)
 	}
