@@ -418,7 +418,7 @@ func (e *env) retry(b *testing.B, who string, measure func(attempt int) Run) Run
 		if attempt == 0 || r.Busy < best.Busy {
 			best = r
 		}
-		if r.Quiet {
+		if r.Quiet || attempt == *flagRetries {
 			break
 		}
 		b.Logf("%s: measured with the CPUs %.0f%% busy beforehand (load %s); repeating", who, r.Busy*100, r.LoadAvg)
