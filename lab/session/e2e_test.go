@@ -142,6 +142,39 @@ func TestExercisesEndToEnd(t *testing.T) {
 			if !rep.Passed || rep.Score != 100 {
 				t.Errorf("the reference solution scores %.0f%%; solution output:\n%s", rep.Score, out.String())
 			}
+
+			// A plausible wrong fix, on a fresh setup, is rejected.
+			wrong, ok := wrongFixes[s.ID]
+			if !ok {
+				t.Logf("%s: %s", s.ID, time.Since(began).Round(100*time.Millisecond))
+				return
+			}
+			if err := ses.Teardown(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			ses, err = Start(ctx, s, c, Options{Faults: reg, Progress: testProgress{t}, Log: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Reset()
+			if err := ses.RunCommands(ctx, bin, wrong.commands, &out); err != nil {
+				t.Fatalf("wrong fix: %v\n%s", err, out.String())
+			}
+			cs, _ := c.Client()
+			if err := settle(ctx, cs, s, false, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // the proxiers' sync
+			rep = ses.Grade(ctx)
+			logReport(t, "after a wrong fix ("+wrong.what+")", rep)
+			if rep.Passed {
+				t.Errorf("the wrong fix (%s) passes", wrong.what)
+			}
+			for _, id := range wrong.fails {
+				if r, ok := rep.Result(id); !ok || r.Passed || r.Error != "" {
+					t.Errorf("after the wrong fix (%s), check %s: %+v", wrong.what, id, r)
+				}
+			}
 			t.Logf("%s: %s", s.ID, time.Since(began).Round(100*time.Millisecond))
 		})
 	}
@@ -152,6 +185,26 @@ func TestExercisesEndToEnd(t *testing.T) {
 		}
 		testDataplaneFaults(t, c, s, reg)
 	})
+}
+
+// wrongFixes are a plausible wrong fix per scenario and the checks that
+// must reject it.
+var wrongFixes = map[string]struct {
+	what     string
+	commands []string
+	fails    []string
+}{
+	"selector-typo": {"recreating the Service with the right selector", []string{
+		"kubectl -n shop delete service web",
+		"kubectl -n shop create service clusterip web --tcp=80:8080",
+	}, []string{"service-kept"}},
+	"targetport-mismatch": {"making the application listen on the Service's wrong port", []string{
+		`kubectl -n billing patch deployment api --type=json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["netexec","--http-port=9090"]},{"op":"replace","path":"/spec/template/spec/containers/0/readinessProbe/httpGet/port","value":9090}]'`,
+		"kubectl -n billing rollout status deployment api --timeout=90s",
+	}, []string{"deployment-unchanged", "slice-port-matches-container"}},
+	"etp-local-drop": {"switching to externalTrafficPolicy Cluster", []string{
+		`kubectl -n edge patch service ingress -p '{"spec":{"externalTrafficPolicy":"Cluster"}}'`,
+	}, []string{"policy-still-local", "worker2-answers"}},
 }
 
 // maxProbeTimeout is the longest probe timeout of s, in seconds: probes

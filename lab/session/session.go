@@ -207,11 +207,27 @@ func (s *Session) GradeUntilPassed(ctx context.Context, timeout time.Duration) *
 	}
 }
 
-// Solve runs the scenario's reference solution, each command with bash,
-// with kubectl on the PATH (svclab-kube's kubectl, KUBECONFIG pointing at
-// the cluster), writing the commands and their output to out; then it
-// waits for the workloads to settle.
+// Solve runs the scenario's reference solution (RunCommands) and waits
+// for the workloads to settle.
 func (s *Session) Solve(ctx context.Context, kubeBin string, out io.Writer) error {
+	if err := s.RunCommands(ctx, kubeBin, s.Scenario.Solution, out); err != nil {
+		return err
+	}
+	cs, err := s.Cluster.Client()
+	if err != nil {
+		return err
+	}
+	if err := settle(ctx, cs, s.Scenario, true, s.opts.SettleTimeout); err != nil {
+		return fmt.Errorf("after the solution: %w", err)
+	}
+	return nil
+}
+
+// RunCommands runs shell commands as a learner would, each with bash, with
+// kubectl on the PATH (svclab-kube's kubectl, KUBECONFIG pointing at the
+// cluster), writing the commands and their output to out. It stops at the
+// first command that fails.
+func (s *Session) RunCommands(ctx context.Context, kubeBin string, cmds []string, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "svclab-solve-")
 	if err != nil {
 		return err
@@ -230,20 +246,13 @@ func (s *Session) Solve(ctx context.Context, kubeBin string, out io.Writer) erro
 		return err
 	}
 	env := append(os.Environ(), "KUBECONFIG="+kcPath, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	for i, line := range s.Scenario.Solution {
+	for i, line := range cmds {
 		fmt.Fprintf(out, "$ %s\n", strings.TrimSpace(line))
 		cmd := exec.CommandContext(ctx, "bash", "-c", line)
 		cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = env, out, out, dir
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("solution step %d (%s) failed: %w", i+1, firstLine(line), err)
+			return fmt.Errorf("step %d (%s) failed: %w", i+1, firstLine(line), err)
 		}
-	}
-	cs, err := s.Cluster.Client()
-	if err != nil {
-		return err
-	}
-	if err := settle(ctx, cs, s.Scenario, true, s.opts.SettleTimeout); err != nil {
-		return fmt.Errorf("after the solution: %w", err)
 	}
 	return nil
 }

@@ -128,12 +128,17 @@ func remove(ctx context.Context, a *applier, s *scenario.Scenario, waitGone bool
 			return fmt.Errorf("deleting %s %s: %w", o.GVK.Kind, o.Name, err)
 		}
 	}
-	zero := int64(0)
+	// A one-second grace period, not zero: a zero grace period removes
+	// the Pod object before its node agent has stopped it, and the node
+	// agent (lab/nodeagent) tracks Pods by namespace and name, so a Pod of
+	// the same name created right after (the next run's client Pod) can
+	// be caught by the old one's termination and stay Pending.
+	one := int64(1)
 	for _, ns := range nss {
 		if _, err := a.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			continue
 		}
-		_ = a.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = a.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &one}, metav1.ListOptions{})
 		if err := a.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting namespace %s: %w", ns, err)
 		}
@@ -159,9 +164,14 @@ func remove(ctx context.Context, a *applier, s *scenario.Scenario, waitGone bool
 // terminating Pods without grace period), and, with ready, every workload
 // and bare Pod is ready. On timeout it says what is still pending.
 func settle(ctx context.Context, cs kubernetes.Interface, s *scenario.Scenario, ready bool, timeout time.Duration) error {
-	var pending []string
+	var last []string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		pending = pending[:0]
+		var pending []string
+		defer func() {
+			if ctx.Err() == nil { // the last round may be cut short
+				last = pending
+			}
+		}()
 		for _, o := range objects(s) {
 			if msg := notSettled(ctx, cs, o, ready); msg != "" {
 				pending = append(pending, msg)
@@ -188,7 +198,7 @@ func settle(ctx context.Context, cs kubernetes.Interface, s *scenario.Scenario, 
 		return len(pending) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("still waiting after %s: %s", timeout, strings.Join(pending, "; "))
+		return fmt.Errorf("still waiting after %s: %s", timeout, strings.Join(last, "; "))
 	}
 	return nil
 }
@@ -244,7 +254,11 @@ func notSettled(ctx context.Context, cs kubernetes.Interface, o scenario.Object,
 			return fmt.Sprintf("Pod %s/%s: %v", ns, name, err)
 		}
 		if !podReady(p) {
-			return fmt.Sprintf("Pod %s/%s is %s%s", ns, name, p.Status.Phase, waitingReason(p))
+			where := ""
+			if p.Spec.NodeName != "" {
+				where = " on " + p.Spec.NodeName
+			}
+			return fmt.Sprintf("Pod %s/%s is %s%s%s", ns, name, p.Status.Phase, where, waitingReason(p))
 		}
 	}
 	return ""
