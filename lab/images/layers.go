@@ -117,6 +117,32 @@ update|upgrade|cache)
 esac
 `
 
+// busyboxWget stands in for busybox's wget applet: Debian bookworm's
+// busybox 1.35 crashes (SIGSEGV) on wget -T, which learners type all the
+// time; -T keeps its meaning through timeout(1).
+const busyboxWget = `#!/bin/sh
+t=
+n=$#
+i=0
+while [ "$i" -lt "$n" ]; do
+  a=$1; shift; i=$((i+1))
+  case "$a" in
+    -T) t=$1; shift; i=$((i+1)); continue ;;
+    -T*) t=${a#-T}; continue ;;
+    --timeout=*) t=${a#--timeout=}; continue ;;
+  esac
+  set -- "$@" "$a"
+done
+[ -z "$t" ] && exec busybox wget "$@"
+/usr/bin/timeout "$t" busybox wget "$@"
+rc=$?
+if [ "$rc" = 124 ]; then
+  echo "wget: download timed out" >&2
+  exit 1
+fi
+exit "$rc"
+`
+
 const nginxEntrypoint = `#!/bin/sh
 # As in the nginx image: announce, then run the command.
 set -e
@@ -133,6 +159,7 @@ func treeLayers() map[string][]entry {
 		layerToolsConfig: {
 			file("/entrypoint.sh", 0o755, curlEntrypoint),
 			file("/usr/local/bin/apk", 0o755, apkShim),
+			file(busyboxAppletDir+"/wget", 0o755, busyboxWget),
 		},
 		layerAgnhost: {
 			symlink("/agnhost", svclabPath),
