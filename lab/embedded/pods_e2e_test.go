@@ -785,6 +785,17 @@ spec:
 					break
 				}
 			}
+			// A pod bound to the same node (past the scheduler) asking
+			// for the same hostPort is rejected; the first carries on.
+			kubectl(t, c, "run", "clash", "--image=busybox:1.36",
+				`--overrides={"apiVersion":"v1","spec":{"nodeName":"`+pod.Spec.NodeName+`","containers":[{"name":"clash","image":"busybox:1.36","command":["sleep","3600"],"ports":[{"containerPort":80,"hostPort":8081}]}]}}`)
+			waitFor(t, 20*time.Second, "the clashing pod rejected", func() (bool, error) {
+				p := getPod(t, cl, "clash")
+				return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "NodePorts", fmt.Errorf("phase %s reason %q", p.Status.Phase, p.Status.Reason)
+			})
+			if out, err := httpGet(url); err != nil || out != "published" {
+				t.Errorf("the first pod's hostPort after the rejection: %v %q", err, out)
+			}
 			// Gone with the pod.
 			kubectl(t, c, "delete", "pod", "published", "--grace-period=1")
 			if out, err := httpGet(url); err == nil {

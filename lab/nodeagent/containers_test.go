@@ -4,12 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 )
 
 // testPodRun is a pod on a provider with no API server, runtime or
@@ -20,6 +23,7 @@ func testPodRun(t *testing.T, pod *corev1.Pod) *podRun {
 		cfg:     Config{NodeName: "lab-worker", NodeIP: "172.29.1.3", StateDir: t.TempDir()},
 		log:     slog.New(slog.DiscardHandler),
 		env:     fakeEnvSource{},
+		net:     newPodNetwork(&recordingRunner{}, "node-ns", "pod-", t.TempDir()),
 		nodeCtx: context.Background(),
 		pods:    map[string]*podRun{},
 	}
@@ -152,5 +156,40 @@ func TestPodStatus(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestAdmitHostPortInUse(t *testing.T) {
+	withPort := func(name, uid string, port int32) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: port}}}}}}
+	}
+	holder := testPodRun(t, withPort("holder", "uid-1", 8080))
+	p := holder.p
+	events := record.NewFakeRecorder(10)
+	p.events = events
+	p.pods[podKey("default", "holder")] = holder
+
+	if err := p.CreatePod(context.Background(), withPort("clash", "uid-2", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	st := p.pods[podKey("default", "clash")].snapshot().Status
+	if st.Phase != corev1.PodFailed || st.Reason != "NodePorts" || !strings.Contains(st.Message, "8080/TCP is used by pod holder") {
+		t.Errorf("clashing pod: phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
+	}
+	if ev := <-events.Events; !strings.Contains(ev, "Warning NodePorts Pod was rejected") {
+		t.Errorf("event %q", ev)
+	}
+	// Deleting the rejected pod does not wait for a run that never was.
+	start := time.Now()
+	r := p.pods[podKey("default", "clash")]
+	r.terminate(time.Second, false)
+	<-r.stopped
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("terminating a rejected pod took %s", d)
+	}
+	// The holder is unaffected; another port is admitted.
+	if msg := p.admitLocked(withPort("other", "uid-3", 8081)); msg != "" {
+		t.Errorf("a free port was refused: %s", msg)
 	}
 }

@@ -73,8 +73,48 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	r := newPodRun(p, pod.DeepCopy())
 	p.pods[key] = r
+	if msg := p.admitLocked(pod); msg != "" {
+		// As the kubelet's admission: the pod fails at once, and the
+		// rest of the node carries on.
+		r.phase, r.reason, r.message = corev1.PodFailed, "NodePorts", msg
+		for _, c := range r.containers {
+			c.waiting = nil
+		}
+		close(r.runDone)
+		r.event(corev1.EventTypeWarning, "NodePorts", "%s", msg)
+		go r.changed()
+		return nil
+	}
 	go r.run()
 	return nil
+}
+
+// admitLocked checks pod against the pods the node runs, as the kubelet
+// does before running a pod that was bound to it directly (nodeName
+// bypasses the scheduler's checks): a hostPort another pod holds rejects
+// it. It returns the rejection's message, or "".
+func (p *provider) admitLocked(pod *corev1.Pod) string {
+	want := hostPortsOf(pod)
+	if len(want) == 0 {
+		return ""
+	}
+	for _, r := range p.pods {
+		r.mu.Lock()
+		live := !r.terminating && r.phase != corev1.PodFailed && r.phase != corev1.PodSucceeded && r.pod.UID != pod.UID
+		r.mu.Unlock()
+		if !live {
+			continue
+		}
+		for _, hp := range hostPortsOf(r.pod) {
+			for _, w := range want {
+				if hp.proto == w.proto && hp.port == w.port {
+					return fmt.Sprintf("Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (%d/%s is used by pod %s)",
+						w.port, strings.ToUpper(w.proto), r.pod.Name)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // UpdatePod: a pod's spec is immutable apart from images and a few
