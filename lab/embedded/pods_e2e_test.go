@@ -966,6 +966,44 @@ spec:
 		waitFor(t, 15*time.Second, "renewals again once the agent runs", func() (bool, error) { return renew().After(stopped), nil })
 	})
 
+	t.Run("a killed node agent is restarted and runs its pods again", func(t *testing.T) {
+		node := st.Nodes[2].Name
+		var s Status
+		if err := readJSON(paths{dir}.status(), &s); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := s.Component("kubelet-" + node)
+		if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the supervisor restarting the agent", func() (bool, error) {
+			var s Status
+			if err := readJSON(paths{dir}.status(), &s); err != nil {
+				return false, err
+			}
+			now, _ := s.Component("kubelet-" + node)
+			return now.PID != 0 && now.PID != before.PID && now.State == StateHealthy, fmt.Errorf("%+v", now)
+		})
+		waitFor(t, 60*time.Second, "every pod on "+node+" Ready again, and web's answering", func() (bool, error) {
+			pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			if err != nil {
+				return false, err
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && !podIsReady(&p) {
+					return false, fmt.Errorf("%s not ready: %+v", p.Name, p.Status.ContainerStatuses)
+				}
+				if p.Labels["app"] == "web" {
+					out, err := nodeExec(t, c, st.Nodes[1].Name, "curl", "-sS", "-m", "2", "http://"+p.Status.PodIP+":8080/hostname")
+					if err != nil || out != p.Name {
+						return false, fmt.Errorf("%s at %s: %v %q", p.Name, p.Status.PodIP, err, out)
+					}
+				}
+			}
+			return true, nil
+		})
+	})
+
 	t.Run("delete leaves nothing behind", func(t *testing.T) {
 		if err := p.Delete(ctx, name); err != nil {
 			t.Fatal(err)

@@ -75,12 +75,25 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	defer scm.Shutdown()
 	scm.WaitForCacheSync(ctx.Done())
 	pn := newPodNetwork(execRunner{}, cfg.Netns, cfg.PodNetnsPrefix, cfg.StateDir)
+	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker}
+	// An agent that crashed left its pods running without it: clear
+	// them away; their pods start afresh as virtual-kubelet hands them
+	// over again.
+	podsDir := filepath.Join(cfg.StateDir, "pods")
+	rt.sweep(ctx, podsDir)
+	pn.sweep(ctx)
+	if entries, _ := os.ReadDir(podsDir); len(entries) > 0 {
+		log.Info("clearing pods of an earlier run", "pods", len(entries))
+		for _, e := range entries {
+			os.RemoveAll(filepath.Join(podsDir, e.Name()))
+		}
+	}
 	prov := &provider{
 		cfg:     cfg,
 		client:  client,
 		log:     log,
 		net:     pn,
-		rt:      &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker},
+		rt:      rt,
 		images:  images,
 		env:     clientEnvSource{client},
 		vols:    volumeSource{client: client, nodeDir: filepath.Join(cfg.StateDir, "rootfs"), cms: cmLister, secrets: secretLister},

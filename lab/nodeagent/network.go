@@ -141,6 +141,10 @@ func (n *podNetwork) setup(ctx context.Context, uid, hostname string) (netns str
 			n.teardown(context.WithoutCancel(ctx), uid)
 		}
 	}()
+	// Leftovers of this pod from an agent that died (the namespace, or
+	// the node's end of a veth whose namespace lives on in a process)
+	// would make the commands below fail: start clean.
+	n.removeLinks(ctx, uid)
 	bits := fmt.Sprint(n.cidr.Bits())
 	gw := n.gateway().String()
 	cmds := [][]string{
@@ -213,6 +217,7 @@ func (n *podNetwork) setHostPorts(ctx context.Context, uid string, ip netip.Addr
 			{"add", "map", "ip", hostPortTable, "hostports", "{ type inet_proto . inet_service : ipv4_addr . inet_service ; }"},
 			{"add", "chain", "ip", hostPortTable, "prerouting", "{ type nat hook prerouting priority dstnat ; }"},
 			{"add", "chain", "ip", hostPortTable, "output", "{ type nat hook output priority -100 ; }"},
+			{"flush", "map", "ip", hostPortTable, "hostports"}, // an earlier agent's
 			{"flush", "chain", "ip", hostPortTable, "prerouting"},
 			{"flush", "chain", "ip", hostPortTable, "output"},
 			{"add", "rule", "ip", hostPortTable, "prerouting", "fib daddr type local dnat ip to meta l4proto . th dport map @hostports"},
@@ -249,17 +254,47 @@ func (n *podNetwork) clearHostPorts(ctx context.Context, uid string) {
 // releases its address and hostPorts. Missing pieces are not errors.
 func (n *podNetwork) teardown(ctx context.Context, uid string) error {
 	n.clearHostPorts(ctx, uid)
-	netns, _ := n.names(uid)
-	err := n.run.Run(ctx, "ip", "netns", "del", netns)
-	if err != nil && !isMissing(err) {
+	if err := n.removeLinks(ctx, uid); err != nil {
 		return err
 	}
 	return n.release(uid)
 }
 
+// removeLinks deletes the pod's namespace and the node's end of its veth,
+// where they exist.
+func (n *podNetwork) removeLinks(ctx context.Context, uid string) error {
+	netns, veth := n.names(uid)
+	if err := n.run.Run(ctx, "ip", "netns", "del", netns); err != nil && !isMissing(err) {
+		return err
+	}
+	if err := n.run.Run(ctx, "ip", "-n", n.nodeNS, "link", "del", veth); err != nil && !isMissing(err) {
+		return err
+	}
+	return nil
+}
+
+// sweep removes what pods of an earlier run of the agent left (their
+// namespaces and veths, their hostPorts) and forgets their addresses: a
+// restarted agent starts the node's pods afresh.
+func (n *podNetwork) sweep(ctx context.Context) {
+	b, err := os.ReadFile(n.ipamFile())
+	if err != nil {
+		return
+	}
+	var saved map[string]string
+	if json.Unmarshal(b, &saved) != nil {
+		return
+	}
+	for _, uid := range saved {
+		n.removeLinks(ctx, uid)
+	}
+	os.Remove(n.ipamFile())
+}
+
 func isMissing(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "No such file") || strings.Contains(msg, "Cannot find device") || strings.Contains(msg, "does not exist")
+	return strings.Contains(msg, "No such file") || strings.Contains(msg, "Cannot find device") || strings.Contains(msg, "does not exist") ||
+		strings.Contains(msg, "No such device")
 }
 
 // routesFor computes the node's routes to the other nodes' pod CIDRs.

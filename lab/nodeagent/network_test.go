@@ -42,6 +42,9 @@ func TestPodNetworkSetup(t *testing.T) {
 		t.Errorf("netns %s ip %s", netns, ip)
 	}
 	want := []string{
+		// Leftovers of an agent that died go first.
+		"ip netns del " + netns,
+		"ip -n svclab-lab-worker link del " + veth,
 		"ip netns add " + netns,
 		"ip -n svclab-lab-worker link add " + veth + " type veth peer name eth0 netns " + netns,
 		"ip -n " + netns + " link set lo up",
@@ -79,7 +82,7 @@ func TestPodNetworkSetup(t *testing.T) {
 	if err := n.teardown(context.Background(), "uid-1"); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.cmds, []string{"ip netns del " + netns}) {
+	if !slices.Equal(r.cmds, []string{"ip netns del " + netns, "ip -n svclab-lab-worker link del " + veth}) {
 		t.Errorf("teardown: %v", r.cmds)
 	}
 	if got, _ := n.allocate("uid-4"); got.String() != "10.244.1.2" {
@@ -95,9 +98,9 @@ func TestPodNetworkSetupFailureCleansUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "setting up the pod network") {
 		t.Fatalf("err = %v", err)
 	}
-	netns, _ := n.names("uid-1")
-	if last := r.cmds[len(r.cmds)-1]; last != "ip netns del "+netns {
-		t.Errorf("a failed setup ends with %q, want the namespace removed", last)
+	netns, veth := n.names("uid-1")
+	if tail := r.cmds[len(r.cmds)-2:]; !slices.Equal(tail, []string{"ip netns del " + netns, "ip -n node-ns link del " + veth}) {
+		t.Errorf("a failed setup ends with %q, want the namespace and veth removed", tail)
 	}
 	if got, _ := n.allocate("uid-2"); got.String() != "10.244.2.2" {
 		t.Errorf("the failed pod's address was not released: next is %s", got)
@@ -133,11 +136,12 @@ func TestHostPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	const nft = "ip netns exec node-ns nft "
-	if len(r.cmds) != 10 || r.cmds[0] != nft+"add table ip svclab-hostports" ||
+	if len(r.cmds) != 11 || r.cmds[0] != nft+"add table ip svclab-hostports" ||
+		r.cmds[4] != nft+"flush map ip svclab-hostports hostports" || // an earlier agent's elements
 		r.cmds[3] != nft+"add chain ip svclab-hostports output { type nat hook output priority -100 ; }" || // dstnat is prerouting's only
-		r.cmds[6] != nft+"add rule ip svclab-hostports prerouting fib daddr type local dnat ip to meta l4proto . th dport map @hostports" ||
-		r.cmds[8] != nft+"add element ip svclab-hostports hostports { tcp . 8081 : 10.244.1.5 . 8080 }" ||
-		r.cmds[9] != nft+"add element ip svclab-hostports hostports { udp . 5353 : 10.244.1.5 . 53 }" {
+		r.cmds[7] != nft+"add rule ip svclab-hostports prerouting fib daddr type local dnat ip to meta l4proto . th dport map @hostports" ||
+		r.cmds[9] != nft+"add element ip svclab-hostports hostports { tcp . 8081 : 10.244.1.5 . 8080 }" ||
+		r.cmds[10] != nft+"add element ip svclab-hostports hostports { udp . 5353 : 10.244.1.5 . 53 }" {
 		t.Errorf("commands:\n%s", strings.Join(r.cmds, "\n"))
 	}
 	// The table is set up once; the next pod only adds its element.
@@ -152,5 +156,33 @@ func TestHostPorts(t *testing.T) {
 	want := []string{nft + "delete element ip svclab-hostports hostports { tcp . 8081 }", nft + "delete element ip svclab-hostports hostports { udp . 5353 }"}
 	if len(r.cmds) < 2 || !slices.Equal(r.cmds[:2], want) {
 		t.Errorf("teardown: %v", r.cmds)
+	}
+}
+
+func TestPodNetworkSweep(t *testing.T) {
+	dir := t.TempDir()
+	first := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	first.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
+	first.setup(context.Background(), "uid-a", "a")
+	first.setup(context.Background(), "uid-b", "b")
+
+	// The agent dies; the next one sweeps what the pods left.
+	r := &recordingRunner{}
+	next := newPodNetwork(r, "node-ns", "pod-", dir)
+	next.sweep(context.Background())
+	var want []string
+	for _, uid := range []string{"uid-a", "uid-b"} {
+		netns, veth := next.names(uid)
+		want = append(want, "ip netns del "+netns, "ip -n node-ns link del "+veth)
+	}
+	got := slices.Clone(r.cmds)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("sweep:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	next.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
+	if ip, _ := next.allocate("uid-c"); ip.String() != "10.244.1.2" {
+		t.Errorf("after the sweep the first address is %s, want 10.244.1.2 free again", ip)
 	}
 }

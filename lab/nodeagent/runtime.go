@@ -380,6 +380,31 @@ func (r *runc) kill(ctx context.Context, id string, sig syscall.Signal) error {
 	return nil
 }
 
+// sweep kills and removes every container of an earlier run of the agent
+// (runc and its containers outlive a crashed agent), and unmounts the root
+// filesystems under podsDir.
+func (r *runc) sweep(ctx context.Context, podsDir string) {
+	if out, err := r.cmd(ctx, "list", "-q").Output(); err == nil {
+		for _, id := range strings.Fields(string(out)) {
+			r.delete(ctx, id)
+		}
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	prefix := filepath.Clean(podsDir) + "/"
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], prefix) {
+			mounts = append(mounts, f[4])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- { // the deepest first
+		unix.Unmount(mounts[i], unix.MNT_DETACH)
+	}
+}
+
 func (r *runc) delete(ctx context.Context, id string) {
 	r.cmd(ctx, "delete", "--force", id).Run()
 }
