@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -103,10 +104,14 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
-	nodeObj := nodeObject(cfg, runcVersion(ctx))
+	runtimeErr := runtimeCheck(exec.LookPath)
+	if runtimeErr != nil {
+		log.Error("the node cannot run containers; it registers NotReady", "err", runtimeErr)
+	}
+	nodeObj := nodeObject(cfg, runcVersion(ctx), runtimeErr)
 	n, err := nodeutil.NewNode(cfg.NodeName,
 		func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
-			return prov, nodeProvider{}, nil
+			return prov, nodeProvider{node: nodeObj, lookPath: exec.LookPath, interval: 10 * time.Second}, nil
 		},
 		nodeutil.WithClient(client),
 		nodeutil.AttachProviderRoutes(mux),

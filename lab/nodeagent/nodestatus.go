@@ -3,10 +3,12 @@ package nodeagent
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +21,7 @@ import (
 // nodeObject is the Node the agent registers: labels as a kubelet sets
 // them (role labels are the installer's business: NodeRestriction forbids a
 // kubelet setting them), addresses, capacity and the kubelet endpoint.
-func nodeObject(cfg Config, runtimeVersion string) *corev1.Node {
+func nodeObject(cfg Config, runtimeVersion string, runtimeErr error) *corev1.Node {
 	labels := map[string]string{
 		"kubernetes.io/hostname":  cfg.NodeName,
 		"kubernetes.io/os":        runtime.GOOS,
@@ -59,21 +61,35 @@ func nodeObject(cfg Config, runtimeVersion string) *corev1.Node {
 				OSImage:                 "svclab embedded node",
 				KernelVersion:           kernel,
 			},
-			Conditions: nodeConditions(metav1.Now()),
+			Conditions: nodeConditions(metav1.Now(), runtimeErr),
 		},
 	}
 }
 
-func nodeConditions(now metav1.Time) []corev1.NodeCondition {
+// nodeConditions are the node's conditions: Ready unless the container
+// runtime is unusable (runtimeErr), as the kubelet reports it.
+func nodeConditions(now metav1.Time, runtimeErr error) []corev1.NodeCondition {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	ready := cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+	if runtimeErr != nil {
+		ready = cond(corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", "container runtime is down: "+runtimeErr.Error())
 	}
 	return []corev1.NodeCondition{
 		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
 		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
 		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+		ready,
 	}
+}
+
+// runtimeCheck says whether runc can run containers: lookPath finds it.
+func runtimeCheck(lookPath func(string) (string, error)) error {
+	if _, err := lookPath("runc"); err != nil {
+		return errors.New("runc is not installed on this machine (install it with 'svclab setup', or apt-get install runc)")
+	}
+	return nil
 }
 
 func memTotal() int64 {
@@ -110,11 +126,36 @@ func runcVersion(ctx context.Context) string {
 	return strings.TrimSpace(strings.TrimPrefix(first, "runc version"))
 }
 
-// nodeProvider reports the node as ready while the agent runs (a stopped
-// agent stops its Lease heartbeats, and the node-lifecycle controller marks
-// the node NotReady after its grace period, as upstream).
-type nodeProvider struct{}
+// nodeProvider reports the node as ready while the agent runs and its
+// container runtime is usable (a stopped agent stops its Lease heartbeats,
+// and the node-lifecycle controller marks the node NotReady after its
+// grace period, as upstream). It checks the runtime every interval and
+// reports a change at once.
+type nodeProvider struct {
+	node     *corev1.Node
+	lookPath func(string) (string, error)
+	interval time.Duration
+}
 
 func (nodeProvider) Ping(context.Context) error { return nil }
 
-func (nodeProvider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
+func (p nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
+	go func() {
+		last := runtimeCheck(p.lookPath)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(p.interval):
+			}
+			err := runtimeCheck(p.lookPath)
+			if (err == nil) == (last == nil) {
+				continue
+			}
+			last = err
+			n := p.node.DeepCopy()
+			n.Status.Conditions = nodeConditions(metav1.Now(), err)
+			cb(n)
+		}
+	}()
+}
