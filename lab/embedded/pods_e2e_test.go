@@ -549,6 +549,11 @@ spec:
 			if out := kubectl(t, c, "get", "pod", "counter"); !strings.Contains(out, "CrashLoopBackOff") {
 				t.Errorf("kubectl get pod:\n%s", out)
 			}
+			// While it waits to restart, plain logs show the run that
+			// ended too, as the kubelet's.
+			if out := kubectl(t, c, "logs", "counter", "--tail=1"); out != "line 8\n" {
+				t.Errorf("logs during CrashLoopBackOff = %q", out)
+			}
 			out2 := kubectl(t, c, "logs", "counter", "--previous", "--tail=2")
 			if out2 != "line 7\nline 8\n" {
 				t.Errorf("logs --previous --tail=2 = %q", out2)
@@ -591,6 +596,9 @@ spec:
 				seen[w] = true
 				return seen["ErrImagePull"] && seen["ImagePullBackOff"], fmt.Errorf("seen %v", seen)
 			})
+			if out, err := kubectlErr(t, c, "logs", "noimage"); err == nil || !strings.Contains(out, "is waiting to start") {
+				t.Errorf("logs of a pod whose image cannot be pulled: %v %q", err, out)
+			}
 			out := kubectl(t, c, "get", "events", "--field-selector", "involvedObject.name=noimage", "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
 			if !regexp.MustCompile(`Failed\s+Failed to pull image "example.com/no-such-image:1.0": .*Use one of: busybox,.*registry.k8s.io/e2e-test-images/agnhost`).MatchString(out) {
 				t.Errorf("no event listing the available images:\n%s", out)
@@ -973,6 +981,17 @@ spec:
 			t.Fatal(err)
 		}
 		before, _ := s.Component("kubelet-" + node)
+		// The pods Ready on the node now must be Ready again after.
+		wasReady := map[string]bool{}
+		pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && podIsReady(&p) {
+				wasReady[p.Namespace+"/"+p.Name] = true
+			}
+		}
 		if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -984,13 +1003,13 @@ spec:
 			now, _ := s.Component("kubelet-" + node)
 			return now.PID != 0 && now.PID != before.PID && now.State == StateHealthy, fmt.Errorf("%+v", now)
 		})
-		waitFor(t, 60*time.Second, "every pod on "+node+" Ready again, and web's answering", func() (bool, error) {
+		waitFor(t, 60*time.Second, "the pods Ready on "+node+" Ready again, and web's answering", func() (bool, error) {
 			pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 			if err != nil {
 				return false, err
 			}
 			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && !podIsReady(&p) {
+				if wasReady[p.Namespace+"/"+p.Name] && !podIsReady(&p) {
 					return false, fmt.Errorf("%s not ready: %+v", p.Name, p.Status.ContainerStatuses)
 				}
 				if p.Labels["app"] == "web" {

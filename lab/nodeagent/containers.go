@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -60,6 +61,37 @@ func newContainerRun(p *podRun, spec *corev1.Container, init bool) *containerRun
 
 func (c *containerRun) logPath(restart int) string {
 	return filepath.Join(c.pod.dir(), "logs", c.spec.Name, fmt.Sprintf("%d.log", restart))
+}
+
+// logRun says which run's log kubectl logs shows, as the kubelet decides:
+// the running or finished container's; while it waits to restart, the run
+// that ended; with previous, the run before the current one. Runs are
+// numbered by the restart count they had.
+func (c *containerRun) logRun(previous bool, pod string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case previous:
+		if c.restarts == 0 {
+			return 0, errdefs.InvalidInputf("previous terminated container %q in pod %q not found", c.spec.Name, pod)
+		}
+		return c.restarts - 1, nil
+	case c.current != nil || c.terminated != nil && c.waiting == nil:
+		return c.restarts, nil
+	case c.lastTerm != nil: // waiting to restart: restarts counts the run that ended
+		return c.restarts - 1, nil
+	}
+	reason := "ContainerCreating"
+	if c.waiting != nil {
+		reason = c.waiting.Reason
+	}
+	switch reason {
+	case "ErrImagePull":
+		return 0, errdefs.InvalidInputf("container %q in pod %q is waiting to start: image can't be pulled", c.spec.Name, pod)
+	case "ImagePullBackOff":
+		return 0, errdefs.InvalidInputf("container %q in pod %q is waiting to start: trying and failing to pull image", c.spec.Name, pod)
+	}
+	return 0, errdefs.InvalidInputf("container %q in pod %q is waiting to start: %s", c.spec.Name, pod, reason)
 }
 
 func (c *containerRun) restartCount() int {

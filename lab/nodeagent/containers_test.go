@@ -193,3 +193,38 @@ func TestAdmitHostPortInUse(t *testing.T) {
 		t.Errorf("a free port was refused: %s", msg)
 	}
 }
+
+func TestLogRun(t *testing.T) {
+	ended := &corev1.ContainerStateTerminated{ExitCode: 1}
+	for _, tc := range []struct {
+		name     string
+		c        containerRun
+		previous bool
+		want     int
+		wantErr  string
+	}{
+		{"first run", containerRun{current: &runningContainer{}}, false, 0, ""},
+		{"first run, previous", containerRun{current: &runningContainer{}}, true, 0, `previous terminated container "c" in pod "p" not found`},
+		{"crash loop shows the run that ended", containerRun{restarts: 1, lastTerm: ended, terminated: ended, waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, false, 0, ""},
+		{"crash loop, previous: the same", containerRun{restarts: 1, lastTerm: ended, terminated: ended, waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, true, 0, ""},
+		{"running again", containerRun{restarts: 2, lastTerm: ended, current: &runningContainer{}}, false, 2, ""},
+		{"running again, previous", containerRun{restarts: 2, lastTerm: ended, current: &runningContainer{}}, true, 1, ""},
+		{"finished for good", containerRun{restarts: 1, lastTerm: ended, terminated: ended}, false, 1, ""},
+		{"image pull", containerRun{waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}, false, 0, `container "c" in pod "p" is waiting to start: trying and failing to pull image`},
+		{"creating", containerRun{waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, false, 0, `container "c" in pod "p" is waiting to start: ContainerCreating`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.spec = &corev1.Container{Name: "c"}
+			got, err := tc.c.logRun(tc.previous, "p")
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Errorf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("run %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}

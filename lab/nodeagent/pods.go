@@ -222,14 +222,11 @@ func (p *provider) GetContainerLogs(ctx context.Context, ns, name, container str
 	if err != nil {
 		return nil, err
 	}
-	path := c.logPath(c.restartCount())
-	if opts.Previous {
-		if c.restartCount() == 0 {
-			return nil, errdefs.InvalidInputf("previous terminated container %q in pod %q not found", container, name)
-		}
-		path = c.logPath(c.restartCount() - 1)
+	run, err := c.logRun(opts.Previous, name)
+	if err != nil {
+		return nil, err
 	}
-	return readLog(ctx, path, opts, fromStart, func() bool { return c.finished() })
+	return readLog(ctx, c.logPath(run), opts, fromStart, func() bool { return c.finished() })
 }
 
 // RunInContainer is kubectl exec.
