@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"log/slog"
 	"slices"
 	"strings"
@@ -198,20 +199,20 @@ func TestLogRun(t *testing.T) {
 	ended := &corev1.ContainerStateTerminated{ExitCode: 1}
 	for _, tc := range []struct {
 		name     string
-		c        containerRun
+		c        *containerRun
 		previous bool
 		want     int
 		wantErr  string
 	}{
-		{"first run", containerRun{current: &runningContainer{}}, false, 0, ""},
-		{"first run, previous", containerRun{current: &runningContainer{}}, true, 0, `previous terminated container "c" in pod "p" not found`},
-		{"crash loop shows the run that ended", containerRun{restarts: 1, lastTerm: ended, terminated: ended, waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, false, 0, ""},
-		{"crash loop, previous: the same", containerRun{restarts: 1, lastTerm: ended, terminated: ended, waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, true, 0, ""},
-		{"running again", containerRun{restarts: 2, lastTerm: ended, current: &runningContainer{}}, false, 2, ""},
-		{"running again, previous", containerRun{restarts: 2, lastTerm: ended, current: &runningContainer{}}, true, 1, ""},
-		{"finished for good", containerRun{restarts: 1, lastTerm: ended, terminated: ended}, false, 1, ""},
-		{"image pull", containerRun{waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}, false, 0, `container "c" in pod "p" is waiting to start: trying and failing to pull image`},
-		{"creating", containerRun{waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, false, 0, `container "c" in pod "p" is waiting to start: ContainerCreating`},
+		{"first run", &containerRun{current: &runningContainer{}}, false, 0, ""},
+		{"first run, previous", &containerRun{current: &runningContainer{}}, true, 0, `previous terminated container "c" in pod "p" not found`},
+		{"crash loop shows the run that ended", &containerRun{restarts: 1, lastTerm: ended, terminated: ended, waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, false, 0, ""},
+		{"crash loop, previous: the same", &containerRun{restarts: 1, lastTerm: ended, terminated: ended, waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, true, 0, ""},
+		{"running again", &containerRun{restarts: 2, lastTerm: ended, current: &runningContainer{}}, false, 2, ""},
+		{"running again, previous", &containerRun{restarts: 2, lastTerm: ended, current: &runningContainer{}}, true, 1, ""},
+		{"finished for good", &containerRun{restarts: 1, lastTerm: ended, terminated: ended}, false, 1, ""},
+		{"image pull", &containerRun{waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}, false, 0, `container "c" in pod "p" is waiting to start: trying and failing to pull image`},
+		{"creating", &containerRun{waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, false, 0, `container "c" in pod "p" is waiting to start: ContainerCreating`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.c.spec = &corev1.Container{Name: "c"}
@@ -226,5 +227,31 @@ func TestLogRun(t *testing.T) {
 				t.Errorf("run %d, %v; want %d", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// A pod recreated under the same name is another pod: deleting or
+// updating the old one must not reach the new one's run.
+func TestDeleteAndUpdateMatchTheUID(t *testing.T) {
+	pod := func(uid string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default", UID: types.UID(uid)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	}
+	r := testPodRun(t, pod("new"))
+	p := r.p
+	p.pods[podKey("default", "web-0")] = r
+	old := pod("old")
+	old.Labels = map[string]string{"stale": "yes"}
+	if err := p.UpdatePod(context.Background(), old); !errdefs.IsNotFound(err) {
+		t.Errorf("UpdatePod of the old pod: %v, want not found", err)
+	}
+	if err := p.DeletePod(context.Background(), old); !errdefs.IsNotFound(err) {
+		t.Errorf("DeletePod of the old pod: %v, want not found", err)
+	}
+	if r.terminating || r.pod.Labels["stale"] != "" {
+		t.Errorf("the new pod's run was touched: terminating=%v labels=%v", r.terminating, r.pod.Labels)
+	}
+	if err := p.UpdatePod(context.Background(), pod("new")); err != nil {
+		t.Errorf("UpdatePod of the pod itself: %v", err)
 	}
 }

@@ -120,9 +120,7 @@ func (p *provider) admitLocked(pod *corev1.Pod) string {
 // UpdatePod: a pod's spec is immutable apart from images and a few
 // fields; like the kubelet, a changed image restarts that container.
 func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
-	p.mu.Lock()
-	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
-	p.mu.Unlock()
+	r, ok := p.run(pod)
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not running on this node", pod.Namespace, pod.Name)
 	}
@@ -130,11 +128,21 @@ func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
+// run finds the run of this very pod: a pod recreated under the same name
+// (a StatefulSet's, or after a forced delete) is another pod.
+func (p *provider) run(pod *corev1.Pod) (*podRun, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	if !ok || (pod.UID != "" && r.pod.UID != pod.UID) {
+		return nil, false
+	}
+	return r, true
+}
+
 // DeletePod starts graceful termination and returns at once.
 func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
-	p.mu.Lock()
-	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
-	p.mu.Unlock()
+	r, ok := p.run(pod)
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not running on this node", pod.Namespace, pod.Name)
 	}
