@@ -1,6 +1,7 @@
 package images
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -328,7 +329,48 @@ func (s *Store) ensure(ctx context.Context, p cluster.Progress, layers []string)
 	if built == 0 {
 		p.Infof("images are up to date in %s", s.dir)
 	}
+	if removed, err := s.pruneSuperseded(time.Now()); err != nil {
+		s.log.Warn("removing superseded image layers", "err", err)
+	} else if len(removed) > 0 {
+		s.log.Info("removed superseded image layers", "count", len(removed))
+	}
 	return nil
+}
+
+// supersededAge is how old a superseded layer must be before it goes: a
+// layer another svclab binary (a parallel test, say) built a moment ago
+// may be about to be mounted.
+const supersededAge = time.Hour
+
+// pruneSuperseded removes layers whose key no longer matches the current
+// sources (every build of svclab makes a new svclab layer), once they are
+// older than supersededAge and no mount uses them. Called with the build
+// lock held.
+func (s *Store) pruneSuperseded(now time.Time) ([]string, error) {
+	layers, err := s.Layers()
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, l := range layers {
+		if (l.Name == layerKube || l.Name == layerCoreDNS) && s.kubeBin == "" {
+			continue // no svclab-kube here to tell which is current
+		}
+		if l.Current || now.Sub(l.Built) < supersededAge || bytes.Contains(mounts, []byte(l.Dir+"/")) || bytes.Contains(mounts, []byte(l.Dir+",")) || bytes.Contains(mounts, []byte(l.Dir+":")) {
+			continue
+		}
+		if err := os.RemoveAll(l.Dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, l.Dir)
+	}
+	return removed, errors.Join(errs...)
 }
 
 // buildLayer builds one layer into a temporary directory and renames it

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 type fixture struct {
@@ -400,5 +401,40 @@ func TestScripts(t *testing.T) {
 				t.Errorf("exit %d, output %q; want %d and %q", code, out, tt.code, tt.out)
 			}
 		})
+	}
+}
+
+// Every svclab build makes a new svclab layer; the ones it supersedes go
+// once they are old enough that nobody is about to mount them.
+func TestBuildPrunesSupersededLayers(t *testing.T) {
+	f := newFixture(t, true)
+	f.build(t)
+	first, _ := f.store.Resolve("nginx")
+	oldSvclab := filepath.Dir(first.Layers[2]) // the layer directory holds rootfs/ and layer.json
+	if err := os.WriteFile(f.svclab, []byte("svclab binary v2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.build(t)
+	if !exists(oldSvclab) {
+		t.Fatalf("a layer superseded a moment ago was removed: %s", oldSvclab)
+	}
+	// An hour later, the next build removes it, and nothing current.
+	removed, err := f.store.pruneSuperseded(time.Now().Add(supersededAge + time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != oldSvclab || exists(oldSvclab) {
+		t.Errorf("removed %v, want just %s", removed, oldSvclab)
+	}
+	for _, ref := range []string{"nginx", "busybox", "registry.k8s.io/coredns/coredns:v1.12.0", "registry.k8s.io/e2e-test-images/agnhost:2.53"} {
+		img, err := f.store.Resolve(ref)
+		if err != nil {
+			t.Fatalf("%s after pruning: %v", ref, err)
+		}
+		for _, l := range img.Layers {
+			if !exists(l) {
+				t.Errorf("%s lost its layer %s", ref, l)
+			}
+		}
 	}
 }
