@@ -88,6 +88,11 @@ func fabricUp(ctx context.Context, r Runner, st *State) error {
 			// can DNAT them (curl <ClusterIP> from a node shell).
 			{"ip", "-n", n.Netns, "route", "add", st.ServiceCIDR, "via", st.Gateway},
 			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+			// The kernel rate-limits the ICMP errors a REJECT rule sends
+			// (a burst of 6, then one a second per peer): with the limit
+			// a refused connection could look dropped. Lab nodes answer
+			// every time, so refused means refused.
+			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0"},
 		}
 		for _, c := range cmds {
 			if err := run(ctx, r, c[0], c[1:]...); err != nil {

@@ -121,7 +121,6 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 		return nil, err
 	}
 	err = cluster.RunActions(ctx, opts.Progress, []cluster.Action{
-		{Name: "Preparing the nodes", Run: func(ctx context.Context) error { return prepareNodes(ctx, c, opts.Log) }},
 		{Name: "Removing what an earlier run left", Run: func(ctx context.Context) error { return remove(ctx, ses.apply, s, true) }},
 		{Name: "Applying the setup manifests", Run: func(ctx context.Context) error {
 			for _, m := range s.Manifests {

@@ -64,31 +64,6 @@ func labNodes(labels map[string]string) []cluster.Node {
 	}
 }
 
-func TestPrepareNodesAddsMissingRoutes(t *testing.T) {
-	f := &fakeCluster{name: "lab", nodes: labNodes(nil),
-		fail: func(node, cmd string) bool { return node == "lab-worker" && cmd == "ip route get 10.96.0.1" },
-		out: func(node, cmd string) string {
-			if cmd == "ip -o -4 addr show" {
-				return "1: lo    inet 127.0.0.1/8 scope host lo\n2: eth0    inet 172.29.1.3/24 brd 172.29.1.255 scope global eth0\n"
-			}
-			return ""
-		}}
-	opts := Options{}
-	opts.defaults()
-	if err := prepareNodes(context.Background(), f, opts.Log); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"lab-control-plane: sysctl -q -w net.ipv4.icmp_ratelimit=0", "lab-control-plane: ip route get 10.96.0.1",
-		"lab-worker: sysctl -q -w net.ipv4.icmp_ratelimit=0", "lab-worker: ip route get 10.96.0.1", "lab-worker: ip -o -4 addr show",
-		"lab-worker: ip route replace 10.96.0.0/16 dev eth0 src 172.29.1.3",
-		"lab-worker2: sysctl -q -w net.ipv4.icmp_ratelimit=0", "lab-worker2: ip route get 10.96.0.1",
-	}
-	if got := strings.Join(f.calls, "\n"); got != strings.Join(want, "\n") {
-		t.Errorf("calls:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
-	}
-}
-
 func TestCheckShape(t *testing.T) {
 	f := &fakeCluster{name: "lab", nodes: labNodes(map[string]string{"topology.kubernetes.io/zone": "a"})}
 	ctx := context.Background()
@@ -225,11 +200,5 @@ func TestRunUnknownScenario(t *testing.T) {
 	err := Run(context.Background(), RunOptions{ID: "nope", Cluster: "lab", Out: &out})
 	if err == nil || !strings.Contains(err.Error(), `no scenario "nope"; the scenarios are etp-local-drop, selector-typo, targetport-mismatch`) {
 		t.Errorf("%v", err)
-	}
-}
-
-func TestFirstAddr(t *testing.T) {
-	if got := firstAddr("10.96.0.0/16"); got != "10.96.0.1" {
-		t.Errorf("firstAddr = %s", got)
 	}
 }
