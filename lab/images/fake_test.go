@@ -20,7 +20,6 @@ type fakeSystem struct {
 	paths          map[string]string
 	calls          []string
 	debootstrapErr error
-	aptErr         error
 }
 
 func newFakeSystem() *fakeSystem {
@@ -68,17 +67,6 @@ func (f *fakeSystem) count(prefix string) int {
 func (f *fakeSystem) Run(ctx context.Context, out io.Writer, name string, args ...string) error {
 	f.record(name + " " + strings.Join(args, " "))
 	switch filepath.Base(name) {
-	case "apt-get":
-		if f.aptErr != nil {
-			fmt.Fprintln(out, "E: Unable to locate package debootstrap")
-			return f.aptErr
-		}
-		if len(args) > 0 && args[0] == "install" {
-			f.mu.Lock()
-			f.paths["debootstrap"] = "/usr/sbin/debootstrap"
-			f.mu.Unlock()
-		}
-		return nil
 	case "debootstrap":
 		fmt.Fprintln(out, "I: Retrieving InRelease ...")
 		fmt.Fprintln(out, "I: Retrieving libc6 2.36-9")

@@ -68,7 +68,7 @@ func (s *Store) buildTools(ctx context.Context, p cluster.Progress, rootfs strin
 	if !s.sys.IsRoot() {
 		return fmt.Errorf("%w (debootstrap creates device nodes and runs package scripts in a chroot): run 'sudo svclab setup' once, or 'go tool task setup' as root", ErrNeedRoot)
 	}
-	debootstrap, err := s.ensureDebootstrap(ctx, p)
+	debootstrap, err := s.debootstrapPath()
 	if err != nil {
 		return err
 	}
@@ -116,35 +116,12 @@ func (s *Store) buildTools(ctx context.Context, p cluster.Progress, rootfs strin
 
 const debianKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
-// ensureDebootstrap finds debootstrap, installing it with apt-get when it
-// is missing.
-func (s *Store) ensureDebootstrap(ctx context.Context, p cluster.Progress) (string, error) {
-	if path, err := s.sys.LookPath("debootstrap"); err == nil {
-		return path, nil
-	}
-	if _, err := s.sys.LookPath("apt-get"); err != nil {
-		return "", fmt.Errorf("debootstrap is needed to build the tools image and is not installed; install the debootstrap package with your distribution's package manager")
-	}
-	done := p.Start("Installing debootstrap with apt-get")
-	var out bytes.Buffer
-	err := s.sys.Run(ctx, &out, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap")
-	if err != nil {
-		// The package lists may be missing or stale.
-		out.Reset()
-		if err = s.sys.Run(ctx, &out, "apt-get", "update", "-qq"); err == nil {
-			err = s.sys.Run(ctx, &out, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap")
-		}
-	}
-	if err != nil {
-		err = fmt.Errorf("apt-get install debootstrap: %w\n%s", err, lastLines(out.String(), 20))
-	}
-	done(err)
-	if err != nil {
-		return "", err
-	}
+// debootstrapPath finds debootstrap. Installing it is svclab setup's job
+// (package hostsetup), like every other system package.
+func (s *Store) debootstrapPath() (string, error) {
 	path, err := s.sys.LookPath("debootstrap")
 	if err != nil {
-		return "", fmt.Errorf("debootstrap is still missing after installing it: %w", err)
+		return "", fmt.Errorf("debootstrap is needed to build the tools image and is not installed: run 'sudo svclab setup' (or 'go tool task setup'), which installs it")
 	}
 	return path, nil
 }
