@@ -91,13 +91,15 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such operation", http.StatusNotFound)
 		return
 	}
+	// Watch before the handshake completes, so every step published after
+	// the client's Dial returns reaches it live.
+	past, next, cancel := op.Watch()
+	defer cancel()
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader has answered
 	}
 	defer conn.Close()
-	past, next, cancel := op.Watch()
-	defer cancel()
 	// Notice a client that goes away.
 	gone := make(chan struct{})
 	go func() {
