@@ -1,0 +1,92 @@
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func TestLimiter(t *testing.T) {
+	type step struct {
+		advance time.Duration
+		key     string
+		ok      bool
+		wait    time.Duration
+	}
+	for _, tc := range []struct {
+		name  string
+		limit Limit
+		steps []step
+	}{
+		{"burst then refused", Limit{Every: time.Second, Burst: 2}, []step{
+			{0, "a", true, 0}, {0, "a", true, 0}, {0, "a", false, time.Second},
+			{500 * time.Millisecond, "a", false, 500 * time.Millisecond},
+			{500 * time.Millisecond, "a", true, 0},
+		}},
+		{"keys are independent", Limit{Every: time.Minute, Burst: 1}, []step{
+			{0, "a", true, 0}, {0, "a", false, time.Minute}, {0, "b", true, 0},
+		}},
+		{"refill stops at the burst", Limit{Every: time.Second, Burst: 2}, []step{
+			{0, "a", true, 0}, {time.Hour, "a", true, 0}, {0, "a", true, 0}, {0, "a", false, time.Second},
+		}},
+		{"join preset", Join, []step{
+			{0, "ip", true, 0}, {0, "ip", true, 0}, {0, "ip", true, 0}, {0, "ip", true, 0}, {0, "ip", true, 0},
+			{0, "ip", false, 12 * time.Second}, {12 * time.Second, "ip", true, 0},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeClock{t: time.Unix(1000, 0)}
+			l := New(tc.limit, c.now)
+			for i, s := range tc.steps {
+				c.t = c.t.Add(s.advance)
+				ok, wait := l.Allow(s.key)
+				if ok != s.ok || wait != s.wait {
+					t.Errorf("step %d (%s): Allow = %v, %v; want %v, %v", i, s.key, ok, wait, s.ok, s.wait)
+				}
+			}
+		})
+	}
+}
+
+func TestLimiterPrunes(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	l := New(Limit{Every: time.Second, Burst: 1}, c.now)
+	for i := range pruneEvery - 1 {
+		l.Allow(fmt.Sprint(i))
+	}
+	c.t = c.t.Add(time.Second)
+	l.Allow("last")
+	if n := l.Keys(); n != 1 {
+		t.Errorf("%d buckets after the refilled ones were pruned, want 1", n)
+	}
+}
+
+func TestMiddleware(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	h := Middleware(New(Limit{Every: 10 * time.Second, Burst: 1}, c.now), ClientIP, "join attempts")(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	do := func(addr string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/join", nil)
+		r.RemoteAddr = addr
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	if w := do("192.0.2.1:1111"); w.Code != http.StatusNoContent {
+		t.Fatalf("first: %d", w.Code)
+	}
+	w := do("192.0.2.1:2222") // same address, other port
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "10" || !strings.Contains(w.Body.String(), "Too many join attempts: try again in 10 seconds.") {
+		t.Errorf("second: %d %q %q", w.Code, w.Header().Get("Retry-After"), w.Body.String())
+	}
+	if w := do("192.0.2.2:1111"); w.Code != http.StatusNoContent {
+		t.Errorf("another address: %d", w.Code)
+	}
+}
