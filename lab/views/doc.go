@@ -1,0 +1,29 @@
+// Package views turns a lab cluster's state into the view models of the web
+// UI's live panels and publishes them on an in-process bus:
+//
+//   - slices: the EndpointSlices of a scenario's Services, every endpoint
+//     with its conditions, node, zone and hints, changes marked;
+//   - rules/NODE: each node's proxy rules for those Services, grouped per
+//     Service (map element → service chain → endpoints) with the lines
+//     added and removed since the last change, and the raw ruleset;
+//   - conntrack/NODE: each node's conntrack entries for Service traffic;
+//   - probes: about once a second, a request from every node and from the
+//     scenario's client Pods to each Service port, with the outcome and the
+//     backend that answered;
+//   - timeline: Kubernetes events, proxier sync events, the learner's
+//     terminal commands and check results;
+//   - the packet path (Path), computed on request from a node's current
+//     ruleset: map element, chains and rules to an endpoint, or the rule
+//     that rejects or drops the packet and why.
+//
+// A Lab runs the collectors for one cluster and one set of Services; the Bus
+// fans its frames out to any number of subscribers. Each subscriber has its
+// own buffer that keeps the latest frame per topic (and a bounded list of
+// appended timeline frames): a slow subscriber skips intermediate frames and
+// still ends up with the current state, and it never blocks the publisher or
+// the other subscribers.
+//
+// Everything reaches the cluster through cluster.Cluster (the clientset and
+// NodeExec: nft, iptables-save, conntrack, curl), so the views work the same
+// on every backend.
+package views
