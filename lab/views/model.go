@@ -121,8 +121,8 @@ type ProbeView struct {
 
 // ProbeResult is one probe: from a source to a Service port.
 type ProbeResult struct {
-	Source  string `json:"source"` // "node lab-worker", "pod shop/client"
-	Target  string `json:"target"` // "shop/web:80"
+	Source  string `json:"source"`  // "node lab-worker", "pod shop/client"
+	Target  string `json:"target"`  // "shop/web:80"
 	Outcome string `json:"outcome"` // success, refused, timeout, error
 	Backend string `json:"backend,omitempty"`
 	Detail  string `json:"detail,omitempty"`

@@ -10,11 +10,11 @@ import (
 // nftRuleset is `nft list table ip kube-proxy` read into chains, sets and
 // maps.
 type nftRuleset struct {
-	Chains map[string][]string      // chain → rules (without the hook header lines)
-	Hooks  map[string]string        // chain → "type nat hook output priority -100; policy accept;"
-	Sets   map[string][]string      // set → elements
-	Maps   map[string][]nftElement  // map → elements
-	order  []string                 // chains in listing order
+	Chains map[string][]string     // chain → rules (without the hook header lines)
+	Hooks  map[string]string       // chain → "type nat hook output priority -100; policy accept;"
+	Sets   map[string][]string     // set → elements
+	Maps   map[string][]nftElement // map → elements
+	order  []string                // chains in listing order
 }
 
 type nftElement struct {

@@ -1,0 +1,554 @@
+package views
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/faults"
+	"github.com/svclab/svclab/lab/proxier/events"
+)
+
+// Topics of the bus.
+const (
+	TopicSlices   = "slices"
+	TopicProbes   = "probes"
+	TopicTimeline = "timeline"
+	TopicNodes    = "nodes"
+)
+
+// TopicRules and TopicConntrack are the per-node topics.
+func TopicRules(node string) string     { return "rules/" + node }
+func TopicConntrack(node string) string { return "conntrack/" + node }
+
+// PodExecutor runs a command in a Pod's container (grade.RESTPodExecutor
+// is one).
+type PodExecutor interface {
+	Exec(ctx context.Context, namespace, pod, container string, cmd []string, stdout, stderr io.Writer) error
+}
+
+// Config says what a Lab watches.
+type Config struct {
+	Cluster cluster.Cluster
+	// Client is the cluster's clientset (default: Cluster.Client()).
+	Client kubernetes.Interface
+	// Services are the scenario's Services, "namespace/name".
+	Services []string
+	// Clients are Pods ("namespace/name") that probe the Services too.
+	Clients []string
+	// Pods runs the client probes (nil: no probes from Pods).
+	Pods PodExecutor
+	// ProbeInterval is the time between probe rounds (default 1s);
+	// RulesInterval the time between reads of the rules when no proxier
+	// event asks for one (default 3s).
+	ProbeInterval, RulesInterval time.Duration
+	Log                          *slog.Logger
+}
+
+// Lab runs the collectors of one cluster's views.
+type Lab struct {
+	cfg    Config
+	bus    *Bus
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    *slog.Logger
+	cs     kubernetes.Interface
+
+	mu       sync.Mutex
+	nodes    []cluster.Node
+	services map[string]ServiceInfo
+	refresh  map[string]chan struct{}
+	// prevEndpoints: service → address → endpoint, for change marks.
+	prevEndpoints map[string]map[string]EndpointView
+	svcListers    map[string]func() ([]*corev1.Service, []*discoveryv1.EndpointSlice)
+	round         int
+}
+
+// Start starts the collectors; Stop ends them.
+func Start(ctx context.Context, cfg Config) (*Lab, error) {
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = time.Second
+	}
+	if cfg.RulesInterval <= 0 {
+		cfg.RulesInterval = 3 * time.Second
+	}
+	l := &Lab{cfg: cfg, bus: NewBus(300), log: cfg.Log, services: map[string]ServiceInfo{}, refresh: map[string]chan struct{}{}, prevEndpoints: map[string]map[string]EndpointView{}, svcListers: map[string]func() ([]*corev1.Service, []*discoveryv1.EndpointSlice){}}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	l.cs = cfg.Client
+	if l.cs == nil {
+		cs, err := cfg.Cluster.Client()
+		if err != nil {
+			return nil, fmt.Errorf("a client for cluster %s: %w", cfg.Cluster.Name(), err)
+		}
+		l.cs = cs
+	}
+	nodes, err := cfg.Cluster.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes of cluster %s: %w", cfg.Cluster.Name(), err)
+	}
+	l.nodes = nodes
+	for _, n := range nodes {
+		l.refresh[n.Name] = make(chan struct{}, 1)
+	}
+	ctx, l.cancel = context.WithCancel(context.Background())
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	l.bus.Publish(TopicNodes, names, false)
+	if err := l.watchAPI(ctx); err != nil {
+		l.cancel()
+		return nil, err
+	}
+	for _, n := range nodes {
+		l.goLoop(ctx, func(ctx context.Context) { l.rulesLoop(ctx, n.Name) })
+		l.goLoop(ctx, func(ctx context.Context) { l.proxierEvents(ctx, n.Name) })
+	}
+	l.goLoop(ctx, l.probeLoop)
+	return l, nil
+}
+
+func (l *Lab) goLoop(ctx context.Context, f func(ctx context.Context)) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		f(ctx)
+	}()
+}
+
+// Bus is where the Lab publishes its frames.
+func (l *Lab) Bus() *Bus { return l.bus }
+
+// Stop ends the collectors and the bus's subscriptions.
+func (l *Lab) Stop() {
+	l.cancel()
+	l.wg.Wait()
+	l.bus.Close()
+}
+
+// Record adds an entry to the timeline (a terminal command, a check).
+func (l *Lab) Record(ev TimelineEvent) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	l.bus.Publish(TopicTimeline, ev, true)
+}
+
+// Nodes are the cluster's nodes.
+func (l *Lab) Nodes() []cluster.Node { return l.nodes }
+
+// Services are the watched Services as last seen.
+func (l *Lab) Services() []ServiceInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []ServiceInfo
+	for _, id := range l.cfg.Services {
+		if s, ok := l.services[id]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// RefreshRules asks for node's rules to be read now (all nodes if "").
+func (l *Lab) RefreshRules(node string) {
+	for n, ch := range l.refresh {
+		if node == "" || n == node {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func splitID(id string) (ns, name string) {
+	ns, name, ok := strings.Cut(id, "/")
+	if !ok {
+		return "default", id
+	}
+	return ns, name
+}
+
+// watchAPI watches the Services, their EndpointSlices and the events of
+// their namespaces.
+func (l *Lab) watchAPI(ctx context.Context) error {
+	byNS := map[string][]string{}
+	for _, id := range l.cfg.Services {
+		ns, _ := splitID(id)
+		byNS[ns] = append(byNS[ns], id)
+	}
+	started := time.Now()
+	var syncs []cache.InformerSynced
+	for ns := range byNS {
+		f := informers.NewSharedInformerFactoryWithOptions(l.cs, 0, informers.WithNamespace(ns))
+		svcs := f.Core().V1().Services()
+		slices := f.Discovery().V1().EndpointSlices()
+		evs := f.Core().V1().Events()
+		changed := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { l.publishSlices() },
+			UpdateFunc: func(any, any) { l.publishSlices() },
+			DeleteFunc: func(any) { l.publishSlices() },
+		}
+		if _, err := svcs.Informer().AddEventHandler(changed); err != nil {
+			return err
+		}
+		if _, err := slices.Informer().AddEventHandler(changed); err != nil {
+			return err
+		}
+		onEvent := func(obj any) {
+			if e, ok := obj.(*corev1.Event); ok {
+				l.kubeEvent(e, started)
+			}
+		}
+		if _, err := evs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onEvent, UpdateFunc: func(_, o any) { onEvent(o) }}); err != nil {
+			return err
+		}
+		svcLister, sliceLister := svcs.Lister(), slices.Lister()
+		l.svcListers[ns] = func() ([]*corev1.Service, []*discoveryv1.EndpointSlice) {
+			s, _ := svcLister.Services(ns).List(labels.Everything())
+			e, _ := sliceLister.EndpointSlices(ns).List(labels.Everything())
+			return s, e
+		}
+		syncs = append(syncs, svcs.Informer().HasSynced, slices.Informer().HasSynced, evs.Informer().HasSynced)
+		f.Start(ctx.Done())
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); <-ctx.Done(); f.Shutdown() }()
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), syncs...) {
+		return fmt.Errorf("cluster %s: the API server did not list the Services and EndpointSlices in 30s", l.cfg.Cluster.Name())
+	}
+	l.publishSlices()
+	return nil
+}
+
+func (l *Lab) kubeEvent(e *corev1.Event, started time.Time) {
+	t := e.LastTimestamp.Time
+	if t.IsZero() {
+		t = e.EventTime.Time
+	}
+	if t.IsZero() {
+		t = e.CreationTimestamp.Time
+	}
+	level := "info"
+	if e.Type == corev1.EventTypeWarning {
+		level = "warning"
+	}
+	obj := strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name
+	text := fmt.Sprintf("%s %s: %s", obj, e.Reason, e.Message)
+	if e.Count > 1 {
+		text += fmt.Sprintf(" (×%d)", e.Count)
+	}
+	l.bus.Publish(TopicTimeline, TimelineEvent{Time: t, Kind: KindKubernetes, Source: e.Source.Component, Text: text, Level: level}, true)
+}
+
+// publishSlices rebuilds the EndpointSlice view from the informers' caches.
+func (l *Lab) publishSlices() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	view := SlicesView{}
+	rulesChanged := false
+	for _, id := range l.cfg.Services {
+		ns, name := splitID(id)
+		list, ok := l.svcListers[ns]
+		if !ok {
+			continue
+		}
+		svcs, slices := list()
+		ss := ServiceSlices{Service: id, Missing: true}
+		var info ServiceInfo
+		for _, s := range svcs {
+			if s.Name != name {
+				continue
+			}
+			ss.Missing = false
+			info = serviceInfo(s)
+			ss.ClusterIP, ss.Ports = info.ClusterIP, info.Ports
+			ss.Selector = labels.SelectorFromSet(s.Spec.Selector).String()
+		}
+		prev := l.prevEndpoints[id]
+		now := map[string]EndpointView{}
+		sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
+		for _, sl := range slices {
+			if sl.Labels[discoveryv1.LabelServiceName] != name {
+				continue
+			}
+			sv := SliceView{Name: sl.Name}
+			for _, p := range sl.Ports {
+				pi := PortInfo{Protocol: "tcp"}
+				if p.Name != nil {
+					pi.Name = *p.Name
+				}
+				if p.Protocol != nil {
+					pi.Protocol = strings.ToLower(string(*p.Protocol))
+				}
+				if p.Port != nil {
+					pi.Port = int(*p.Port)
+				}
+				sv.Ports = append(sv.Ports, pi)
+			}
+			for _, ep := range sl.Endpoints {
+				ev := endpointView(ep)
+				if old, ok := prev[ev.Address]; !ok {
+					ev.Change = "added"
+				} else if old.Ready != ev.Ready || old.Serving != ev.Serving || old.Terminating != ev.Terminating || old.NodeName != ev.NodeName {
+					ev.Change = "changed"
+				}
+				if prev == nil {
+					ev.Change = ""
+				}
+				now[ev.Address] = ev
+				sv.Endpoints = append(sv.Endpoints, ev)
+			}
+			ss.Slices = append(ss.Slices, sv)
+		}
+		for addr, old := range prev {
+			if _, ok := now[addr]; !ok && len(ss.Slices) > 0 {
+				old.Change = "removed"
+				ss.Slices[0].Endpoints = append(ss.Slices[0].Endpoints, old)
+			}
+		}
+		l.prevEndpoints[id] = now
+		if old, ok := l.services[id]; !ok || old.ClusterIP != info.ClusterIP || fmt.Sprint(old.Ports) != fmt.Sprint(info.Ports) {
+			rulesChanged = true
+		}
+		if ss.Missing {
+			delete(l.services, id)
+		} else {
+			l.services[id] = info
+		}
+		view.Services = append(view.Services, ss)
+	}
+	l.bus.Publish(TopicSlices, view, false)
+	if rulesChanged {
+		go l.RefreshRules("")
+	}
+}
+
+func serviceInfo(s *corev1.Service) ServiceInfo {
+	info := ServiceInfo{Namespace: s.Namespace, Name: s.Name, ClusterIP: s.Spec.ClusterIP}
+	for _, ip := range s.Spec.ClusterIPs {
+		if ip != "None" {
+			info.IPs = append(info.IPs, ip)
+		}
+	}
+	info.IPs = append(info.IPs, s.Spec.ExternalIPs...)
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			info.IPs = append(info.IPs, in.IP)
+		}
+	}
+	for _, p := range s.Spec.Ports {
+		info.Ports = append(info.Ports, PortInfo{Name: p.Name, Protocol: strings.ToLower(string(p.Protocol)), Port: int(p.Port), NodePort: int(p.NodePort)})
+	}
+	return info
+}
+
+func endpointView(ep discoveryv1.Endpoint) EndpointView {
+	ev := EndpointView{Address: strings.Join(ep.Addresses, ",")}
+	c := ep.Conditions
+	ev.Ready = c.Ready == nil || *c.Ready
+	ev.Serving = c.Serving == nil || *c.Serving
+	ev.Terminating = c.Terminating != nil && *c.Terminating
+	if ep.NodeName != nil {
+		ev.NodeName = *ep.NodeName
+	}
+	if ep.Zone != nil {
+		ev.Zone = *ep.Zone
+	}
+	if ep.Hints != nil {
+		var hs []string
+		for _, z := range ep.Hints.ForZones {
+			hs = append(hs, "zone:"+z.Name)
+		}
+		for _, n := range ep.Hints.ForNodes {
+			hs = append(hs, "node:"+n.Name)
+		}
+		ev.Hints = strings.Join(hs, ",")
+	}
+	if ep.TargetRef != nil {
+		ev.Target = ep.TargetRef.Name
+	}
+	return ev
+}
+
+// nodeOutput runs cmd on node and returns its standard output.
+func (l *Lab) nodeOutput(ctx context.Context, node string, cmd ...string) (string, error) {
+	var out, errb bytes.Buffer
+	if err := l.cfg.Cluster.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		if msg := strings.TrimSpace(errb.String()); msg != "" {
+			return out.String(), fmt.Errorf("%w: %s", err, msg)
+		}
+		return out.String(), err
+	}
+	return out.String(), nil
+}
+
+// readRules reads node's proxy rules: kube-proxy's nftables table, or
+// iptables-save when there is none.
+func (l *Lab) readRules(ctx context.Context, node string) (mode, raw string, err error) {
+	raw, err = l.nodeOutput(ctx, node, "nft", "list", "table", "ip", "kube-proxy")
+	if err == nil {
+		return "nftables", raw, nil
+	}
+	save, iptErr := l.nodeOutput(ctx, node, "iptables-save")
+	if iptErr == nil && strings.Contains(save, "KUBE-SERVICES") {
+		return "iptables", save, nil
+	}
+	return "", "", fmt.Errorf("node %s has neither kube-proxy's nftables table nor its iptables chains (is kube-proxy running there?): %w", node, err)
+}
+
+func (l *Lab) rulesLoop(ctx context.Context, node string) {
+	var last RulesView
+	var lastLines = map[string][]RuleLine{}
+	lastServices := ""
+	tick := time.NewTicker(l.cfg.RulesInterval)
+	defer tick.Stop()
+	for {
+		mode, raw, err := l.readRules(ctx, node)
+		if ctx.Err() != nil {
+			return
+		}
+		services := l.Services()
+		svcKey := fmt.Sprint(services)
+		v := RulesView{Node: node, Mode: mode, Raw: raw, Changed: last.Changed}
+		if err != nil {
+			v.Error = err.Error()
+		}
+		if err != nil && last.Error != v.Error || err == nil && (raw != last.Raw || svcKey != lastServices || last.Error != "") {
+			var groups []RuleGroup
+			if mode == "nftables" {
+				groups = nftGroups(parseNFT(raw), services)
+			} else if mode == "iptables" {
+				groups = iptablesGroups(raw, services)
+			}
+			for i, g := range groups {
+				plain := append([]RuleLine(nil), g.Lines...)
+				if prev, ok := lastLines[g.Service]; ok && last.Raw != "" {
+					groups[i].Lines = diffLines(prev, g.Lines)
+				}
+				lastLines[g.Service] = plain
+			}
+			v.Groups = groups
+			v.Changed = time.Now()
+			l.bus.Publish(TopicRules(node), v, false)
+			last, lastServices = v, svcKey
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-l.refresh[node]:
+		}
+	}
+}
+
+// proxierEvents follows the proxier's sync events on node (its /events
+// stream, read with curl on the node) into the timeline, and reads the
+// rules again after each sync that changed them.
+func (l *Lab) proxierEvents(ctx context.Context, node string) {
+	for ctx.Err() == nil {
+		pr, pw := io.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(make([]byte, 64*1024), 4<<20)
+			for sc.Scan() {
+				var ev events.Event
+				if json.Unmarshal(sc.Bytes(), &ev) != nil {
+					continue
+				}
+				l.proxierEvent(node, ev)
+			}
+			io.Copy(io.Discard, pr)
+		}()
+		err := l.cfg.Cluster.NodeExec(ctx, node, []string{"curl", "-sSN", "--fail", "http://" + faults.ProxierAddr + "/events?replay=0"}, cluster.Stdio{Stdout: pw})
+		pw.Close()
+		<-done
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Debug("proxier event stream ended", "node", node, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func (l *Lab) proxierEvent(node string, ev events.Event) {
+	changes := len(ev.RulesAdded) + len(ev.RulesRemoved)
+	if changes > 0 || ev.Kind != events.KindSync {
+		l.RefreshRules(node)
+	}
+	if ev.Kind == events.KindSync && changes == 0 && ev.Error == "" {
+		return // a sync that changed nothing is not news
+	}
+	level, text := "info", ""
+	switch ev.Kind {
+	case events.KindSync:
+		kind := "partial"
+		if ev.Full {
+			kind = "full (" + ev.Reason + ")"
+		}
+		text = fmt.Sprintf("%s sync in %.0f ms: +%d −%d rules", kind, ev.DurationSeconds*1000, len(ev.RulesAdded), len(ev.RulesRemoved))
+		if len(ev.EndpointsChanged) > 0 {
+			text += "; endpoints of " + strings.Join(ev.EndpointsChanged, ", ")
+		}
+		if len(ev.ServicesChanged) > 0 {
+			text += "; Services " + strings.Join(ev.ServicesChanged, ", ")
+		}
+		if ev.Error != "" {
+			level, text = "error", text+": "+ev.Error
+		}
+	case events.KindConntrack:
+		text = fmt.Sprintf("deleted %d stale UDP conntrack entries", ev.ConntrackDeleted)
+	default:
+		level, text = "warning", ev.Kind+": "+ev.Message
+	}
+	l.bus.Publish(TopicTimeline, TimelineEvent{Time: ev.Time, Kind: KindProxier, Source: node, Text: text, Level: level}, true)
+}
+
+// Path traces a new connection through node's current rules.
+func (l *Lab) Path(ctx context.Context, req PathRequest) (*Path, error) {
+	known := false
+	for _, n := range l.nodes {
+		known = known || n.Name == req.Node
+	}
+	if !known {
+		return nil, fmt.Errorf("cluster %s has no node %q", l.cfg.Cluster.Name(), req.Node)
+	}
+	mode, raw, err := l.readRules(ctx, req.Node)
+	if err != nil {
+		return nil, err
+	}
+	if mode != "nftables" {
+		return nil, errors.New("the packet path is traced through nftables rules; node " + req.Node + " runs kube-proxy in iptables mode (see its rules panel)")
+	}
+	p := tracePath(parseNFT(raw), req)
+	p.Request.Node = req.Node
+	return p, nil
+}

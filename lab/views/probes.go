@@ -1,0 +1,230 @@
+package views
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+)
+
+// target is one Service port to probe.
+type target struct {
+	service string // ns/name
+	ip      string
+	port    int
+	label   string // "shop/web:80"
+}
+
+func (l *Lab) targets() []target {
+	var out []target
+	for _, s := range l.Services() {
+		if s.ClusterIP == "" || s.ClusterIP == "None" {
+			continue
+		}
+		for _, p := range s.Ports {
+			if p.Protocol != "tcp" {
+				continue
+			}
+			out = append(out, target{service: s.ID(), ip: s.ClusterIP, port: p.Port, label: fmt.Sprintf("%s:%d", s.ID(), p.Port)})
+		}
+	}
+	return out
+}
+
+// conntrackTargets are the destinations of Service traffic: every
+// ClusterIP (and external IP) port, and every NodePort on every node.
+func (l *Lab) conntrackTargets() map[string]string {
+	out := map[string]string{}
+	for _, s := range l.Services() {
+		for _, p := range s.Ports {
+			for _, ip := range s.IPs {
+				out[fmt.Sprintf("%s:%d", ip, p.Port)] = s.ID()
+			}
+			if p.NodePort != 0 {
+				for _, n := range l.nodes {
+					out[fmt.Sprintf("%s:%d", n.IP, p.NodePort)] = s.ID()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// nodeProbeScript probes each target with curl (one attempt, one second)
+// and then lists the conntrack table, in one command per node and round.
+func nodeProbeScript(ts []target) string {
+	var b strings.Builder
+	for _, t := range ts {
+		fmt.Fprintf(&b, "s=$(date +%%s%%N); body=$(curl -sS -m 1 http://%s:%d/hostname 2>&1); rc=$?; e=$(date +%%s%%N); printf '@@P %s %%s %%s %%s\\n' $rc $(( (e-s)/1000000 )) \"$(printf %%s \"$body\" | head -c 120 | tr '\\n' ' ')\"\n", t.ip, t.port, t.label)
+	}
+	b.WriteString("echo @@C; conntrack -L 2>/dev/null; exit 0\n")
+	return b.String()
+}
+
+var probeLineRE = regexp.MustCompile(`^@@P (\S+) (\d+) (\d+) ?(.*)$`)
+
+// parseNodeProbes reads the output of nodeProbeScript.
+func parseNodeProbes(node, out string) (results []ProbeResult, conntrack string) {
+	probes, ct, _ := strings.Cut(out, "@@C\n")
+	for _, line := range strings.Split(probes, "\n") {
+		m := probeLineRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		rc, _ := strconv.Atoi(m[2])
+		ms, _ := strconv.ParseInt(m[3], 10, 64)
+		r := ProbeResult{Source: "node " + node, Target: m[1], Millis: ms}
+		r.Outcome, r.Backend, r.Detail = curlOutcome(rc, strings.TrimSpace(m[4]))
+		results = append(results, r)
+	}
+	return results, ct
+}
+
+// curlOutcome classifies curl's exit code.
+func curlOutcome(rc int, body string) (outcome, backend, detail string) {
+	switch rc {
+	case 0:
+		return "success", backendName(body), ""
+	case 7:
+		return "refused", "", body
+	case 28:
+		return "timeout", "", "no answer within 1s"
+	case 52, 56:
+		return "success", "", "connected (not HTTP)"
+	}
+	return "error", "", fmt.Sprintf("curl exit %d: %s", rc, body)
+}
+
+// backendName is the answer of agnhost's /hostname (a Pod name), when the
+// body looks like one.
+func backendName(body string) string {
+	body = strings.TrimSpace(body)
+	if body == "" || len(body) > 63 || strings.ContainsAny(body, " <>{}") {
+		return ""
+	}
+	return body
+}
+
+// podProbe probes t from a client Pod with wget (curl where there is no
+// wget).
+func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
+	ns, name := splitID(pod)
+	url := fmt.Sprintf("http://%s:%d/hostname", t.ip, t.port)
+	script := fmt.Sprintf(`if command -v wget >/dev/null; then wget -qO- -T 1 %s 2>&1; else curl -sS -m 1 %s 2>&1; fi; echo "@@rc=$?"`, url, url)
+	var out bytes.Buffer
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := l.cfg.Pods.Exec(ctx, ns, name, "", []string{"sh", "-c", script}, &out, &out)
+	r := ProbeResult{Source: "pod " + pod, Target: t.label, Millis: time.Since(start).Milliseconds()}
+	text, rcs, _ := strings.Cut(out.String(), "@@rc=")
+	text = strings.TrimSpace(text)
+	rc, convErr := strconv.Atoi(strings.TrimSpace(rcs))
+	switch {
+	case err != nil && convErr != nil:
+		r.Outcome, r.Detail = "error", "cannot run a probe in Pod "+pod+": "+err.Error()
+	case rc == 0:
+		r.Outcome, r.Backend = "success", backendName(text)
+	case strings.Contains(text, "refused"):
+		r.Outcome, r.Detail = "refused", text
+	case strings.Contains(text, "timed out") || strings.Contains(text, "Timeout") || rc == 28:
+		r.Outcome, r.Detail = "timeout", "no answer within 1s"
+	default:
+		r.Outcome, r.Detail = "error", text
+	}
+	return r
+}
+
+func (l *Lab) probeLoop(ctx context.Context) {
+	tick := time.NewTicker(l.cfg.ProbeInterval)
+	defer tick.Stop()
+	prevCT := map[string]map[string]bool{}
+	for {
+		l.probeRound(ctx, prevCT)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (l *Lab) probeRound(ctx context.Context, prevCT map[string]map[string]bool) {
+	ts := l.targets()
+	ctTargets := l.conntrackTargets()
+	var mu sync.Mutex
+	var results []ProbeResult
+	var wg sync.WaitGroup
+	script := nodeProbeScript(ts)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, n := range l.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out, errb bytes.Buffer
+			err := l.cfg.Cluster.NodeExec(rctx, n.Name, []string{"bash", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errb})
+			if ctx.Err() != nil {
+				return
+			}
+			rs, ct := parseNodeProbes(n.Name, out.String())
+			v := ConntrackView{Node: n.Name}
+			if err != nil {
+				v.Error = fmt.Sprintf("reading the conntrack table of %s: %v %s", n.Name, err, strings.TrimSpace(errb.String()))
+			} else {
+				v.Entries = parseConntrack(ct, ctTargets)
+				seen := map[string]bool{}
+				mu.Lock()
+				prev := prevCT[n.Name]
+				for i := range v.Entries {
+					k := v.Entries[i].key()
+					seen[k] = true
+					v.Entries[i].New = prev != nil && !prev[k]
+				}
+				prevCT[n.Name] = seen
+				mu.Unlock()
+				sort.SliceStable(v.Entries, func(i, j int) bool { return v.Entries[i].TTL > v.Entries[j].TTL })
+			}
+			l.bus.Publish(TopicConntrack(n.Name), v, false)
+			mu.Lock()
+			results = append(results, rs...)
+			mu.Unlock()
+		}()
+	}
+	if l.cfg.Pods != nil {
+		for _, p := range l.cfg.Clients {
+			for _, t := range ts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := l.podProbe(rctx, p, t)
+					mu.Lock()
+					results = append(results, r)
+					mu.Unlock()
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	sort.Slice(results, func(i, j int) bool {
+		if results[i].Target != results[j].Target {
+			return results[i].Target < results[j].Target
+		}
+		return results[i].Source < results[j].Source
+	})
+	l.mu.Lock()
+	l.round++
+	round := l.round
+	l.mu.Unlock()
+	l.bus.Publish(TopicProbes, ProbeView{Round: round, Results: results}, false)
+}
