@@ -116,6 +116,12 @@ func nodeAgentRBAC(ctx context.Context, client kubernetes.Interface) error {
 		ObjectMeta: metav1.ObjectMeta{Name: "svclab:node-agent", Labels: map[string]string{"app.kubernetes.io/managed-by": "svclab"}},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"nodes", "configmaps", "secrets", "services"}, Verbs: []string{"get", "list", "watch"}},
+			// NetworkPolicy enforcement (package netpol) follows every
+			// Pod, Namespace and NetworkPolicy, and reports policies it
+			// cannot enforce as events.
+			{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{

@@ -139,6 +139,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 
 	routes := &routeSync{cfg: cfg, runner: execRunner{}, net: pn, log: log}
 	go routes.watch(ctx, client)
+	go enforceNetworkPolicy(ctx, cfg, client, log)
 
 	log.Info("node agent starting", "node", cfg.NodeName, "ip", cfg.NodeIP)
 	err = n.Run(ctx)
