@@ -44,6 +44,7 @@ func Library() []Fault {
 		headlessConfusion{spec("headless-clusterip-confusion")},
 		externalName{spec("external-name")},
 		defaultDeny{spec("default-deny-networkpolicy")},
+		networkPolicyAndOr{spec("networkpolicy-and-or")},
 		// Dataplane level.
 		proxierStuck{spec("proxier-stuck")},
 		proxierDead{spec("proxier-dead")},
