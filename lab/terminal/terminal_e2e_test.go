@@ -1,0 +1,87 @@
+package terminal
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/kubebin"
+)
+
+func TestMain(m *testing.M) {
+	embedded.Init()
+	os.Exit(m.Run())
+}
+
+// TestShellOnNode opens shells on a real cluster: kubectl works on the
+// control plane, the terminal resizes, the shell is the node's.
+func TestShellOnNode(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("end-to-end: needs root and a cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p := embedded.New(t.TempDir(), nil)
+	c, err := p.Create(ctx, cluster.CreateOptions{Name: "term-e2e", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Delete(context.Background(), "term-e2e") })
+	kube, err := kubebin.Locate(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := Open(ctx, c, "term-e2e-control-plane", Options{KubeBin: kube, Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	var out syncBuf
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := sh.Read(b)
+			out.Write(b[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if err := sh.Resize(ctx, 40, 120); err != nil {
+		t.Fatal(err)
+	}
+	sh.Write([]byte("hostname; stty size; kubectl get nodes -o name | sort; echo DONE-$((40+2))\r"))
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "DONE-42") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := out.String()
+	for _, want := range []string{"term-e2e-control-plane\r\n", "40 120", "node/term-e2e-worker"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("terminal output lacks %q:\n%s", want, got)
+		}
+	}
+	sh.Write([]byte("exit\r"))
+	select {
+	case <-sh.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("the shell did not end after exit")
+	}
+	if err := sh.Resize(ctx, 0, 10); err == nil {
+		t.Error("Resize(0, 10) accepted")
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) { s.mu.Lock(); defer s.mu.Unlock(); s.b.Write(p) }
+func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

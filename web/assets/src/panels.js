@@ -1,0 +1,177 @@
+// The live panels of a scenario page, fed by one websocket of view frames:
+// {"topic":"slices"|"rules/NODE"|"conntrack/NODE"|"probes"|"timeline"|"path"|"nodes", "data":{…}}
+import { ProbeChart } from "./chart.js";
+
+const $ = (sel, el = document) => el.querySelector(sel);
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") el.className = v; else if (k.startsWith("data-")) el.setAttribute(k, v); else el[k] = v;
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+const state = { nodes: [], rules: {}, conntrack: {}, node: null, raw: false, services: [] };
+
+function renderSlices(data) {
+  const el = $("#panel-slices .body");
+  el.replaceChildren();
+  state.services = data.services || [];
+  for (const s of state.services) {
+    el.append(h("h4", {}, s.service, " ", h("span", { class: "muted" }, s.missing ? "(no such Service)" : `ClusterIP ${s.clusterIP} · selector ${s.selector || "(none)"}`)));
+    const slices = s.slices || [];
+    if (!slices.length) { el.append(h("p", { class: "empty" }, "No EndpointSlice.")); continue; }
+    for (const sl of slices) {
+      const eps = sl.endpoints || [];
+      const ports = (sl.ports || []).map((p) => `${p.name || ""}${p.name ? " " : ""}${p.port}/${p.protocol}`).join(", ");
+      el.append(h("div", { class: "muted" }, `EndpointSlice ${sl.name} · ports ${ports || "none"}`));
+      if (!eps.length) { el.append(h("p", { class: "empty", "data-slice-empty": "true" }, "No endpoints: the selector matches no ready Pod.")); continue; }
+      const tb = h("tbody");
+      for (const e of eps) {
+        tb.append(h("tr", { class: e.change ? "chg-" + e.change : "", "data-endpoint": e.address },
+          h("td", {}, e.address), h("td", {}, e.target || ""), h("td", { class: e.ready ? "ok" : "bad" }, String(e.ready)),
+          h("td", { class: e.serving ? "ok" : "bad" }, String(e.serving)), h("td", {}, String(e.terminating)),
+          h("td", {}, e.nodeName || ""), h("td", {}, e.zone || ""), h("td", {}, e.hints || "")));
+      }
+      el.append(h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["address", "pod", "ready", "serving", "terminating", "node", "zone", "hints"].map((c) => h("th", {}, c)))), tb));
+    }
+  }
+  fillPathForm();
+}
+
+function nodeTabs(panel, kind) {
+  const bar = $(`#${panel} .nodes`);
+  if (!bar) return;
+  bar.replaceChildren(...state.nodes.map((n) => {
+    const b = h("button", { type: "button", class: n === state.node ? "active" : "", "data-node": n }, n.replace(/^.*?-(control-plane|worker\d*)$/, "$1"));
+    b.title = n;
+    b.onclick = () => { state.node = n; renderAllNodes(); };
+    return b;
+  }));
+}
+
+function renderRules() {
+  nodeTabs("panel-rules");
+  const el = $("#panel-rules .body");
+  const v = state.rules[state.node];
+  el.replaceChildren();
+  if (!v) { el.append(h("p", { class: "empty" }, "Reading the rules …")); return; }
+  if (v.error) el.append(h("p", { class: "bad" }, v.error));
+  el.append(h("div", { class: "muted" }, `${v.node} · ${v.mode} · changed ${new Date(v.changed).toLocaleTimeString()}`));
+  if (state.raw) { el.append(h("pre", { class: "raw" }, v.raw)); return; }
+  for (const g of v.groups || []) {
+    el.append(h("h4", {}, g.service, " ", h("span", { class: "muted", "data-summary": g.service }, g.summary)));
+    let where = "";
+    const pre = h("div", { class: "rules" });
+    for (const l of g.lines || []) {
+      if (l.where !== where) { where = l.where; pre.append(h("div", { class: "where" }, where)); }
+      pre.append(h("div", { class: "rule " + (l.change ? "chg-" + l.change : "") }, (l.change === "added" ? "+ " : l.change === "removed" ? "− " : "  ") + l.text));
+    }
+    if (!(g.lines || []).length) pre.append(h("div", { class: "empty" }, "No rules for this Service on this node."));
+    el.append(pre);
+  }
+}
+
+function renderConntrack() {
+  nodeTabs("panel-conntrack");
+  const el = $("#panel-conntrack .body");
+  const v = state.conntrack[state.node];
+  el.replaceChildren();
+  if (!v) { el.append(h("p", { class: "empty" }, "Reading conntrack …")); return; }
+  if (v.error) el.append(h("p", { class: "bad" }, v.error));
+  const rows = v.entries || [];
+  if (!rows.length) { el.append(h("p", { class: "empty" }, "No connections to the scenario's Services on " + v.node + ".")); return; }
+  const tb = h("tbody");
+  for (const r of rows.slice(0, 100)) {
+    tb.append(h("tr", { class: r.new ? "chg-added" : "" }, h("td", {}, r.proto), h("td", {}, r.state || ""), h("td", {}, r.src), h("td", {}, r.dst),
+      h("td", {}, r.backend), h("td", {}, r.flags || ""), h("td", {}, r.ttl + "s")));
+  }
+  el.append(h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["proto", "state", "source", "Service", "answered by", "flags", "ttl"].map((c) => h("th", {}, c)))), tb));
+  if (rows.length > 100) el.append(h("p", { class: "muted" }, `${rows.length - 100} more`));
+}
+
+function renderAllNodes() { renderRules(); renderConntrack(); }
+
+let chart;
+function renderProbes(data) {
+  if (!chart) chart = new ProbeChart($("#panel-probes canvas"), $("#panel-probes .legend"));
+  chart.add(data);
+  const last = $("#panel-probes .latest");
+  last.replaceChildren(...(data.results || []).map((r) => h("div", { class: "probe " + r.outcome, "data-source": r.source, "data-outcome": r.outcome },
+    `${r.source} → ${r.target}: ${r.outcome}${r.backend ? " (" + r.backend + ")" : ""}${r.detail ? " — " + r.detail : ""} · ${r.ms} ms`)));
+}
+
+function renderTimeline(ev) {
+  const list = $("#panel-timeline ol");
+  const li = h("li", { class: "tl-" + ev.kind + " lvl-" + (ev.level || "info") },
+    h("time", {}, new Date(ev.time).toLocaleTimeString()), " ", h("span", { class: "kind" }, ev.kind), " ",
+    ev.source ? h("span", { class: "muted" }, ev.source + " ") : null, ev.text);
+  list.prepend(li);
+  while (list.children.length > 300) list.lastChild.remove();
+}
+
+function fillPathForm() {
+  const form = $("#path-form");
+  if (!form) return;
+  const svc = form.elements.service;
+  const cur = svc.value;
+  svc.replaceChildren(...state.services.flatMap((s) => (s.ports || []).map((p) => h("option", { value: `${s.clusterIP}|${p.protocol}|${p.port}` }, `${s.service} ${p.port}/${p.protocol} (${s.clusterIP})`))));
+  if (cur) svc.value = cur;
+  const node = form.elements.node;
+  const curNode = node.value;
+  node.replaceChildren(...state.nodes.map((n) => h("option", { value: n }, n)));
+  if (curNode) node.value = curNode;
+}
+
+function renderPath(p) {
+  const el = $("#panel-path .body");
+  el.replaceChildren();
+  if (p.error) { el.append(h("p", { class: "bad" }, p.error)); return; }
+  el.append(h("p", { class: "outcome-" + p.outcome, "data-outcome": p.outcome }, h("strong", {}, p.outcome.toUpperCase()), " — ", p.why));
+  const ol = h("ol", { class: "path" });
+  for (const s of p.steps || []) {
+    ol.append(h("li", { class: s.matched ? "matched" : "skipped" }, h("span", { class: "muted" }, `${s.hook} › ${s.chain}`), h("code", {}, s.rule), h("div", {}, s.note)));
+  }
+  el.append(ol);
+}
+
+function connect(root) {
+  const proto = location.protocol === "https:" ? "wss://" : "ws://";
+  const ws = new WebSocket(proto + location.host + root.dataset.ws);
+  const status = $("#views-status");
+  ws.onopen = () => { status.textContent = "live"; status.className = "live"; };
+  ws.onclose = () => { status.textContent = "disconnected — reconnecting"; status.className = "bad"; setTimeout(() => connect(root), 2000); };
+  ws.onmessage = (ev) => {
+    const f = JSON.parse(ev.data);
+    const t = f.topic;
+    window.svclabFrames = (window.svclabFrames || 0) + 1;
+    if (t === "nodes") { state.nodes = f.data; if (!state.node) state.node = state.nodes.find((n) => /worker/.test(n)) || state.nodes[0]; renderAllNodes(); fillPathForm(); }
+    else if (t === "slices") renderSlices(f.data);
+    else if (t.startsWith("rules/")) { state.rules[t.slice(6)] = f.data; if (t.slice(6) === state.node) renderRules(); }
+    else if (t.startsWith("conntrack/")) { state.conntrack[t.slice(10)] = f.data; if (t.slice(10) === state.node) renderConntrack(); }
+    else if (t === "probes") renderProbes(f.data);
+    else if (t === "timeline") renderTimeline(f.data);
+    else if (t === "path") renderPath(f.data);
+    else if (t === "error") status.textContent = f.data;
+  };
+  const form = $("#path-form");
+  if (form) form.onsubmit = (e) => {
+    e.preventDefault();
+    const [dest, protocol, port] = form.elements.service.value.split("|");
+    const [kind, source] = form.elements.source.value.split("|");
+    ws.send(JSON.stringify({ type: "path", node: form.elements.node.value, source, fromNode: kind === "node", dest, protocol, port: Number(port) }));
+  };
+  window.svclabViews = ws;
+}
+
+function init() {
+  const root = document.getElementById("panels");
+  if (!root) return;
+  const raw = $("#rules-raw");
+  if (raw) raw.onchange = () => { state.raw = raw.checked; renderRules(); };
+  connect(root);
+}
+
+init();
