@@ -17,6 +17,7 @@ import (
 
 	"github.com/svclab/svclab/lab/proxier/iptables"
 	"github.com/svclab/svclab/lab/proxier/model"
+	"github.com/svclab/svclab/lab/proxier/nfacct"
 )
 
 // IPTablesRunner runs the iptables tools of one family.
@@ -111,6 +112,12 @@ type IPTablesApplier struct {
 	// on every sync.
 	StaleChainCleanupPeriod time.Duration
 
+	// NFAcct, if set, is asked at every full sync for kube-proxy's nfacct
+	// counters; the rules count packets with them ("-m nfacct") only if
+	// every one of them exists, as upstream's do where the kernel
+	// supports nfacct.
+	NFAcct nfacct.Interface
+
 	cfg          iptables.Config
 	run          IPTablesRunner
 	logger       *slog.Logger
@@ -161,6 +168,15 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 			}
 			if err := a.run.EnsureRule(ctx, j.Table, j.Chain, args); err != nil {
 				return fail(fmt.Errorf("failed to ensure chain jumps: %w", err))
+			}
+		}
+		if a.NFAcct != nil {
+			a.cfg.NFAcct = true
+			for _, name := range nfacct.Counters {
+				if err := a.NFAcct.Ensure(name); err != nil {
+					a.cfg.NFAcct = false
+					a.logger.ErrorContext(ctx, "Failed to create nfacct counter; the corresponding metric will not be updated", "counter", name, "err", err)
+				}
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svclab/svclab/lab/proxier/iptables"
 	"github.com/svclab/svclab/lab/proxier/model"
+	"github.com/svclab/svclab/lab/proxier/nfacct"
 )
 
 // fakeIPTables is a hand-written IPTablesRunner: it keeps the chains and
@@ -341,5 +342,66 @@ func TestParseNFTList(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// fakeNFAcct is a hand-written nfacct.Interface.
+type fakeNFAcct struct {
+	counters map[string]bool
+	fail     error
+}
+
+func (f *fakeNFAcct) Ensure(name string) error {
+	if f.fail != nil {
+		return f.fail
+	}
+	f.counters[name] = true
+	return nil
+}
+
+func (f *fakeNFAcct) Get(name string) (*nfacct.Counter, error) {
+	if !f.counters[name] {
+		return nil, nfacct.ErrObjectNotFound
+	}
+	return &nfacct.Counter{Name: name}, nil
+}
+
+// TestIPTablesApplierNFAcct: the rules use nfacct counters as upstream's
+// do, exactly when the counters could be created at the full sync.
+func TestIPTablesApplierNFAcct(t *testing.T) {
+	h := newHarness(t)
+	base := h.snapshot(baseObjects)
+	for _, tc := range []struct {
+		name      string
+		acct      *fakeNFAcct
+		wantMatch bool
+	}{
+		{"kernel with nfacct", &fakeNFAcct{counters: map[string]bool{}}, true},
+		{"kernel without nfacct", &fakeNFAcct{counters: map[string]bool{}, fail: errors.New("not supported")}, false},
+		{"no nfacct runner", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := newFakeIPTables()
+			a := NewIPTablesApplier(iptablesConfig(t), run, nil)
+			if tc.acct != nil {
+				a.NFAcct = tc.acct
+			}
+			if _, err := a.Apply(context.Background(), base, false); err != nil {
+				t.Fatal(err)
+			}
+			restore := run.restores[len(run.restores)-1]
+			want := "-m conntrack --ctstate INVALID -j DROP"
+			if tc.wantMatch {
+				want = "-m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP"
+				for _, c := range nfacct.Counters {
+					if !tc.acct.counters[c] {
+						t.Errorf("counter %s not created", c)
+					}
+				}
+			}
+			if !strings.Contains(restore, want) {
+				t.Errorf("restore input lacks %q:\n%s", want, restore)
+			}
+		})
 	}
 }

@@ -101,6 +101,7 @@ type Proxier struct {
 	fullReason string
 
 	// Owned by the sync goroutine.
+	builder         model.Builder
 	lastApplied     *model.Snapshot
 	lastFullSync    time.Time
 	lastSyncAttempt time.Time
@@ -459,7 +460,7 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 		return err
 	}
 
-	snap, err := model.Build(ctx, p.logger, model.Input{Family: p.cfg.Family, Node: node, NodeName: p.cfg.NodeName, Services: services, EndpointSlices: slices})
+	snap, err := p.builder.Build(ctx, p.logger, model.Input{Family: p.cfg.Family, Node: node, NodeName: p.cfg.NodeName, Services: services, EndpointSlices: slices})
 	if err != nil {
 		return fail("model", err)
 	}

@@ -88,9 +88,8 @@ func (s *store) setService(name types.NamespacedName, svc *v1.Service) bool {
 	}
 	old := s.services[name]
 	if !serviceDiffers(old, svc) {
-		if svc != nil {
-			s.services[name] = svc
-		}
+		// Keep the object the model was built from: the model reuses
+		// what it built for an unchanged (identical) object.
 		return false
 	}
 	if svc == nil {
@@ -110,9 +109,6 @@ func (s *store) setSlice(name types.NamespacedName, slice *discovery.EndpointSli
 	}
 	old := s.slices[name]
 	if !sliceDiffers(old, slice) {
-		if slice != nil {
-			s.slices[name] = slice
-		}
 		return false
 	}
 	for _, sl := range []*discovery.EndpointSlice{old, slice} {

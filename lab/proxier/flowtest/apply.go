@@ -2,14 +2,14 @@ package flowtest
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/vishvananda/netns"
 
 	"github.com/svclab/svclab/lab/proxier/iptables"
+	"github.com/svclab/svclab/lab/proxier/nfacct"
 )
 
 // ApplyNFTables loads an "nft -f" input (the renderer's ruleset) into ns.
@@ -83,72 +83,25 @@ func IPTablesSave(ctx context.Context, ns Netns) (string, error) {
 	return string(out), err
 }
 
-// NFAcct counters kube-proxy's iptables proxier creates when the kernel
-// supports nfacct, and then counts packets with.
-var NFAcctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts"}
-
-// EnsureNFAcct creates nfacct objects in ns (as kube-proxy's nfacct.Ensure
-// does, over netlink), leaving existing ones alone. An error means the
-// kernel does not support nfacct, which makes kube-proxy leave the nfacct
-// matches out of its rules.
+// EnsureNFAcct creates nfacct objects in ns as kube-proxy's iptables
+// proxier does (nfacct.Netlink.Ensure), leaving existing ones alone. An
+// error means the kernel does not support nfacct, which makes kube-proxy
+// leave the nfacct matches out of its rules.
 func EnsureNFAcct(ns Netns, names ...string) error {
-	return ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
-		if err != nil {
-			return fmt.Errorf("nfacct: netlink socket: %w", err)
-		}
-		defer unix.Close(fd)
-		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-			return fmt.Errorf("nfacct: bind: %w", err)
-		}
-		for i, name := range names {
-			if err := nfacctNew(fd, uint32(i+1), name); err != nil {
-				return fmt.Errorf("nfacct: create %s: %w", name, err)
-			}
-		}
-		return nil
-	})
-}
-
-// nfacctNew sends NFNL_MSG_ACCT_NEW for name and waits for the ack.
-func nfacctNew(fd int, seq uint32, name string) error {
-	const (
-		nfnlSubsysAcct = 7
-		nfnlMsgAcctNew = 0
-		nfacctName     = 1
-	)
-	attr := append([]byte(name), 0)
-	attrLen := unix.SizeofNlAttr + len(attr)
-	payload := make([]byte, 4+nlaAlign(attrLen)) // nfgenmsg, then the attribute
-	payload[0] = unix.AF_UNSPEC
-	binary.NativeEndian.PutUint16(payload[4:], uint16(attrLen))
-	binary.NativeEndian.PutUint16(payload[6:], nfacctName)
-	copy(payload[8:], attr)
-	msg := make([]byte, unix.SizeofNlMsghdr, unix.SizeofNlMsghdr+len(payload))
-	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.SizeofNlMsghdr+len(payload)))
-	binary.NativeEndian.PutUint16(msg[4:], nfnlSubsysAcct<<8|nfnlMsgAcctNew)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_CREATE|unix.NLM_F_ACK)
-	binary.NativeEndian.PutUint32(msg[8:], seq)
-	msg = append(msg, payload...)
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return err
+	h, err := netns.GetFromPath(ns.Path())
+	if err != nil {
+		return fmt.Errorf("nfacct: open namespace %s: %w", ns.Name, err)
 	}
-	buf := make([]byte, 4096)
-	n, _, err := unix.Recvfrom(fd, buf, 0)
+	defer h.Close()
+	n, err := nfacct.NewAt(h)
 	if err != nil {
 		return err
 	}
-	if n < unix.SizeofNlMsghdr+4 || binary.NativeEndian.Uint16(buf[4:]) != unix.NLMSG_ERROR {
-		return fmt.Errorf("unexpected netlink reply (%d bytes)", n)
+	defer n.Close()
+	for _, name := range names {
+		if err := n.Ensure(name); err != nil {
+			return fmt.Errorf("nfacct: create %s: %w", name, err)
+		}
 	}
-	switch errno := -int32(binary.NativeEndian.Uint32(buf[unix.SizeofNlMsghdr:])); errno {
-	case 0:
-		return nil
-	case int32(unix.EBUSY): // exists already
-		return nil
-	default:
-		return unix.Errno(errno)
-	}
+	return nil
 }
-
-func nlaAlign(n int) int { return (n + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1) }

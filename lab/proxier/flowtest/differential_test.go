@@ -38,6 +38,7 @@ import (
 	"github.com/svclab/svclab/lab/proxier/iptables"
 	"github.com/svclab/svclab/lab/proxier/manifest"
 	"github.com/svclab/svclab/lab/proxier/model"
+	"github.com/svclab/svclab/lab/proxier/nfacct"
 	"github.com/svclab/svclab/lab/proxier/render"
 )
 
@@ -770,7 +771,7 @@ func ourRules(ctx context.Context, t *testing.T, lab *Lab, client kubernetes.Int
 		return listing, objsPath, nil
 	default:
 		// Like kube-proxy: use nfacct if the counters can be made.
-		nfacct := EnsureNFAcct(ns, NFAcctCounters...) == nil
+		nfacct := EnsureNFAcct(ns, nfacct.Counters...) == nil
 		if err := renderIPTables(ctx, testLogger(t), objs, objsPath, m, nfacct, &ours); err != nil {
 			return "", "", fmt.Errorf("render: %w", err)
 		}

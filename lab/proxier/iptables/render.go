@@ -17,6 +17,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/svclab/svclab/lab/proxier/model"
+	"github.com/svclab/svclab/lab/proxier/nfacct"
 )
 
 // Top-level chains.
@@ -39,12 +40,6 @@ const (
 	fwChainPrefix  = "KUBE-FW-"
 	extChainPrefix = "KUBE-EXT-"
 	sepChainPrefix = "KUBE-SEP-"
-)
-
-// nfacct counter names kube-proxy uses when the kernel supports nfacct.
-const (
-	nfacctInvalidDropped        = "ct_state_invalid_dropped_pkts"
-	nfacctLocalhostNodePortsAcc = "localhost_nps_accepted_pkts"
 )
 
 // largeClusterEndpointsThreshold switches off per-endpoint comments.
@@ -407,7 +402,7 @@ func (r *renderer) render() *Result {
 		// Drop INVALID packets so they are not forwarded un-NATed.
 		args := []string{"-m", "conntrack", "--ctstate", "INVALID"}
 		if cfg.NFAcct {
-			args = append(args, "-m", "nfacct", "--nfacct-name", nfacctInvalidDropped)
+			args = append(args, "-m", "nfacct", "--nfacct-name", nfacct.CTStateInvalidDropped)
 		}
 		filter.rule(kubeForwardChain, append(args, "-j", "DROP")...)
 	}
@@ -516,7 +511,7 @@ func (r *renderer) writeServicePort(sp *model.ServicePort) {
 			// NodePorts are not subject to loadBalancerSourceRanges.
 			if cfg.LocalhostNodePorts && !r.isV6() && cfg.NFAcct {
 				nat.rule(kubeNodePortsChain, join([]string{"-m", "comment", "--comment", name}, proto,
-					[]string{"-d", "127.0.0.0/8", "--dport", nodePort, "-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePortsAcc, "-j", extChain})...)
+					[]string{"-d", "127.0.0.0/8", "--dport", nodePort, "-m", "nfacct", "--nfacct-name", nfacct.LocalhostNodePortsAccepted, "-j", extChain})...)
 			}
 			nat.rule(kubeNodePortsChain, join([]string{"-m", "comment", "--comment", name}, proto,
 				[]string{"--dport", nodePort, "-j", extChain})...)

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/svclab/svclab/lab/proxier/nfacct"
 )
 
 const subsystem = "kubeproxy"
@@ -236,3 +238,48 @@ func (m *Metrics) SetFault(name string, on bool) {
 
 // SetSyncInterval exports the sync-every fault's interval (faults.Gauges).
 func (m *Metrics) SetSyncInterval(seconds int) { m.FaultSyncInterval.Set(float64(seconds)) }
+
+// PacketCounter reads the packet count of a named nfacct counter.
+type PacketCounter func(name string) (uint64, error)
+
+// nfacctCollector is upstream's nfacctMetricCollector: a counter metric
+// read from an nfacct counter at every scrape (absent while it cannot be
+// read).
+type nfacctCollector struct {
+	desc    *prometheus.Desc
+	counter string
+	read    PacketCounter
+	onError func(counter string, err error)
+}
+
+func (c *nfacctCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *nfacctCollector) Collect(ch chan<- prometheus.Metric) {
+	packets, err := c.read(c.counter)
+	if err != nil {
+		if c.onError != nil {
+			c.onError(c.counter, err)
+		}
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(packets))
+}
+
+// RegisterNFAcct registers the iptables mode's nfacct-backed metrics,
+// kubeproxy_iptables_ct_state_invalid_dropped_packets_total and
+// kubeproxy_iptables_localhost_nodeports_accepted_packets_total, read with
+// read at every scrape; onError (may be nil) hears of failed reads.
+func (m *Metrics) RegisterNFAcct(read PacketCounter, onError func(counter string, err error)) {
+	m.Registry.MustRegister(
+		&nfacctCollector{
+			desc: prometheus.NewDesc("kubeproxy_iptables_ct_state_invalid_dropped_packets_total",
+				alpha("packets dropped by iptables to work around conntrack problems"), nil, nil),
+			counter: nfacct.CTStateInvalidDropped, read: read, onError: onError,
+		},
+		&nfacctCollector{
+			desc: prometheus.NewDesc("kubeproxy_iptables_localhost_nodeports_accepted_packets_total",
+				alpha("Number of packets accepted on nodeports of loopback interface"), nil, nil),
+			counter: nfacct.LocalhostNodePortsAccepted, read: read, onError: onError,
+		},
+	)
+}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -68,5 +69,29 @@ func TestRegisteredPerMode(t *testing.T) {
 				t.Error("Go collector missing")
 			}
 		})
+	}
+}
+
+func TestNFAcctMetrics(t *testing.T) {
+	m := New("iptables")
+	var failed []string
+	counts := map[string]uint64{"ct_state_invalid_dropped_pkts": 3}
+	m.RegisterNFAcct(func(name string) (uint64, error) {
+		if n, ok := counts[name]; ok {
+			return n, nil
+		}
+		return 0, errors.New("object not found")
+	}, func(counter string, err error) { failed = append(failed, counter) })
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if want := "kubeproxy_iptables_ct_state_invalid_dropped_packets_total 3\n"; !strings.Contains(body, want) {
+		t.Errorf("metrics lack %q", want)
+	}
+	if strings.Contains(body, "kubeproxy_iptables_localhost_nodeports_accepted_packets_total ") {
+		t.Error("a counter that cannot be read is exported")
+	}
+	if len(failed) != 1 || failed[0] != "localhost_nps_accepted_pkts" {
+		t.Errorf("errors reported for %v", failed)
 	}
 }

@@ -3,8 +3,8 @@ package model
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -40,8 +40,34 @@ type Input struct {
 // without a name or number and endpoints without addresses are ignored.
 // Skipped objects are logged at debug level on logger (which may be nil).
 func Build(ctx context.Context, logger *slog.Logger, in Input) (*Snapshot, error) {
+	return new(Builder).Build(ctx, logger, in)
+}
+
+// Builder is Build for a sync loop: it remembers what it built for each
+// Service, and a Service whose object and EndpointSlices are the same
+// objects (pointers) as at its previous Build keeps its ServicePorts, which
+// are then the identical *ServicePort values in both snapshots (and keep
+// their categorization if the node's topology did not change). Only
+// changed Services are recomputed; callers must treat the objects they
+// pass in, and the ServicePorts they get, as immutable. The zero Builder
+// is ready to use; it is not safe for concurrent use.
+type Builder struct {
+	family   v1.IPFamily
+	nodeName string
+	services map[types.NamespacedName]*builtService
+	prev     *Snapshot
+}
+
+type builtService struct {
+	svc    *v1.Service
+	slices []*discovery.EndpointSlice // sorted by name
+	ports  []*ServicePort
+}
+
+// Build is Build, reusing the ServicePorts of unchanged Services.
+func (b *Builder) Build(ctx context.Context, logger *slog.Logger, in Input) (*Snapshot, error) {
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler)
 	}
 	if in.Family != v1.IPv4Protocol && in.Family != v1.IPv6Protocol {
 		return nil, fmt.Errorf("build model: unknown IP family %q", in.Family)
@@ -57,26 +83,91 @@ func Build(ctx context.Context, logger *slog.Logger, in Input) (*Snapshot, error
 			topology[v1.LabelTopologyZone] = zone
 		}
 	}
+	// Which endpoints are local depends on the node name.
+	if b.services == nil || b.family != in.Family || b.nodeName != nodeName {
+		b.services = make(map[types.NamespacedName]*builtService)
+		b.family, b.nodeName, b.prev = in.Family, nodeName, nil
+	}
+
+	addrType := discovery.AddressTypeIPv4
+	if in.Family == v1.IPv6Protocol {
+		addrType = discovery.AddressTypeIPv6
+	}
+	slicesOf := make(map[types.NamespacedName][]*discovery.EndpointSlice)
+	for _, slice := range in.EndpointSlices {
+		if slice == nil {
+			continue
+		}
+		if slice.AddressType != addrType {
+			logger.Debug("ignoring EndpointSlice of another address type", "endpointSlice", slice.Namespace+"/"+slice.Name, "type", slice.AddressType)
+			continue
+		}
+		svcName := slice.Labels[discovery.LabelServiceName]
+		if svcName == "" {
+			logger.Warn("ignoring EndpointSlice without service name label", "endpointSlice", slice.Namespace+"/"+slice.Name, "label", discovery.LabelServiceName)
+			continue
+		}
+		nn := types.NamespacedName{Namespace: slice.Namespace, Name: svcName}
+		slicesOf[nn] = append(slicesOf[nn], slice)
+	}
 
 	snap := &Snapshot{Family: in.Family, NodeName: nodeName, TopologyLabels: topology}
-	byName := make(map[ServicePortName]*ServicePort)
+	seen := make(map[types.NamespacedName]bool, len(in.Services))
 	for _, svc := range in.Services {
-		for _, sp := range servicePorts(ctx, logger, svc, in.Family) {
-			if _, dup := byName[sp.Name]; dup {
-				return nil, fmt.Errorf("build model: Service %s has two ports named %q with protocol %s", sp.Name.NamespacedName, sp.Name.Port, sp.Name.Protocol)
+		if svc == nil {
+			continue
+		}
+		nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+		if seen[nn] {
+			return nil, fmt.Errorf("build model: Service %s appears twice", nn)
+		}
+		seen[nn] = true
+		sl := slicesOf[nn]
+		if len(sl) > 1 {
+			slices.SortFunc(sl, func(x, y *discovery.EndpointSlice) int { return strings.Compare(x.Name, y.Name) })
+		}
+		built := b.services[nn]
+		if built == nil || built.svc != svc || !slices.Equal(built.slices, sl) {
+			ports := servicePorts(ctx, logger, svc, in.Family)
+			names := make(map[ServicePortName]bool, len(ports))
+			for _, sp := range ports {
+				if names[sp.Name] {
+					delete(b.services, nn)
+					return nil, fmt.Errorf("build model: Service %s has two ports named %q with protocol %s", sp.Name.NamespacedName, sp.Name.Port, sp.Name.Protocol)
+				}
+				names[sp.Name] = true
 			}
-			byName[sp.Name] = sp
-			snap.Ports = append(snap.Ports, sp)
+			if len(ports) > 0 {
+				for name, eps := range endpointsByPort(ctx, logger, sl, in.Family, nodeName) {
+					for _, sp := range ports {
+						if sp.Name == name {
+							sp.Endpoints = eps
+						}
+					}
+				}
+			}
+			built = &builtService{svc: svc, slices: sl, ports: ports}
+			b.services[nn] = built
+		}
+		snap.Ports = append(snap.Ports, built.ports...)
+	}
+	for nn := range b.services {
+		if !seen[nn] {
+			delete(b.services, nn)
 		}
 	}
 	slices.SortFunc(snap.Ports, func(a, b *ServicePort) int { return a.Name.Compare(b.Name) })
 
-	endpoints := endpointsByPort(ctx, logger, in.EndpointSlices, in.Family, nodeName)
-	for name, eps := range endpoints {
-		if sp, ok := byName[name]; ok {
-			sp.Endpoints = eps
+	// Unchanged ports keep their categorization while the topology does.
+	if prev := b.prev; prev != nil && maps.Equal(prev.TopologyLabels, topology) && len(prev.categorized) > 0 {
+		snap.categorized = make(map[*ServicePort]Categorized, len(snap.Ports))
+		for _, sp := range snap.Ports {
+			if c, ok := prev.categorized[sp]; ok {
+				snap.categorized[sp] = c
+			}
 		}
 	}
+	b.prev = snap
 	return snap, nil
 }
 

@@ -495,3 +495,74 @@ func TestNodePortAddresses(t *testing.T) {
 		})
 	}
 }
+
+func TestBuilderReusesUnchangedServices(t *testing.T) {
+	ctx := context.Background()
+	a, b := svc("demo", "a", nil), svc("demo", "b", func(s *v1.Service) { s.Spec.ClusterIP = "172.30.0.11" })
+	sa, sb := slice("demo", "a", "a-1", nil), slice("demo", "b", "b-1", nil)
+	in := func(node string, svcs []*v1.Service, sl ...*discovery.EndpointSlice) Input {
+		return Input{Family: v1.IPv4Protocol, NodeName: node, Services: svcs, EndpointSlices: sl}
+	}
+	var builder Builder
+	build := func(in Input) *Snapshot {
+		t.Helper()
+		got, err := builder.Build(ctx, nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Always what a fresh Build makes.
+		want, err := Build(ctx, nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if describe(got) != describe(want) {
+			t.Fatalf("builder:\n%s\nfresh build:\n%s", describe(got), describe(want))
+		}
+		return got
+	}
+	first := build(in(testNode, []*v1.Service{b, a}, sb, sa))
+	first.Categorize(first.Ports[0])
+
+	same := build(in(testNode, []*v1.Service{a, b}, sa, sb))
+	for i := range same.Ports {
+		if same.Ports[i] != first.Ports[i] {
+			t.Errorf("port %s was rebuilt although nothing changed", same.Ports[i].Name)
+		}
+	}
+	if _, ok := same.categorized[same.Ports[0]]; !ok {
+		t.Error("the categorization of an unchanged port was not carried over")
+	}
+	if n := ChangedServices(first, same); len(n) != 0 {
+		t.Errorf("changed = %v, want none", n)
+	}
+
+	sb2 := slice("demo", "b", "b-1", func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:1] })
+	next := build(in(testNode, []*v1.Service{a, b}, sa, sb2))
+	if next.Port(first.Ports[0].Name) != first.Ports[0] {
+		t.Error("demo/a was rebuilt although only demo/b's slice changed")
+	}
+	if next.Port(first.Ports[1].Name) == first.Ports[1] {
+		t.Error("demo/b was not rebuilt after its slice changed")
+	}
+	if n := ChangedServices(same, next); len(n) != 1 || !n[types.NamespacedName{Namespace: "demo", Name: "b"}] {
+		t.Errorf("changed = %v, want demo/b", n)
+	}
+
+	// Another node makes other endpoints local: everything is rebuilt.
+	other := build(in("node-b", []*v1.Service{a, b}, sa, sb2))
+	for _, sp := range other.Ports {
+		if slices.Contains(next.Ports, sp) {
+			t.Errorf("port %s kept across a node change", sp.Name)
+		}
+	}
+	// A removed Service is forgotten.
+	build(in("node-b", []*v1.Service{a}, sa))
+	if len(builder.services) != 1 {
+		t.Errorf("builder remembers %d services, want 1", len(builder.services))
+	}
+	// Unsorted snapshots still compare.
+	shuffled := &Snapshot{Family: other.Family, NodeName: other.NodeName, Ports: []*ServicePort{other.Ports[1], other.Ports[0]}}
+	if n := ChangedServices(shuffled, other); len(n) != 0 {
+		t.Errorf("reordered snapshot changed %v", n)
+	}
+}

@@ -32,19 +32,16 @@ func (n ServicePortName) String() string {
 
 // Compare orders ServicePortNames by namespace, name, port name, protocol.
 func (n ServicePortName) Compare(o ServicePortName) int {
-	return cmpStrings(
-		[]string{n.Namespace, n.Name, n.Port, string(n.Protocol)},
-		[]string{o.Namespace, o.Name, o.Port, string(o.Protocol)},
-	)
-}
-
-func cmpStrings(a, b []string) int {
-	for i := range a {
-		if c := strings.Compare(a[i], b[i]); c != 0 {
-			return c
-		}
+	if c := strings.Compare(n.Namespace, o.Namespace); c != 0 {
+		return c
 	}
-	return 0
+	if c := strings.Compare(n.Name, o.Name); c != 0 {
+		return c
+	}
+	if c := strings.Compare(n.Port, o.Port); c != 0 {
+		return c
+	}
+	return strings.Compare(string(n.Protocol), string(o.Protocol))
 }
 
 // Endpoint is one backend address of a ServicePort as seen from this node.
@@ -143,6 +140,9 @@ type Snapshot struct {
 	// routing (currently topology.kubernetes.io/zone).
 	TopologyLabels map[string]string
 	Ports          []*ServicePort
+
+	// categorized memoizes Categorize.
+	categorized map[*ServicePort]Categorized
 }
 
 // Zone returns the node's topology zone, or "".
@@ -162,8 +162,19 @@ func (s *Snapshot) Port(name ServicePortName) *ServicePort {
 }
 
 // Categorize runs CategorizeEndpoints for sp with this snapshot's node.
+// The result is remembered per ServicePort (a Builder carries it over to
+// the next snapshot for unchanged ports); callers must not modify it. A
+// Snapshot is not safe for concurrent Categorize calls.
 func (s *Snapshot) Categorize(sp *ServicePort) Categorized {
-	return CategorizeEndpoints(sp, s.NodeName, s.TopologyLabels)
+	if c, ok := s.categorized[sp]; ok {
+		return c
+	}
+	c := CategorizeEndpoints(sp, s.NodeName, s.TopologyLabels)
+	if s.categorized == nil {
+		s.categorized = make(map[*ServicePort]Categorized, len(s.Ports))
+	}
+	s.categorized[sp] = c
+	return c
 }
 
 // Services returns the set of Service names in the snapshot.
@@ -180,6 +191,10 @@ func (s *Snapshot) Services() map[types.NamespacedName]bool {
 // the input of a partial sync.
 func ChangedServices(prev, cur *Snapshot) map[types.NamespacedName]bool {
 	changed := make(map[types.NamespacedName]bool)
+	if prev != nil && cur != nil && sortedPorts(prev.Ports) && sortedPorts(cur.Ports) {
+		changedSorted(prev.Ports, cur.Ports, changed)
+		return changed
+	}
 	group := func(s *Snapshot) map[types.NamespacedName][]*ServicePort {
 		m := make(map[types.NamespacedName][]*ServicePort)
 		if s == nil {
@@ -209,9 +224,60 @@ func portsEqual(a, b []*ServicePort) bool {
 		return false
 	}
 	for i := range a {
-		if !reflect.DeepEqual(a[i], b[i]) {
+		// A Builder hands out the same *ServicePort for an unchanged port.
+		if a[i] != b[i] && !reflect.DeepEqual(a[i], b[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func sortedPorts(ports []*ServicePort) bool {
+	return slices.IsSortedFunc(ports, func(a, b *ServicePort) int { return a.Name.Compare(b.Name) })
+}
+
+// changedSorted is ChangedServices for two sorted port lists, in one walk:
+// the ports of a Service are adjacent.
+func changedSorted(prev, cur []*ServicePort, changed map[types.NamespacedName]bool) {
+	// next returns the ports of the Service ports[0] belongs to.
+	next := func(ports []*ServicePort) []*ServicePort {
+		n := 1
+		for n < len(ports) && ports[n].Name.NamespacedName == ports[0].Name.NamespacedName {
+			n++
+		}
+		return ports[:n]
+	}
+	for len(prev) > 0 || len(cur) > 0 {
+		var p, c []*ServicePort
+		switch {
+		case len(prev) == 0:
+			c = next(cur)
+		case len(cur) == 0:
+			p = next(prev)
+		default:
+			switch cmpNames(prev[0].Name.NamespacedName, cur[0].Name.NamespacedName) {
+			case -1:
+				p = next(prev)
+			case 1:
+				c = next(cur)
+			default:
+				p, c = next(prev), next(cur)
+			}
+		}
+		prev, cur = prev[len(p):], cur[len(c):]
+		if !portsEqual(p, c) {
+			if len(p) > 0 {
+				changed[p[0].Name.NamespacedName] = true
+			} else {
+				changed[c[0].Name.NamespacedName] = true
+			}
+		}
+	}
+}
+
+func cmpNames(a, b types.NamespacedName) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }

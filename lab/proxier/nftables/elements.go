@@ -3,7 +3,6 @@ package nftables
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -16,12 +15,19 @@ import (
 type elementStore struct {
 	kind     string // "set" or "map"
 	name     string
-	elements map[string]string // joined key -> joined value
-	leftover map[string]bool   // keys not (yet) ensured during this sync
+	elements map[string]*storedElement // joined key -> element
+	// gen numbers the syncs; elements not ensured during the current
+	// one (an older gen) are deleted by cleanup.
+	gen uint64
+}
+
+type storedElement struct {
+	value string // joined value
+	gen   uint64
 }
 
 func newElementStore(kind, name string) *elementStore {
-	return &elementStore{kind: kind, name: name, elements: map[string]string{}, leftover: map[string]bool{}}
+	return &elementStore{kind: kind, name: name, elements: map[string]*storedElement{}, gen: 1}
 }
 
 func joinElem(parts []string) string { return strings.Join(parts, " . ") }
@@ -33,7 +39,7 @@ func splitElem(s string) []string { return strings.Split(s, " . ") }
 // the sync re-adds everything.
 func (s *elementStore) load(ctx context.Context, tx *knftables.Transaction, nft knftables.Interface) error {
 	clear(s.elements)
-	defer s.startSync()
+	s.gen++
 	elems, err := nft.ListElements(ctx, s.kind, s.name)
 	if err != nil && !knftables.IsNotFound(err) {
 		if s.kind == "set" {
@@ -44,39 +50,41 @@ func (s *elementStore) load(ctx context.Context, tx *knftables.Transaction, nft 
 		return fmt.Errorf("list elements of %s %s: %w", s.kind, s.name, err)
 	}
 	for _, e := range elems {
-		s.elements[joinElem(e.Key)] = joinElem(e.Value)
+		// An older generation: deleted unless ensured.
+		s.elements[joinElem(e.Key)] = &storedElement{value: joinElem(e.Value), gen: s.gen - 1}
 	}
 	return nil
 }
 
-// startSync marks every known element as a candidate for deletion.
-func (s *elementStore) startSync() {
-	clear(s.leftover)
-	for k := range s.elements {
-		s.leftover[k] = true
-	}
-}
-
-// ensure adds elem to tx unless it is already present with the same value;
-// an element whose value changed is deleted and re-added.
-func (s *elementStore) ensure(tx *knftables.Transaction, elem *knftables.Element) {
-	key, value := joinElem(elem.Key), joinElem(elem.Value)
-	old, exists := s.elements[key]
+// ensure adds elem (whose joined key and value are key and value) to tx
+// unless it is already present with the same value; an element whose value
+// changed is deleted and re-added.
+func (s *elementStore) ensure(tx *knftables.Transaction, elem *knftables.Element, key, value string) {
+	old := s.elements[key]
 	switch {
-	case !exists:
+	case old == nil:
 		tx.Add(elem)
-	case old != value:
+		s.elements[key] = &storedElement{value: value, gen: s.gen}
+		return
+	case old.value != value:
 		tx.Delete(elem)
 		tx.Add(elem)
+		old.value = value
 	}
-	s.elements[key] = value
-	delete(s.leftover, key)
+	old.gen = s.gen
 }
 
 // cleanup deletes every element that was not ensured during this sync, in
-// key order.
+// key order, and starts the next sync.
 func (s *elementStore) cleanup(tx *knftables.Transaction) {
-	for _, key := range slices.Sorted(maps.Keys(s.leftover)) {
+	var stale []string
+	for key, e := range s.elements {
+		if e.gen != s.gen {
+			stale = append(stale, key)
+		}
+	}
+	slices.Sort(stale)
+	for _, key := range stale {
 		e := &knftables.Element{Key: splitElem(key)}
 		if s.kind == "set" {
 			e.Set = s.name
@@ -86,5 +94,5 @@ func (s *elementStore) cleanup(tx *knftables.Transaction) {
 		tx.Delete(e)
 		delete(s.elements, key)
 	}
-	s.startSync()
+	s.gen++
 }

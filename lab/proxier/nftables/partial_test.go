@@ -3,10 +3,55 @@ package nftables
 import (
 	"context"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svclab/svclab/lab/proxier/manifest"
+	"github.com/svclab/svclab/lab/proxier/model"
 )
+
+func sharesPorts(a, b *model.Snapshot) bool {
+	for _, x := range a.Ports {
+		for _, y := range b.Ports {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reuseUnchanged decodes yamlText and replaces every object that equals
+// one of prev by prev's (the same pointer).
+func reuseUnchanged(t *testing.T, prev *manifest.Objects, yamlText string) *manifest.Objects {
+	t.Helper()
+	objs, err := manifest.Decode(strings.NewReader(yamlText), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev == nil {
+		return objs
+	}
+	for i, svc := range objs.Services {
+		for _, old := range prev.Services {
+			if reflect.DeepEqual(old, svc) {
+				objs.Services[i] = old
+			}
+		}
+	}
+	for i, sl := range objs.EndpointSlices {
+		for _, old := range prev.EndpointSlices {
+			if reflect.DeepEqual(old, sl) {
+				objs.EndpointSlices[i] = old
+			}
+		}
+	}
+	return objs
+}
 
 // dropEmptyChains removes "add chain" lines of chains without rules (stale
 // chains that a partial sync flushed but has not deleted yet).
@@ -56,12 +101,43 @@ func TestPartialSyncMatchesFullSync(t *testing.T) {
 	nft, s := newFakeSyncer(t, upstreamConfig(t))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s.SetClock(func() time.Time { return now })
+	// The same steps through a model.Builder that is given the previous
+	// step's object wherever the object did not change (as the daemon's
+	// store does): unchanged ports are then the same *ServicePort and the
+	// syncer replays what it recorded for them. Its transactions must be
+	// the same as those of fresh snapshots.
+	cachedNFT, cached := newFakeSyncer(t, upstreamConfig(t))
+	cached.SetClock(func() time.Time { return now })
+	var builder model.Builder
+	var prevObjs *manifest.Objects
+	var prevSnap *model.Snapshot
 	for i, step := range steps {
 		now = now.Add(500 * time.Millisecond)
 		snap := decodeSnapshot(t, step.manifest)
 		res, err := s.Sync(ctx, snap)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
+		}
+		objs := reuseUnchanged(t, prevObjs, step.manifest)
+		prevObjs = objs
+		csnap, err := builder.Build(ctx, nil, model.Input{Family: v1.IPv4Protocol, NodeName: testNodeName, Node: objs.Node(testNodeName),
+			Services: objs.Services, EndpointSlices: objs.EndpointSlices})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && !sharesPorts(prevSnap, csnap) {
+			t.Errorf("%s: the builder reused no ServicePort", step.name)
+		}
+		prevSnap = csnap
+		cres, err := cached.Sync(ctx, csnap)
+		if err != nil {
+			t.Fatalf("%s (builder): %v", step.name, err)
+		}
+		if got, want := cres.Transaction.String(), res.Transaction.String(); got != want {
+			t.Errorf("%s: transaction with reused ports differs:\n%s", step.name, lineDiff(want, got))
+		}
+		if got, want := cachedNFT.Dump(), nft.Dump(); got != want {
+			t.Errorf("%s: ruleset with reused ports differs:\n%s", step.name, lineDiff(want, got))
 		}
 		if res.Full != (i == 0) {
 			t.Errorf("%s: full = %v", step.name, res.Full)

@@ -120,6 +120,71 @@ type Syncer struct {
 	// chainNames caches the per-ServicePort chain names (a SHA-256
 	// each), which every sync needs for every ServicePort.
 	chainNames map[model.ServicePortName]portChains
+	// ports remembers, per ServicePort, the chains, affinity sets and
+	// elements the last sync ensured for it; a partial sync replays them
+	// for a port that is the same *ServicePort as before instead of
+	// recomputing them.
+	ports map[model.ServicePortName]*portRecord
+	// serviceChains and affinitySets are the per-service chains and the
+	// affinity sets in the kernel after the last successful sync (nil
+	// before one); partial syncs use them instead of listing the table.
+	serviceChains map[string]bool
+	affinitySets  map[string]bool
+}
+
+// portOp is one thing a sync ensures for a ServicePort: a chain, an
+// affinity set (kept), or an element of a set or map.
+type portOp struct {
+	chain, affinitySet string
+	store              *elementStore
+	elem               *knftables.Element
+	key, value         string // elem's joined key and value
+}
+
+// portRecord is what a sync ensured for one ServicePort.
+type portRecord struct {
+	sp  *model.ServicePort
+	ops []portOp
+}
+
+// syncState is what writeServices accumulates.
+type syncState struct {
+	tx                 *knftables.Transaction
+	activeChains       map[string]bool
+	activeAffinitySets map[string]bool
+}
+
+func (st *syncState) do(op *portOp, skip bool) {
+	switch {
+	case op.store != nil:
+		op.store.ensure(st.tx, op.elem, op.key, op.value)
+	case op.chain != "":
+		ensureChain(st.tx, op.chain, st.activeChains, skip)
+	default:
+		st.activeAffinitySets[op.affinitySet] = true
+	}
+}
+
+// portRecorder does and records the ops of one ServicePort.
+type portRecorder struct {
+	st   *syncState
+	skip bool
+	rec  *portRecord
+}
+
+func (r *portRecorder) chain(name string) {
+	r.rec.ops = append(r.rec.ops, portOp{chain: name})
+	r.st.do(&r.rec.ops[len(r.rec.ops)-1], r.skip)
+}
+
+func (r *portRecorder) affinitySet(name string) {
+	r.rec.ops = append(r.rec.ops, portOp{affinitySet: name})
+	r.st.do(&r.rec.ops[len(r.rec.ops)-1], r.skip)
+}
+
+func (r *portRecorder) elem(store *elementStore, e *knftables.Element) {
+	r.rec.ops = append(r.rec.ops, portOp{store: store, elem: e, key: joinElem(e.Key), value: joinElem(e.Value)})
+	r.st.do(&r.rec.ops[len(r.rec.ops)-1], r.skip)
 }
 
 // chainsFor is chainsFor, cached; names of Services that are gone are
@@ -155,6 +220,7 @@ func New(cfg Config, nft knftables.Interface, logger *slog.Logger) (*Syncer, err
 		needFullSync:        true,
 		staleChains:         map[string]time.Time{},
 		chainNames:          map[model.ServicePortName]portChains{},
+		ports:               map[model.ServicePortName]*portRecord{},
 		clusterIPs:          newElementStore("set", clusterIPsSet),
 		serviceIPs:          newElementStore("map", serviceIPsMap),
 		firewallIPs:         newElementStore("map", firewallIPsMap),
@@ -240,9 +306,12 @@ func (s *Syncer) Sync(ctx context.Context, snap *model.Snapshot) (*SyncResult, e
 	res.Transaction = tx
 	if res.Full {
 		clear(s.chainNames)
+		clear(s.ports)
 		s.setup(ctx, tx)
 	}
-	res.StaleChainsFlushed = s.writeServices(ctx, tx, snap, res.Full, changed, start)
+	st := &syncState{tx: tx, activeChains: map[string]bool{}, activeAffinitySets: map[string]bool{}}
+	var chains, sets map[string]bool
+	res.StaleChainsFlushed, chains, sets = s.writeServices(ctx, st, snap, res.Full, changed, start)
 
 	s.logger.DebugContext(ctx, "running nftables transaction", "full", res.Full, "ports", len(snap.Ports), "operations", tx.NumOperations())
 	if err := s.nft.Run(ctx, tx); err != nil {
@@ -250,10 +319,12 @@ func (s *Syncer) Sync(ctx context.Context, snap *model.Snapshot) (*SyncResult, e
 		// kernel; a full sync re-reads them.
 		s.needFullSync = true
 		clear(s.staleChains)
+		s.serviceChains, s.affinitySets = nil, nil
 		return res, fmt.Errorf("nftables sync: %w", err)
 	}
 	s.needFullSync = false
 	s.prev = snap
+	s.serviceChains, s.affinitySets = chains, sets
 	return res, nil
 }
 
@@ -279,7 +350,11 @@ func (s *Syncer) deleteStaleChains(ctx context.Context, now time.Time) ([]string
 	}
 	s.logger.InfoContext(ctx, "deleting stale nftables chains", "chains", len(names))
 	if err := s.nft.Run(ctx, tx); err != nil {
+		s.serviceChains, s.affinitySets = nil, nil
 		return names, fmt.Errorf("delete stale chains: %w", err)
+	}
+	for _, chain := range names {
+		delete(s.serviceChains, chain)
 	}
 	return names, nil
 }
@@ -523,40 +598,69 @@ func (s *Syncer) setup(ctx context.Context, tx *knftables.Transaction) {
 
 // writeServices writes the per-ServicePort part of the transaction and the
 // cleanup of stale chains, affinity sets and elements.
-// It returns the chains it flushed as stale.
-func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, snap *model.Snapshot, full bool, changed map[types.NamespacedName]bool, start time.Time) []string {
+// It returns the chains it flushed as stale, and the per-service chains and
+// affinity sets the kernel will have if the transaction succeeds.
+func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.Snapshot, full bool, changed map[types.NamespacedName]bool, start time.Time) (flushed []string, chains, sets map[string]bool) {
 	ipX := s.ipX
-	existingChains, err := s.nft.List(ctx, "chain")
-	if err != nil && !knftables.IsNotFound(err) {
-		s.logger.ErrorContext(ctx, "failed to list existing chains", "err", err)
-	}
-	existingSets, err := s.nft.List(ctx, "sets")
-	if err != nil && !knftables.IsNotFound(err) {
-		s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
+	tx := st.tx
+	// A full sync lists what the table holds; a partial one knows it
+	// from the previous syncs (upstream lists every time, which costs
+	// more than the rest of a partial sync of a large cluster).
+	existingChains, existingSets := s.serviceChains, s.affinitySets
+	if full || existingChains == nil || existingSets == nil {
+		existingChains, existingSets = map[string]bool{}, map[string]bool{}
+		list, err := s.nft.List(ctx, "chain")
+		if err != nil && !knftables.IsNotFound(err) {
+			s.logger.ErrorContext(ctx, "failed to list existing chains", "err", err)
+		}
+		for _, c := range list {
+			if isServiceChainName(c) {
+				existingChains[c] = true
+			}
+		}
+		list, err = s.nft.List(ctx, "sets")
+		if err != nil && !knftables.IsNotFound(err) {
+			s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
+		}
+		for _, set := range list {
+			if isAffinitySetName(set) {
+				existingSets[set] = true
+			}
+		}
 	}
 
-	activeChains := map[string]bool{}
-	activeAffinitySets := map[string]bool{}
+	activeChains, activeAffinitySets := st.activeChains, st.activeAffinitySets
+	ports := make(map[model.ServicePortName]*portRecord, len(snap.Ports))
 
 	for _, sp := range snap.Ports {
 		name := sp.Name
+		skip := !full && !changed[name.NamespacedName]
+		if prev := s.ports[name]; skip && prev != nil && prev.sp == sp {
+			// Unchanged: ensure the same things as last time.
+			for i := range prev.ops {
+				st.do(&prev.ops[i], true)
+			}
+			ports[name] = prev
+			continue
+		}
+		rec := &portRecorder{st: st, skip: skip, rec: &portRecord{sp: sp}}
+		ports[name] = rec.rec
 		protocol := sp.ProtocolLower()
 		port := strconv.Itoa(sp.Port)
 		comment := truncateComment(name.String())
 		names := s.chainsFor(name)
 		cat := snap.Categorize(sp)
-		skip := !full && !changed[name.NamespacedName]
 		affinity := sp.SessionAffinityClientIP
 
 		for _, ep := range cat.AllReachable {
 			// Endpoint names (a SHA-256 each) only exist with affinity.
 			if affinity {
 				epChain, affSet := endpointNames(name, ep)
-				ensureChain(tx, epChain, activeChains, skip)
-				activeAffinitySets[affSet] = true
+				rec.chain(epChain)
+				rec.affinitySet(affSet)
 			}
 			if ep.Local {
-				s.hairpinConnections.ensure(tx, &knftables.Element{
+				rec.elem(s.hairpinConnections, &knftables.Element{
 					Set: hairpinConnectionsSet,
 					Key: []string{ep.IP, ep.IP, protocol, strconv.Itoa(ep.Port)},
 				})
@@ -565,11 +669,11 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 
 		usesClusterChain := len(cat.Cluster) > 0 && sp.UsesClusterEndpoints()
 		if usesClusterChain {
-			ensureChain(tx, names.cluster, activeChains, skip)
+			rec.chain(names.cluster)
 		}
 		usesLocalChain := len(cat.Local) > 0 && sp.UsesLocalEndpoints()
 		if usesLocalChain {
-			ensureChain(tx, names.local, activeChains, skip)
+			rec.chain(names.local)
 		}
 
 		internalChain, hasInternal := names.cluster, cat.HasAnyEndpoints
@@ -591,7 +695,7 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 		// endpoint exists.
 		usesExternalChain := cat.HasAnyEndpoints && sp.ExternallyAccessible()
 		if usesExternalChain {
-			ensureChain(tx, names.external, activeChains, skip)
+			rec.chain(names.external)
 		}
 
 		var internalVerdict, externalVerdict string
@@ -607,15 +711,15 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 			}
 		}
 
-		s.clusterIPs.ensure(tx, &knftables.Element{Set: clusterIPsSet, Key: []string{sp.ClusterIP.String()}})
+		rec.elem(s.clusterIPs, &knftables.Element{Set: clusterIPsSet, Key: []string{sp.ClusterIP.String()}})
 		if hasInternal {
-			s.serviceIPs.ensure(tx, &knftables.Element{
+			rec.elem(s.serviceIPs, &knftables.Element{
 				Map:   serviceIPsMap,
 				Key:   []string{sp.ClusterIP.String(), protocol, port},
 				Value: []string{"goto " + internalChain},
 			})
 		} else {
-			s.noEndpointServices.ensure(tx, &knftables.Element{
+			rec.elem(s.noEndpointServices, &knftables.Element{
 				Map:     noEndpointServicesMap,
 				Key:     []string{sp.ClusterIP.String(), protocol, port},
 				Value:   []string{internalVerdict},
@@ -625,14 +729,14 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 
 		for _, ip := range sp.ExternalIPs {
 			if cat.HasAnyEndpoints {
-				s.serviceIPs.ensure(tx, &knftables.Element{
+				rec.elem(s.serviceIPs, &knftables.Element{
 					Map:   serviceIPsMap,
 					Key:   []string{ip.String(), protocol, port},
 					Value: []string{"goto " + names.external},
 				})
 			}
 			if !hasExternal {
-				s.noEndpointServices.ensure(tx, &knftables.Element{
+				rec.elem(s.noEndpointServices, &knftables.Element{
 					Map:     noEndpointServicesMap,
 					Key:     []string{ip.String(), protocol, port},
 					Value:   []string{externalVerdict},
@@ -643,18 +747,18 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 
 		usesFirewallChain := len(sp.LoadBalancerVIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
 		if usesFirewallChain {
-			ensureChain(tx, names.firewall, activeChains, skip)
+			rec.chain(names.firewall)
 		}
 		for _, ip := range sp.LoadBalancerVIPs {
 			if cat.HasAnyEndpoints {
-				s.serviceIPs.ensure(tx, &knftables.Element{
+				rec.elem(s.serviceIPs, &knftables.Element{
 					Map:   serviceIPsMap,
 					Key:   []string{ip.String(), protocol, port},
 					Value: []string{"goto " + names.external},
 				})
 			}
 			if usesFirewallChain {
-				s.firewallIPs.ensure(tx, &knftables.Element{
+				rec.elem(s.firewallIPs, &knftables.Element{
 					Map:   firewallIPsMap,
 					Key:   []string{ip.String(), protocol, port},
 					Value: []string{"goto " + names.firewall},
@@ -663,7 +767,7 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 		}
 		if !hasExternal {
 			for _, ip := range sp.LoadBalancerVIPs {
-				s.noEndpointServices.ensure(tx, &knftables.Element{
+				rec.elem(s.noEndpointServices, &knftables.Element{
 					Map:     noEndpointServicesMap,
 					Key:     []string{ip.String(), protocol, port},
 					Value:   []string{externalVerdict},
@@ -676,14 +780,14 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 			nodePort := strconv.Itoa(sp.NodePort)
 			// NodePorts are never subject to loadBalancerSourceRanges.
 			if cat.HasAnyEndpoints {
-				s.serviceNodePorts.ensure(tx, &knftables.Element{
+				rec.elem(s.serviceNodePorts, &knftables.Element{
 					Map:   serviceNodePortsMap,
 					Key:   []string{protocol, nodePort},
 					Value: []string{"goto " + names.external},
 				})
 			}
 			if !hasExternal {
-				s.noEndpointNodePorts.ensure(tx, &knftables.Element{
+				rec.elem(s.noEndpointNodePorts, &knftables.Element{
 					Map:     noEndpointNodePortsMap,
 					Key:     []string{protocol, nodePort},
 					Value:   []string{externalVerdict},
@@ -795,31 +899,48 @@ func (s *Syncer) writeServices(ctx context.Context, tx *knftables.Transaction, s
 		}
 	}
 
+	s.ports = ports
+
 	// Chains that are no longer used cannot be deleted right away (see
 	// deleteStaleChains); flush them now and delete them later.
-	var flushed []string
-	for _, chain := range existingChains {
-		if !isServiceChainName(chain) {
-			continue
-		}
+	// (existingChains and existingSets become the new state: they are
+	// the Syncer's own only until the transaction fails, which drops them.)
+	for chain := range existingChains {
 		if !activeChains[chain] {
-			tx.Flush(&knftables.Chain{Name: chain})
-			s.staleChains[chain] = start
 			flushed = append(flushed, chain)
-		} else {
+		}
+	}
+	slices.Sort(flushed)
+	for _, chain := range flushed {
+		tx.Flush(&knftables.Chain{Name: chain})
+		s.staleChains[chain] = start
+	}
+	for chain := range activeChains {
+		existingChains[chain] = true
+		if len(s.staleChains) > 0 {
 			delete(s.staleChains, chain)
 		}
 	}
 	// Stale affinity sets can go at once.
-	for _, set := range existingSets {
-		if isAffinitySetName(set) && !activeAffinitySets[set] {
-			tx.Delete(&knftables.Set{Name: set})
+	var staleSets []string
+	for set := range existingSets {
+		if !activeAffinitySets[set] {
+			staleSets = append(staleSets, set)
 		}
 	}
-	for _, st := range s.stores() {
-		st.cleanup(tx)
+	slices.Sort(staleSets)
+	for _, set := range staleSets {
+		tx.Delete(&knftables.Set{Name: set})
+		delete(existingSets, set)
 	}
-	return flushed
+	for set := range activeAffinitySets {
+		existingSets[set] = true
+	}
+	chains, sets = existingChains, existingSets
+	for _, store := range s.stores() {
+		store.cleanup(tx)
+	}
+	return flushed, chains, sets
 }
 
 // writeDNATs writes the DNAT rule of a policy chain without affinity: a

@@ -34,6 +34,7 @@ import (
 	"github.com/svclab/svclab/lab/proxier/manifest"
 	"github.com/svclab/svclab/lab/proxier/metrics"
 	"github.com/svclab/svclab/lab/proxier/model"
+	"github.com/svclab/svclab/lab/proxier/nfacct"
 	"github.com/svclab/svclab/lab/proxier/nftables"
 )
 
@@ -206,6 +207,23 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 			ConntrackTCPBeLiberal: cfg.TCPBeLiberal,
 		}, daemon.ExecIPTables{Family: family}, logger)
 		ipt.StaleChainCleanupPeriod = cfg.SyncPeriod
+		// As upstream: nfacct counters (and "-m nfacct" in the rules)
+		// where the kernel supports them.
+		if acct, err := nfacct.New(); err != nil {
+			logger.ErrorContext(ctx, "Failed to create nfacct runner, nfacct based metrics won't be available", "err", err)
+		} else {
+			defer acct.Close()
+			ipt.NFAcct = acct
+			m.RegisterNFAcct(func(name string) (uint64, error) {
+				c, err := acct.Get(name)
+				if err != nil {
+					return 0, err
+				}
+				return c.Packets, nil
+			}, func(counter string, err error) {
+				logger.Error("failed to collect nfacct counter", "counter", counter, "err", err)
+			})
+		}
 		applier = ipt
 		nftFamily := knftables.IPv4Family
 		if family == v1.IPv6Protocol {
