@@ -41,7 +41,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
 	if base == nil {
 		base = context.Background()
 	}
-	op := s.ops.start(base, "Creating cluster "+name, func(ctx context.Context, op *Operation) error {
+	op := s.ops.start(base, "Creating cluster "+name, "", func(ctx context.Context, op *Operation) error {
 		_, err := s.Clusters.Create(ctx, cluster.CreateOptions{Name: name, Workers: nodes - 1, Progress: op})
 		if err != nil {
 			s.Log.Error("creating a cluster from the UI", "cluster", name, "err", err)
@@ -59,7 +59,7 @@ func (s *Server) operation(w http.ResponseWriter, r *http.Request) {
 	}
 	steps, done, errText := op.Snapshot()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := web.Operation(op.ID, op.Title, viewSteps(steps), done, errText).Render(r.Context(), w); err != nil {
+	if err := web.Operation(op.ID, op.Title, op.Next, viewSteps(steps), done, errText).Render(r.Context(), w); err != nil {
 		s.Log.Error("rendering", "err", err)
 	}
 }

@@ -24,6 +24,8 @@ type Step struct {
 type Operation struct {
 	ID    string
 	Title string
+	// Next is the page to go to once the operation succeeded ("": none).
+	Next string
 
 	mu      sync.Mutex
 	steps   []Step
@@ -143,10 +145,11 @@ type operations struct {
 
 // start runs work in the background under ctx (cancelled when the server
 // stops, so a create in progress rolls back).
-func (r *operations) start(ctx context.Context, title string, work func(ctx context.Context, op *Operation) error) *Operation {
+func (r *operations) start(ctx context.Context, title, next string, work func(ctx context.Context, op *Operation) error) *Operation {
 	r.mu.Lock()
 	r.seq++
 	op := newOperation(fmt.Sprint(r.seq), title)
+	op.Next = next
 	if r.ops == nil {
 		r.ops = map[string]*Operation{}
 	}

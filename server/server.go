@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,12 +13,15 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/views"
 	"github.com/svclab/svclab/web"
 )
 
-// Clusters lists and creates clusters; a cluster.Provider is one.
+// Clusters lists, finds and creates clusters; a cluster.Provider is one.
 type Clusters interface {
 	List(ctx context.Context) ([]cluster.Summary, error)
+	Get(ctx context.Context, name string) (cluster.Cluster, error)
 	Create(ctx context.Context, opts cluster.CreateOptions) (cluster.Cluster, error)
 }
 
@@ -29,41 +33,84 @@ type Server struct {
 	// it (the server stopping) makes them roll back. Wait waits for them.
 	Background context.Context
 
-	ops operations
+	// Catalog holds the scenarios the catalog lists.
+	Catalog *scenario.Catalog
+	// Attempts runs and remembers learners' attempts (nil: the scenario
+	// pages can show scenarios but not start them).
+	Attempts Attempts
+	// Learner is the learner of this single-learner lab (default
+	// DefaultLearner).
+	Learner string
+	// DefaultCluster is the cluster name the start form proposes (default
+	// "lab").
+	DefaultCluster string
+	// KubeBin finds svclab-kube, whose kubectl the control-plane terminal
+	// gets (nil: no kubectl in the terminal).
+	KubeBin func(ctx context.Context) (string, error)
+	// PodExec makes the executor of the probes from client Pods (nil: the
+	// traffic panel probes from the nodes only).
+	PodExec func(c cluster.Cluster) (views.PodExecutor, error)
+
+	ops  operations
+	labs labs
 }
 
-// Wait waits for the operations started from the UI to end.
-func (s *Server) Wait() { s.ops.wait() }
+// Wait waits for the operations started from the UI to end, and stops the
+// live views.
+func (s *Server) Wait() {
+	s.ops.wait()
+	s.stopLabs()
+}
 
 // Handler returns the server's routes.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.RealIP, s.logRequests, middleware.Recoverer)
+	// CSRF: state-changing requests (POST) must come from our own pages;
+	// browsers say where a request comes from (Sec-Fetch-Site, Origin),
+	// and cross-origin ones are refused. Websockets check Origin.
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "refused: this request came from another site (cross-site request forgery protection). Use the svclab page itself.", http.StatusForbidden)
+	}))
+	r.Use(middleware.RequestID, s.logRequests, middleware.Recoverer, csrf.Handler)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	r.Get("/", s.clusters)
+	r.Get("/", s.home)
 	r.Post("/clusters", s.createCluster)
 	r.Get("/operations/{id}", s.operation)
 	r.Get("/operations/{id}/events", s.operationEvents)
+	r.Get("/scenarios/{id}", s.scenarioPage)
+	r.Post("/scenarios/{id}/start", s.startScenario)
+	r.Post("/scenarios/{id}/check", s.checkScenario)
+	r.Post("/scenarios/{id}/hint", s.hintScenario)
+	r.Post("/scenarios/{id}/reset", s.resetScenario)
+	r.Get("/scenarios/{id}/views", s.viewsSocket)
+	r.Get("/scenarios/{id}/terminal", s.terminalSocket)
+	static := http.FileServerFS(web.Assets())
+	r.Handle("/static/*", cacheFor(time.Hour, static))
+	r.Handle("/assets/*", cacheFor(time.Hour, http.StripPrefix("/assets/", http.FileServerFS(mustSub(web.Assets(), "assets/dist")))))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such page: "+r.URL.Path, http.StatusNotFound)
 	})
 	return r
 }
 
-func (s *Server) clusters(w http.ResponseWriter, r *http.Request) {
-	list, err := s.Clusters.List(r.Context())
+func cacheFor(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(d.Seconds())))
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func mustSub(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
-		s.Log.Error("listing clusters", "err", err)
-		http.Error(w, "could not list the clusters: "+err.Error(), http.StatusInternalServerError)
-		return
+		panic(err) // the directory is embedded at build time
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := web.Clusters(list).Render(r.Context(), w); err != nil {
-		s.Log.Error("rendering", "err", err)
-	}
+	return sub
 }
 
 func (s *Server) logRequests(next http.Handler) http.Handler {

@@ -20,6 +20,9 @@ type fakeLister struct {
 
 func (f fakeLister) List(context.Context) ([]cluster.Summary, error) { return f.list, f.err }
 
+func (f fakeLister) Get(_ context.Context, name string) (cluster.Cluster, error) {
+	return nil, cluster.ErrNotFound
+}
 func (f fakeLister) Create(context.Context, cluster.CreateOptions) (cluster.Cluster, error) {
 	return nil, errors.New("not used")
 }

@@ -119,10 +119,6 @@ function fillPathForm() {
   const cur = svc.value;
   svc.replaceChildren(...state.services.flatMap((s) => (s.ports || []).map((p) => h("option", { value: `${s.clusterIP}|${p.protocol}|${p.port}` }, `${s.service} ${p.port}/${p.protocol} (${s.clusterIP})`))));
   if (cur) svc.value = cur;
-  const node = form.elements.node;
-  const curNode = node.value;
-  node.replaceChildren(...state.nodes.map((n) => h("option", { value: n }, n)));
-  if (curNode) node.value = curNode;
 }
 
 function renderPath(p) {
@@ -161,12 +157,54 @@ function connect(root) {
     e.preventDefault();
     const [dest, protocol, port] = form.elements.service.value.split("|");
     const [kind, source] = form.elements.source.value.split("|");
-    ws.send(JSON.stringify({ type: "path", node: form.elements.node.value, source, fromNode: kind === "node", dest, protocol, port: Number(port) }));
+    ws.send(JSON.stringify({ type: "path", sourceName: source, fromNode: kind === "node", dest, protocol, port: Number(port) }));
   };
   window.svclabViews = ws;
 }
 
+// The scenario's buttons: Check my work and Show a hint answer with JSON.
+async function post(url) {
+  const resp = await fetch(url, { method: "POST", headers: { "Accept": "application/json" } });
+  let body;
+  try { body = await resp.json(); } catch (e) { body = { error: `${resp.status} ${resp.statusText}` }; }
+  if (!resp.ok && !body.error) body.error = `${resp.status} ${resp.statusText}`;
+  return body;
+}
+
+function initActions() {
+  const box = $("#attempt");
+  if (!box) return;
+  const base = "/scenarios/" + box.dataset.scenario;
+  const check = $("#check"), hint = $("#hint"), results = $("#check-results");
+  check.onclick = async () => {
+    check.disabled = true;
+    results.replaceChildren(h("p", { class: "muted" }, "Checking … (probes take a few seconds)"));
+    const r = await post(base + "/check");
+    check.disabled = false;
+    if (r.error) { results.replaceChildren(h("p", { class: "error-box" }, r.error)); return; }
+    const rep = r.report;
+    results.replaceChildren(
+      h("p", { id: "check-verdict", "data-passed": String(rep.passed) }, rep.passed ? "✓ Every check passed." : `Score ${Math.round(rep.score)}%: not there yet.`),
+      h("ul", { class: "checks" }, rep.results.map((c) => h("li", { class: c.passed ? "pass" : "fail", "data-check": c.id, "data-passed": String(c.passed) },
+        c.message, c.detail ? h("div", { class: "muted" }, c.detail) : null, c.error ? h("div", { class: "bad" }, c.error) : null))));
+    $("#attempt-state").textContent = r.state;
+    $("#attempt-state").className = "state-" + r.state;
+    box.dataset.state = r.state;
+    if (r.explanationHTML) $("#explanation").innerHTML = "<h3>Why it broke, and why the fix works</h3>" + r.explanationHTML;
+  };
+  if (hint) hint.onclick = async () => {
+    hint.disabled = true;
+    const r = await post(base + "/hint");
+    if (r.error) { results.replaceChildren(h("p", { class: "error-box" }, r.error)); hint.disabled = false; return; }
+    const li = document.createElement("li");
+    li.innerHTML = r.html; // rendered and escaped by the server
+    $("#hints").append(li);
+    hint.disabled = !r.more;
+  };
+}
+
 function init() {
+  initActions();
   const root = document.getElementById("panels");
   if (!root) return;
   const raw = $("#rules-raw");

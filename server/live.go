@@ -1,0 +1,308 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/terminal"
+	"github.com/svclab/svclab/lab/views"
+)
+
+// Limits of the live websockets.
+const (
+	// maxViewMessage bounds what a browser may send on the views socket
+	// (a packet-path request is a few hundred bytes).
+	maxViewMessage = 4 << 10
+	// maxTerminalMessage bounds one terminal input frame (a paste).
+	maxTerminalMessage = 64 << 10
+	writeTimeout       = 5 * time.Second
+	pingEvery          = 25 * time.Second
+)
+
+// liveTarget finds the scenario, the learner's running attempt and its
+// cluster for a websocket request, answering with an error when there is
+// none.
+func (s *Server) liveTarget(w http.ResponseWriter, r *http.Request) (*scenario.Scenario, *Attempt, cluster.Cluster, bool) {
+	sc, ok := s.scenarioFor(w, r)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	a, err := s.current(r.Context(), s.learner(r), sc.ID)
+	if err != nil {
+		if errors.Is(err, ErrNoAttempt) {
+			http.Error(w, "start the scenario first", http.StatusConflict)
+		} else {
+			http.Error(w, "finding your attempt: "+err.Error(), http.StatusInternalServerError)
+		}
+		return nil, nil, nil, false
+	}
+	c, err := s.Clusters.Get(r.Context(), a.Cluster)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("cluster %s of this attempt is not there any more (%v): reset the scenario to set it up again", a.Cluster, err), http.StatusConflict)
+		return nil, nil, nil, false
+	}
+	return sc, a, c, true
+}
+
+type viewRequest struct {
+	Type string `json:"type"`
+	views.PathRequest
+}
+
+// viewsSocket streams the views of the learner's running attempt.
+func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
+	sc, _, c, ok := s.liveTarget(w, r)
+	if !ok {
+		return
+	}
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.SetReadLimit(maxViewMessage)
+	ctx, cancel := context.WithCancel(s.base())
+	defer cancel()
+	lab, release, err := s.acquireLab(ctx, c, sc)
+	if err != nil {
+		writeFrame(conn, mustFrame("error", err.Error()))
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, trimReason(err.Error())), time.Now().Add(time.Second))
+		return
+	}
+	defer release()
+	sub := lab.Bus().Subscribe()
+	defer sub.Close()
+
+	private := make(chan views.Frame, 4)
+	go func() {
+		defer cancel()
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				return // gone, or a frame over the limit
+			}
+			var req viewRequest
+			if err := json.Unmarshal(msg, &req); err != nil || req.Type != "path" {
+				sendPrivate(private, mustFrame("path", map[string]string{"error": "the request could not be read: expected {\"type\":\"path\",...}"}))
+				continue
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+			p, err := lab.Path(pctx, req.PathRequest)
+			pcancel()
+			if err != nil {
+				sendPrivate(private, mustFrame("path", map[string]string{"error": err.Error()}))
+				continue
+			}
+			sendPrivate(private, mustFrame("path", p))
+		}
+	}()
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, open := <-sub.Ready():
+			if !open {
+				return
+			}
+			for _, f := range sub.Take() {
+				if writeFrame(conn, f) != nil {
+					return
+				}
+			}
+		case f := <-private:
+			if writeFrame(conn, f) != nil {
+				return
+			}
+		case <-ping.C:
+			if conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)) != nil {
+				return
+			}
+		}
+	}
+}
+
+func sendPrivate(ch chan views.Frame, f views.Frame) {
+	select {
+	case ch <- f:
+	default: // the client asks faster than it reads
+	}
+}
+
+func writeFrame(conn *websocket.Conn, f []byte) error {
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return conn.WriteMessage(websocket.TextMessage, f)
+}
+
+func mustFrame(topic string, data any) views.Frame {
+	b, _ := json.Marshal(map[string]any{"topic": topic, "time": time.Now(), "data": data})
+	return b
+}
+
+// trimReason fits a close reason into a control frame.
+func trimReason(s string) string {
+	for len(s) > 120 {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+type terminalControl struct {
+	Type string `json:"type"`
+	Rows int    `json:"rows"`
+	Cols int    `json:"cols"`
+}
+
+// terminalSocket bridges xterm.js to a shell on one of the attempt's
+// cluster's nodes: binary frames carry bytes, text frames resize.
+func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
+	sc, _, c, ok := s.liveTarget(w, r)
+	if !ok {
+		return
+	}
+	node := r.URL.Query().Get("node")
+	nodes, err := c.Nodes(r.Context())
+	if err != nil {
+		http.Error(w, "listing the nodes: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	var target *cluster.Node
+	for i := range nodes {
+		if nodes[i].Name == node {
+			target = &nodes[i]
+		}
+	}
+	if target == nil {
+		http.Error(w, fmt.Sprintf("cluster %s has no node %q", c.Name(), node), http.StatusNotFound)
+		return
+	}
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.SetReadLimit(maxTerminalMessage)
+	ctx, cancel := context.WithCancel(s.base())
+	defer cancel()
+	closeWith := func(code int, msg string) {
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, trimReason(msg)), time.Now().Add(time.Second))
+	}
+	opts := terminal.Options{}
+	if target.Role == cluster.RoleControlPlane && s.KubeBin != nil {
+		conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		conn.WriteMessage(websocket.TextMessage, []byte("Preparing kubectl on "+node+" …"))
+		if opts.KubeBin, err = s.KubeBin(ctx); err != nil {
+			closeWith(websocket.CloseInternalServerErr, "kubectl: "+err.Error())
+			return
+		}
+	}
+	sh, err := terminal.Open(ctx, c, node, opts)
+	if err != nil {
+		s.Log.Error("opening a terminal", "node", node, "err", err)
+		closeWith(websocket.CloseInternalServerErr, err.Error())
+		return
+	}
+	defer sh.Close()
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	conn.WriteMessage(websocket.TextMessage, []byte(""))
+	rec := &commandRecorder{record: func(cmd string) {
+		if lab := s.runningLab(c.Name(), sc.ID); lab != nil {
+			lab.Record(views.TimelineEvent{Kind: views.KindCommand, Source: node, Text: cmd})
+		}
+	}}
+	// Browser → shell.
+	go func() {
+		defer cancel()
+		for {
+			typ, msg, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			if typ == websocket.BinaryMessage {
+				rec.feed(msg)
+				if _, err := sh.Write(msg); err != nil {
+					return
+				}
+				continue
+			}
+			var ctl terminalControl
+			if json.Unmarshal(msg, &ctl) != nil || ctl.Type != "resize" {
+				continue
+			}
+			if ctl.Rows > 0 && ctl.Cols > 0 && ctl.Rows <= 1000 && ctl.Cols <= 1000 {
+				go sh.Resize(ctx, uint16(ctl.Rows), uint16(ctl.Cols))
+			}
+		}
+	}()
+	// Shell → browser.
+	go func() {
+		defer cancel()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := sh.Read(buf)
+			if n > 0 {
+				conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+				if conn.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
+					return
+				}
+			}
+			if err != nil {
+				closeWith(websocket.CloseNormalClosure, "the shell exited")
+				return
+			}
+		}
+	}()
+	<-ctx.Done()
+}
+
+// commandRecorder turns typed bytes into command lines for the timeline:
+// printable characters accumulate, backspace removes one, escape sequences
+// (arrows, history) and Ctrl-C/Ctrl-U discard the line, Enter records it.
+type commandRecorder struct {
+	line   []rune
+	escape bool
+	record func(string)
+}
+
+func (c *commandRecorder) feed(b []byte) {
+	for _, r := range string(b) {
+		switch {
+		case c.escape:
+			if (r >= 'A' && r <= 'Z') || (r >= 'a' && r <= 'z') || r == '~' {
+				c.escape = false
+			}
+		case r == 0x1b:
+			c.escape = true
+		case r == '\r' || r == '\n':
+			if cmd := strings.TrimSpace(string(c.line)); cmd != "" {
+				if len(cmd) > 500 {
+					cmd = cmd[:500] + "…"
+				}
+				c.record(cmd)
+			}
+			c.line = c.line[:0]
+		case r == 0x7f || r == 0x08:
+			if len(c.line) > 0 {
+				c.line = c.line[:len(c.line)-1]
+			}
+		case r == 0x03 || r == 0x15:
+			c.line = c.line[:0]
+		case r >= 0x20:
+			if len(c.line) < 4096 {
+				c.line = append(c.line, r)
+			}
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/a-h/templ"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/views"
+	"github.com/svclab/svclab/web"
+)
+
+// DefaultLearner is the learner of a lab without accounts.
+const DefaultLearner = "local"
+
+func (s *Server) learner(*http.Request) string {
+	if s.Learner != "" {
+		return s.Learner
+	}
+	return DefaultLearner
+}
+
+func (s *Server) base() context.Context {
+	if s.Background != nil {
+		return s.Background
+	}
+	return context.Background()
+}
+
+// current is the learner's current attempt at a scenario (ErrNoAttempt
+// when there is none, or the server keeps no attempts).
+func (s *Server) current(ctx context.Context, learner, scenarioID string) (*Attempt, error) {
+	if s.Attempts == nil {
+		return nil, ErrNoAttempt
+	}
+	return s.Attempts.Current(ctx, learner, scenarioID)
+}
+
+// scenarioFor finds the scenario of the {id} in the path, answering 404
+// when there is none.
+func (s *Server) scenarioFor(w http.ResponseWriter, r *http.Request) (*scenario.Scenario, bool) {
+	id := chi.URLParam(r, "id")
+	var sc *scenario.Scenario
+	if s.Catalog != nil {
+		sc = s.Catalog.Get(id)
+	}
+	if sc == nil {
+		http.Error(w, fmt.Sprintf("no scenario %q: pick one from the catalog at /", id), http.StatusNotFound)
+		return nil, false
+	}
+	return sc, true
+}
+
+var difficultyOrder = map[string]int{"easy": 0, "medium": 1, "hard": 2}
+
+// home is the catalog, filtered by domain and difficulty, with the
+// learner's progress, and the clusters.
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	list, err := s.Clusters.List(r.Context())
+	if err != nil {
+		s.Log.Error("listing clusters", "err", err)
+		http.Error(w, "could not list the clusters: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	f := web.CatalogFilter{Domain: r.URL.Query().Get("domain"), Difficulty: r.URL.Query().Get("difficulty")}
+	progressErr := ""
+	progress := map[string]string{}
+	if s.Attempts != nil {
+		if progress, err = s.Attempts.Progress(r.Context(), s.learner(r)); err != nil {
+			progressErr = err.Error()
+		}
+	}
+	var items []web.CatalogItem
+	domains, difficulties := map[string]bool{}, map[string]bool{}
+	if s.Catalog != nil {
+		for _, sc := range s.Catalog.Scenarios {
+			domains[sc.Domain], difficulties[sc.Difficulty] = true, true
+			if (f.Domain != "" && sc.Domain != f.Domain) || (f.Difficulty != "" && sc.Difficulty != f.Difficulty) {
+				continue
+			}
+			items = append(items, web.CatalogItem{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes, Progress: progress[sc.ID]})
+		}
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if items[i].Domain != items[j].Domain {
+			return items[i].Domain < items[j].Domain
+		}
+		return difficultyOrder[items[i].Difficulty] < difficultyOrder[items[j].Difficulty]
+	})
+	for d := range domains {
+		f.Domains = append(f.Domains, d)
+	}
+	for d := range difficulties {
+		f.Difficulty_ = append(f.Difficulty_, d)
+	}
+	sort.Strings(f.Domains)
+	sort.Slice(f.Difficulty_, func(i, j int) bool { return difficultyOrder[f.Difficulty_[i]] < difficultyOrder[f.Difficulty_[j]] })
+	writeHTML(w, r, s, web.Home(items, f, progressErr, list))
+}
+
+func writeHTML(w http.ResponseWriter, r *http.Request, s *Server, c templ.Component) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := c.Render(r.Context(), w); err != nil {
+		s.Log.Error("rendering", "path", r.URL.Path, "err", err)
+	}
+}
+
+// scenarioPage shows a scenario: the task, and the learner's attempt.
+func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
+	sc, ok := s.scenarioFor(w, r)
+	if !ok {
+		return
+	}
+	p := web.ScenarioPage{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes,
+		Task: sc.Task, HintCount: len(sc.Hints), DefaultCluster: s.defaultCluster()}
+	for _, c := range sc.Checks {
+		p.Checks = append(p.Checks, c.Description)
+	}
+	_, p.Clients = scenarioServices(sc)
+	a, err := s.current(r.Context(), s.learner(r), sc.ID)
+	switch {
+	case errors.Is(err, ErrNoAttempt):
+	case err != nil:
+		p.Error = "Your attempt could not be read: " + err.Error()
+	default:
+		p.Attempt = &web.AttemptView{ID: a.ID, Cluster: a.Cluster, State: a.State, Score: a.Score, MaxScore: a.MaxScore}
+		if a.State != StateAbandoned {
+			p.Hints = sc.Hints[:min(a.HintsShown, len(sc.Hints))]
+			if a.State == StatePassed {
+				p.Explanation = sc.Explanation
+			}
+			c, err := s.Clusters.Get(r.Context(), a.Cluster)
+			if err != nil {
+				p.Error = fmt.Sprintf("The cluster %s of this attempt is not available (%v). Start over to set the scenario up again.", a.Cluster, err)
+			} else if nodes, err := c.Nodes(r.Context()); err != nil {
+				p.Error = fmt.Sprintf("The nodes of cluster %s could not be listed: %v", a.Cluster, err)
+			} else {
+				for _, n := range nodes {
+					label := strings.TrimPrefix(n.Name, a.Cluster+"-")
+					if n.Role == cluster.RoleControlPlane {
+						label += " (kubectl)"
+					}
+					p.Nodes = append(p.Nodes, web.NodeTab{Name: n.Name, Label: label})
+				}
+			}
+		}
+	}
+	writeHTML(w, r, s, web.Scenario(p))
+}
+
+func (s *Server) defaultCluster() string {
+	if s.DefaultCluster != "" {
+		return s.DefaultCluster
+	}
+	return "lab"
+}
+
+// startScenario sets the scenario up in the background and sends the
+// browser to the page that follows it step by step.
+func (s *Server) startScenario(w http.ResponseWriter, r *http.Request) {
+	sc, ok := s.scenarioFor(w, r)
+	if !ok {
+		return
+	}
+	if s.Attempts == nil {
+		http.Error(w, errNoAttempts.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the form could not be read: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	name := strings.TrimSpace(r.PostFormValue("cluster"))
+	if name == "" {
+		name = s.defaultCluster()
+	}
+	if err := cluster.ValidateName(name); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	learner := s.learner(r)
+	op := s.ops.start(s.base(), "Starting "+sc.Title, "/scenarios/"+sc.ID, func(ctx context.Context, op *Operation) error {
+		_, err := s.Attempts.Start(ctx, learner, sc.ID, name, op)
+		if err != nil {
+			s.Log.Error("starting a scenario", "scenario", sc.ID, "cluster", name, "err", err)
+		}
+		return err
+	})
+	http.Redirect(w, r, "/operations/"+op.ID, http.StatusSeeOther)
+}
+
+// currentAttempt finds the learner's running attempt at the {id} scenario.
+func (s *Server) currentAttempt(w http.ResponseWriter, r *http.Request) (*scenario.Scenario, *Attempt, bool) {
+	sc, ok := s.scenarioFor(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	a, err := s.current(r.Context(), s.learner(r), sc.ID)
+	if errors.Is(err, ErrNoAttempt) || (err == nil && a.State == StateAbandoned) {
+		jsonError(w, http.StatusConflict, "You have not started this scenario: start it first.")
+		return nil, nil, false
+	}
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, "Your attempt could not be read: "+err.Error())
+		return nil, nil, false
+	}
+	return sc, a, true
+}
+
+// checkScenario grades the learner's attempt and answers with the report.
+func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
+	sc, a, ok := s.currentAttempt(w, r)
+	if !ok {
+		return
+	}
+	rep, err := s.Attempts.Check(r.Context(), a.ID)
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, "The check could not run: "+err.Error())
+		return
+	}
+	if lab := s.runningLab(a.Cluster, sc.ID); lab != nil {
+		passed := 0
+		for _, res := range rep.Results {
+			if res.Passed {
+				passed++
+			}
+		}
+		level := "warning"
+		if rep.Passed {
+			level = "info"
+		}
+		lab.Record(views.TimelineEvent{Kind: views.KindCheck, Level: level, Text: fmt.Sprintf("Check my work: %d of %d checks passed (score %.0f%%)", passed, len(rep.Results), rep.Score)})
+	}
+	state := StateRunning
+	if rep.Passed {
+		state = StatePassed
+	}
+	if now, err := s.Attempts.Current(r.Context(), s.learner(r), sc.ID); err == nil {
+		state = now.State
+	}
+	out := map[string]any{"report": rep, "state": state}
+	if state == StatePassed {
+		var b bytes.Buffer
+		if err := web.Markdown(sc.Explanation).Render(r.Context(), &b); err == nil {
+			out["explanationHTML"] = b.String()
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// hintScenario shows the next hint.
+func (s *Server) hintScenario(w http.ResponseWriter, r *http.Request) {
+	sc, a, ok := s.currentAttempt(w, r)
+	if !ok {
+		return
+	}
+	idx, text, err := s.Attempts.Hint(r.Context(), a.ID)
+	if err != nil {
+		jsonError(w, http.StatusConflict, err.Error())
+		return
+	}
+	var b bytes.Buffer
+	_ = web.Markdown(text).Render(r.Context(), &b)
+	writeJSON(w, http.StatusOK, map[string]any{"index": idx, "html": b.String(), "more": idx < len(sc.Hints)})
+}
+
+// resetScenario sets the scenario up afresh.
+func (s *Server) resetScenario(w http.ResponseWriter, r *http.Request) {
+	sc, a, ok := s.currentAttempt(w, r)
+	if !ok {
+		return
+	}
+	op := s.ops.start(s.base(), "Starting "+sc.Title+" over", "/scenarios/"+sc.ID, func(ctx context.Context, op *Operation) error {
+		_, err := s.Attempts.Reset(ctx, a.ID, op)
+		return err
+	})
+	http.Redirect(w, r, "/operations/"+op.ID, http.StatusSeeOther)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func jsonError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+var errNoAttempts = errors.New("this server keeps no learner sessions: it was started without them (svclab serve keeps them in its database)")
