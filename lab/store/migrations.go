@@ -1,0 +1,89 @@
+package store
+
+// A migration moves the schema from version Version-1 to Version. The
+// statements run in one transaction together with the row recording it in
+// schema_migrations. Never edit a migration that has been released: add a
+// new one. The SQL sticks to what SQLite and PostgreSQL share where it can
+// (times are Unix milliseconds in INTEGER columns).
+type migration struct {
+	Version int
+	Name    string
+	SQL     []string
+}
+
+// migrations are the schema's history, in order, numbered from 1.
+var migrations = []migration{
+	{1, "learners, attempts and check runs", []string{
+		`CREATE TABLE learners (
+			id INTEGER PRIMARY KEY,
+			name TEXT NOT NULL UNIQUE,
+			display_name TEXT NOT NULL,
+			created_at INTEGER NOT NULL
+		)`,
+		`CREATE TABLE attempts (
+			id INTEGER PRIMARY KEY,
+			learner_id INTEGER NOT NULL REFERENCES learners(id) ON DELETE CASCADE,
+			scenario_id TEXT NOT NULL,
+			cluster TEXT NOT NULL,
+			backend TEXT NOT NULL,
+			started_at INTEGER NOT NULL,
+			finished_at INTEGER,
+			state TEXT NOT NULL CHECK (state IN ('running', 'passed', 'errored', 'abandoned')),
+			score REAL NOT NULL DEFAULT 0,
+			max_score REAL NOT NULL DEFAULT 0,
+			error TEXT NOT NULL DEFAULT ''
+		)`,
+		`CREATE INDEX attempts_by_learner_scenario ON attempts (learner_id, scenario_id, id)`,
+		`CREATE TABLE check_runs (
+			id INTEGER PRIMARY KEY,
+			attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
+			at INTEGER NOT NULL,
+			duration_ms INTEGER NOT NULL,
+			passed INTEGER NOT NULL,
+			score REAL NOT NULL,
+			max_score REAL NOT NULL
+		)`,
+		`CREATE INDEX check_runs_by_attempt ON check_runs (attempt_id, id)`,
+		`CREATE TABLE check_results (
+			check_run_id INTEGER NOT NULL REFERENCES check_runs(id) ON DELETE CASCADE,
+			seq INTEGER NOT NULL,
+			check_id TEXT NOT NULL,
+			kind TEXT NOT NULL,
+			weight REAL NOT NULL,
+			passed INTEGER NOT NULL,
+			message TEXT NOT NULL,
+			detail TEXT NOT NULL,
+			error TEXT NOT NULL,
+			duration_ms INTEGER NOT NULL,
+			PRIMARY KEY (check_run_id, seq)
+		)`,
+	}},
+	{2, "hints shown, baselines, what triggered a check run, reference solutions used", []string{
+		`CREATE TABLE hints_shown (
+			attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
+			hint INTEGER NOT NULL,
+			shown_at INTEGER NOT NULL,
+			reason TEXT NOT NULL CHECK (reason IN ('requested', 'unlocked')),
+			PRIMARY KEY (attempt_id, hint)
+		)`,
+		`CREATE TABLE attempt_baselines (
+			attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id) ON DELETE CASCADE,
+			taken_at INTEGER NOT NULL,
+			data BLOB NOT NULL
+		)`,
+		`ALTER TABLE check_runs ADD COLUMN triggered_by TEXT NOT NULL DEFAULT 'learner'`,
+		`ALTER TABLE attempts ADD COLUMN solution_used_at INTEGER`,
+	}},
+	{3, "web sessions", []string{
+		`CREATE TABLE web_sessions (
+			id TEXT PRIMARY KEY,
+			learner_id INTEGER NOT NULL REFERENCES learners(id) ON DELETE CASCADE,
+			created_at INTEGER NOT NULL,
+			last_seen_at INTEGER NOT NULL
+		)`,
+		`CREATE INDEX web_sessions_by_last_seen ON web_sessions (last_seen_at)`,
+	}},
+}
+
+// SchemaVersion is the schema version this svclab writes.
+func SchemaVersion() int { return migrations[len(migrations)-1].Version }

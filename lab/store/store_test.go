@@ -1,0 +1,604 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), FileName), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// schema is the database's schema: every table, index and column, as
+// SQLite reports them.
+func schema(t *testing.T, s *Store) string {
+	t.Helper()
+	rows, err := s.db.Query(`SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	var tables []string
+	for rows.Next() {
+		var typ, name, tbl string
+		if err := rows.Scan(&typ, &name, &tbl); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(typ + " " + name + " on " + tbl + "\n")
+		if typ == "table" {
+			tables = append(tables, name)
+		}
+	}
+	for _, tbl := range tables {
+		cols, err := s.db.Query(`SELECT name, type, "notnull", COALESCE(dflt_value, ''), pk FROM pragma_table_info(?) ORDER BY name`, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cols.Next() {
+			var name, typ, dflt string
+			var notnull, pk int
+			if err := cols.Scan(&name, &typ, &notnull, &dflt, &pk); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString("  " + tbl + "." + name + " " + typ + " notnull=" + string(rune('0'+notnull)) + " default=" + dflt + " pk=" + string(rune('0'+pk)) + "\n")
+		}
+		cols.Close()
+	}
+	return b.String()
+}
+
+// seeds write data that is valid at each schema version, for the upgrade
+// test to find again afterwards.
+var seeds = map[int][]string{
+	1: {
+		`INSERT INTO learners (id, name, display_name, created_at) VALUES (1, 'local', 'Local learner', 1000)`,
+		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, finished_at, state, score, max_score, error)
+			VALUES (1, 1, 'selector-typo', 'lab', 'embedded', 2000, 3000, 'passed', 9, 9, '')`,
+		`INSERT INTO check_runs (id, attempt_id, at, duration_ms, passed, score, max_score) VALUES (1, 1, 2500, 1200, 1, 9, 9)`,
+		`INSERT INTO check_results (check_run_id, seq, check_id, kind, weight, passed, message, detail, error, duration_ms)
+			VALUES (1, 0, 'slice-has-ready-endpoints', 'api', 2, 1, 'ok', '', '', 10)`,
+	},
+	2: {
+		`INSERT INTO hints_shown (attempt_id, hint, shown_at, reason) VALUES (1, 1, 2200, 'requested')`,
+		`INSERT INTO attempt_baselines (attempt_id, taken_at, data) VALUES (1, 2100, '{"scenario":"selector-typo"}')`,
+	},
+	3: {
+		`INSERT INTO web_sessions (id, learner_id, created_at, last_seen_at) VALUES ('sess', 1, 4000, 4000)`,
+	},
+}
+
+// A database of every earlier schema version (and a new one) migrates to
+// the current version, keeps its data, and ends with the same schema as a
+// database created at the current version.
+func TestMigrateFromEachVersion(t *testing.T) {
+	ctx := context.Background()
+	want := schema(t, openTest(t))
+	for from := 0; from < SchemaVersion(); from++ {
+		t.Run("from version "+string(rune('0'+from)), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			old, err := open(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := old.migrate(ctx, migrations, from); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := old.Version(ctx); err != nil || v != from {
+				t.Fatalf("version %d, %v; want %d", v, err, from)
+			}
+			for v := 1; v <= from; v++ {
+				for _, stmt := range seeds[v] {
+					if _, err := old.db.Exec(stmt); err != nil {
+						t.Fatalf("seed of version %d: %v", v, err)
+					}
+				}
+			}
+			old.Close()
+
+			s, err := Open(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if v, err := s.Version(ctx); err != nil || v != SchemaVersion() {
+				t.Fatalf("after migrating: version %d, %v; want %d", v, err, SchemaVersion())
+			}
+			if got := schema(t, s); got != want {
+				t.Errorf("schema after migrating from %d:\n%s\nwant:\n%s", from, got, want)
+			}
+			if from == 0 {
+				return
+			}
+			a, err := s.Attempt(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Learner != "local" || a.ScenarioID != "selector-typo" || a.State != Passed || a.Score != 9 || a.CheckRuns != 1 || !a.LastCheckPassed {
+				t.Errorf("attempt after migrating: %+v", a)
+			}
+			runs, err := s.CheckRuns(ctx, 1)
+			if err != nil || len(runs) != 1 || runs[0].Trigger != TriggerLearner || len(runs[0].Results) != 1 {
+				t.Errorf("check runs after migrating: %+v, %v", runs, err)
+			}
+			if from >= 2 {
+				if b, err := s.Baseline(ctx, 1); err != nil || string(b) != `{"scenario":"selector-typo"}` {
+					t.Errorf("baseline after migrating: %q, %v", b, err)
+				}
+			}
+			if from >= 3 {
+				if ws, err := s.WebSession(ctx, "sess"); err != nil || ws.Learner != "local" {
+					t.Errorf("web session after migrating: %+v, %v", ws, err)
+				}
+			}
+			// Opening again changes nothing.
+			s.Close()
+			s2, err := Open(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if got := schema(t, s2); got != want {
+				t.Errorf("schema after opening again:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestMigrationsNumbered(t *testing.T) {
+	for i, m := range migrations {
+		if m.Version != i+1 || m.Name == "" || len(m.SQL) == 0 {
+			t.Errorf("migration %d: %+v", i, m)
+		}
+	}
+}
+
+// A migration that fails leaves the database at the version before it,
+// with none of its statements applied.
+func TestFailedMigrationRollsBack(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	bad := []migration{
+		migrations[0],
+		{2, "broken", []string{`CREATE TABLE half (id INTEGER)`, `CREATE TABLE learners (id INTEGER)`}},
+	}
+	err = s.migrate(ctx, bad, 2)
+	if err == nil || !strings.Contains(err.Error(), "migrating the schema to version 2 (broken)") || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("err = %v", err)
+	}
+	if v, _ := s.Version(ctx); v != 1 {
+		t.Errorf("version %d after a failed migration, want 1", v)
+	}
+	var n int
+	s.db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'half'`).Scan(&n)
+	if n != 0 {
+		t.Error("the failed migration's first statement was kept")
+	}
+}
+
+func TestNewerDatabaseRefused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from the future', 0)`, SchemaVersion()+1); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = Open(ctx, path, Options{})
+	if err == nil || !strings.Contains(err.Error(), "written by a newer svclab") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNotADatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, []byte(strings.Repeat("not sqlite at all\n", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(context.Background(), path, Options{})
+	if err == nil || !strings.Contains(err.Error(), "not a usable svclab database") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("err = %v", err)
+	}
+	if data, _ := os.ReadFile(path); !strings.HasPrefix(string(data), "not sqlite") {
+		t.Error("the file was changed")
+	}
+}
+
+func TestUnwritableDirectory(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	os.WriteFile(blocker, nil, 0o600)
+	_, err := Open(context.Background(), filepath.Join(blocker, FileName), Options{})
+	if err == nil || !strings.Contains(err.Error(), "--state-dir") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNewFileIsPrivate(t *testing.T) {
+	s := openTest(t)
+	fi, err := os.Stat(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+}
+
+// Several processes (here: stores) opening a new database at once all
+// succeed: the migrations run once.
+func TestConcurrentOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), path, Options{})
+			if err == nil {
+				_, err = s.EnsureLearner(context.Background(), LocalLearner, "")
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// holdLock takes the database's write lock from another connection (as
+// another svclab process would) and releases it after d.
+func holdLock(t *testing.T, path string, d time.Duration) <-chan struct{} {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(d)
+		conn.ExecContext(context.Background(), "ROLLBACK")
+		conn.Close()
+		db.Close()
+		close(released)
+	}()
+	return released
+}
+
+// A database locked for longer than the busy timeout: writes are retried
+// until the lock goes; when it stays, the error says what happened.
+func TestLockedDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(ctx, path, Options{BusyTimeout: 20 * time.Millisecond, RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	released := holdLock(t, path, 300*time.Millisecond)
+	if _, err := s.EnsureLearner(ctx, LocalLearner, ""); err != nil {
+		t.Fatalf("write while locked for a moment: %v", err)
+	}
+	<-released
+
+	impatient, err := Open(ctx, path, Options{BusyTimeout: 20 * time.Millisecond, RetryFor: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer impatient.Close()
+	released = holdLock(t, path, 2*time.Second)
+	defer func() { <-released }()
+	_, err = impatient.EnsureLearner(ctx, "someone", "")
+	var se *Error
+	if !errors.As(err, &se) || se.Tries < 2 || !strings.Contains(err.Error(), "locked by another svclab process") ||
+		!strings.Contains(err.Error(), "recording learner someone") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLearners(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	l, err := s.EnsureLearner(ctx, LocalLearner, "")
+	if err != nil || l.Name != LocalLearner || l.DisplayName != LocalLearner || l.ID == 0 {
+		t.Fatalf("%+v, %v", l, err)
+	}
+	again, err := s.EnsureLearner(ctx, LocalLearner, "ignored")
+	if err != nil || again.ID != l.ID || again.DisplayName != LocalLearner {
+		t.Errorf("second EnsureLearner: %+v, %v", again, err)
+	}
+	if err := s.SetDisplayName(ctx, LocalLearner, "Ada"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := s.Learner(ctx, LocalLearner); l.DisplayName != "Ada" {
+		t.Errorf("display name %q", l.DisplayName)
+	}
+	if _, err := s.Learner(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown learner: %v", err)
+	}
+	if err := s.SetDisplayName(ctx, "nobody", "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("renaming an unknown learner: %v", err)
+	}
+	if _, err := s.EnsureLearner(ctx, " ", ""); err == nil {
+		t.Error("a learner with a blank name")
+	}
+}
+
+func TestAttempts(t *testing.T) {
+	ctx := context.Background()
+	now := time.UnixMilli(1_700_000_000_000)
+	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{Now: func() time.Time { now = now.Add(time.Second); return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateAttempt(ctx, NewAttempt{Learner: "ghost", ScenarioID: "x", Cluster: "lab", Backend: "embedded"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("attempt of an unknown learner: %v", err)
+	}
+	s.EnsureLearner(ctx, LocalLearner, "")
+	s.EnsureLearner(ctx, "bob", "Bob")
+	a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "selector-typo", Cluster: "lab", Backend: "embedded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != Running || !a.Finished.IsZero() || a.Started.IsZero() || a.Learner != LocalLearner || a.Backend != "embedded" {
+		t.Errorf("new attempt: %+v", a)
+	}
+	b, _ := s.CreateAttempt(ctx, NewAttempt{Learner: "bob", ScenarioID: "selector-typo", Cluster: "bob", Backend: "embedded"})
+	c, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "etp-local-drop", Cluster: "lab", Backend: "embedded"})
+
+	// Baselines.
+	if _, err := s.Baseline(ctx, a.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("baseline before one was set: %v", err)
+	}
+	s.SetBaseline(ctx, a.ID, []byte("one"))
+	s.SetBaseline(ctx, a.ID, []byte("two"))
+	if data, err := s.Baseline(ctx, a.ID); err != nil || string(data) != "two" {
+		t.Errorf("baseline %q, %v", data, err)
+	}
+
+	// Check runs.
+	failed := CheckRun{AttemptID: a.ID, Duration: 1500 * time.Millisecond, Score: 2, MaxScore: 9, Results: []CheckResult{
+		{CheckID: "a", Kind: "api", Weight: 2, Passed: true, Message: "fine", Duration: 20 * time.Millisecond},
+		{CheckID: "b", Kind: "probe", Weight: 7, Message: "refused", Detail: "20 of 20 refused", Error: ""},
+	}}
+	run, err := s.RecordCheckRun(ctx, failed, "", "")
+	if err != nil || run.ID == 0 {
+		t.Fatalf("%+v, %v", run, err)
+	}
+	auto := failed
+	auto.Trigger, auto.Passed, auto.Score = TriggerAuto, true, 9
+	if _, err := s.RecordCheckRun(ctx, auto, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Attempt(ctx, a.ID)
+	if got.State != Running || got.Score != 9 || got.MaxScore != 9 || got.CheckRuns != 2 || !got.LastCheckPassed || got.LastCheck.IsZero() {
+		t.Errorf("after two check runs: %+v", got)
+	}
+	passed := failed
+	passed.Passed, passed.Score = true, 9
+	if _, err := s.RecordCheckRun(ctx, passed, Passed, ""); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Attempt(ctx, a.ID)
+	if got.State != Passed || got.Finished.IsZero() {
+		t.Errorf("after passing: %+v", got)
+	}
+	runs, err := s.CheckRuns(ctx, a.ID)
+	if err != nil || len(runs) != 3 {
+		t.Fatalf("%d runs, %v", len(runs), err)
+	}
+	r0 := runs[0]
+	if r0.Passed || r0.Score != 2 || r0.Duration != 1500*time.Millisecond || r0.Trigger != TriggerLearner || len(r0.Results) != 2 ||
+		r0.Results[1] != failed.Results[1] || r0.Results[0] != failed.Results[0] {
+		t.Errorf("first run read back: %+v", r0)
+	}
+	if runs[1].Trigger != TriggerAuto {
+		t.Errorf("second run: %+v", runs[1])
+	}
+	if runs, _ := s.CheckRuns(ctx, b.ID); len(runs) != 0 {
+		t.Errorf("attempt b has runs: %+v", runs)
+	}
+	// A re-check of a passed attempt is recorded but changes neither its
+	// state nor its score.
+	finished := got.Finished
+	if _, err := s.RecordCheckRun(ctx, failed, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Attempt(ctx, a.ID)
+	if got.State != Passed || got.Score != 9 || got.Finished != finished || got.LastCheckPassed {
+		t.Errorf("after re-checking a passed attempt: %+v", got)
+	}
+
+	// Hints.
+	for _, h := range []struct {
+		n      int
+		reason HintReason
+		added  bool
+	}{{2, HintUnlocked, true}, {1, HintRequested, true}, {2, HintRequested, false}} {
+		added, err := s.RecordHint(ctx, c.ID, h.n, h.reason)
+		if err != nil || added != h.added {
+			t.Errorf("hint %d: added %v, %v", h.n, added, err)
+		}
+	}
+	hints, _ := s.Hints(ctx, c.ID)
+	if len(hints) != 2 || hints[0].Hint != 2 || hints[0].Reason != HintUnlocked || hints[1].Hint != 1 {
+		t.Errorf("hints %+v", hints)
+	}
+	if got, _ := s.Attempt(ctx, c.ID); got.HintsShown != 2 {
+		t.Errorf("hints shown %d", got.HintsShown)
+	}
+	if _, err := s.RecordHint(ctx, 999, 1, HintRequested); !errors.Is(err, ErrNotFound) {
+		t.Errorf("hint of an unknown attempt: %v", err)
+	}
+
+	// Listing.
+	for _, tc := range []struct {
+		f    AttemptFilter
+		want []int64
+	}{
+		{AttemptFilter{}, []int64{c.ID, b.ID, a.ID}},
+		{AttemptFilter{Learner: LocalLearner}, []int64{c.ID, a.ID}},
+		{AttemptFilter{Learner: LocalLearner, ScenarioID: "selector-typo"}, []int64{a.ID}},
+		{AttemptFilter{States: []State{Running}}, []int64{c.ID, b.ID}},
+		{AttemptFilter{States: []State{Running, Passed}, Limit: 2}, []int64{c.ID, b.ID}},
+		{AttemptFilter{Learner: "nobody"}, nil},
+	} {
+		list, err := s.Attempts(ctx, tc.f)
+		var ids []int64
+		for _, a := range list {
+			ids = append(ids, a.ID)
+		}
+		if err != nil || !equal(ids, tc.want) {
+			t.Errorf("Attempts(%+v) = %v, %v; want %v", tc.f, ids, err, tc.want)
+		}
+	}
+
+	if err := s.MarkSolutionUsed(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Attempt(ctx, c.ID); got.SolutionUsed.IsZero() {
+		t.Error("solution use not recorded")
+	}
+	if err := s.MarkSolutionUsed(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("solution of an unknown attempt: %v", err)
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStateTransitions(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	s.EnsureLearner(ctx, LocalLearner, "")
+	for _, tc := range []struct {
+		path []State
+		bad  bool
+	}{
+		{path: []State{Passed}},
+		{path: []State{Errored}},
+		{path: []State{Abandoned}},
+		{path: []State{Errored, Running, Passed}},
+		{path: []State{Errored, Errored, Abandoned}},
+		{path: []State{Passed, Errored}, bad: true},
+		{path: []State{Passed, Running}, bad: true},
+		{path: []State{Abandoned, Running}, bad: true},
+		{path: []State{Abandoned, Abandoned}, bad: true},
+		{path: []State{"bogus"}, bad: true},
+	} {
+		a, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
+		var err error
+		for _, st := range tc.path {
+			if err = s.SetState(ctx, a.ID, st, "setup failed"); err != nil {
+				break
+			}
+		}
+		var se *StateError
+		if tc.bad != errors.As(err, &se) {
+			t.Errorf("%v: %v", tc.path, err)
+			continue
+		}
+		got, _ := s.Attempt(ctx, a.ID)
+		last := tc.path[len(tc.path)-1]
+		if tc.bad || got.State != last {
+			continue
+		}
+		if (last == Running) != got.Finished.IsZero() {
+			t.Errorf("%v: finished %v", tc.path, got.Finished)
+		}
+		if (last == Errored) != (got.Error == "setup failed") {
+			t.Errorf("%v: error %q", tc.path, got.Error)
+		}
+	}
+	if err := s.SetState(ctx, 999, Passed, ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown attempt: %v", err)
+	}
+	a, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
+	s.SetState(ctx, a.ID, Abandoned, "")
+	if _, err := s.RecordCheckRun(ctx, CheckRun{AttemptID: a.ID}, "", ""); err == nil {
+		t.Error("a check run of an abandoned attempt was recorded")
+	}
+}
+
+func TestWebSessions(t *testing.T) {
+	ctx := context.Background()
+	now := time.UnixMilli(1_700_000_000_000)
+	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateWebSession(ctx, LocalLearner); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("session of an unknown learner: %v", err)
+	}
+	s.EnsureLearner(ctx, LocalLearner, "")
+	a, err := s.CreateWebSession(ctx, LocalLearner)
+	if err != nil || len(a.ID) < 40 {
+		t.Fatalf("%+v, %v", a, err)
+	}
+	b, _ := s.CreateWebSession(ctx, LocalLearner)
+	if a.ID == b.ID {
+		t.Fatal("two sessions with one id")
+	}
+	now = now.Add(time.Hour)
+	got, err := s.WebSession(ctx, a.ID)
+	if err != nil || got.Learner != LocalLearner || !got.LastSeen.Equal(now) || got.Created.Equal(now) {
+		t.Errorf("%+v, %v", got, err)
+	}
+	n, err := s.ExpireWebSessions(ctx, now.Add(-time.Minute))
+	if err != nil || n != 1 {
+		t.Errorf("expired %d, %v", n, err)
+	}
+	if _, err := s.WebSession(ctx, b.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("expired session: %v", err)
+	}
+	if err := s.DeleteWebSession(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WebSession(ctx, a.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleted session: %v", err)
+	}
+}
