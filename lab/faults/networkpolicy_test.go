@@ -13,7 +13,9 @@ import (
 )
 
 func TestNetworkPolicyAndOr(t *testing.T) {
-	sel := func(k, v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}} }
+	sel := func(k, v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+	}
 	and := networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("team", "frontend"), PodSelector: sel("app", "api")}
 	nsOnly := networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("team", "frontend")}
 	podOnly := networkingv1.NetworkPolicyPeer{PodSelector: sel("app", "api")}
