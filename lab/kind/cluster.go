@@ -1,0 +1,336 @@
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/proxier/deploy"
+)
+
+// ClientFunc makes a clientset from a kubeconfig.
+type ClientFunc func(kubeconfig []byte) (kubernetes.Interface, error)
+
+func realClient(kubeconfig []byte) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Cluster is one of svclab's kind clusters.
+type Cluster struct {
+	name   string
+	dir    string
+	st     *State
+	engine Engine
+	client ClientFunc
+}
+
+var _ cluster.Cluster = (*Cluster)(nil)
+
+func (c *Cluster) Name() string { return c.name }
+
+// KubeconfigPath is the cluster's own kubeconfig file.
+func (c *Cluster) KubeconfigPath() string { return paths{c.dir}.kubeconfig() }
+
+// Kubeconfig returns the kubeconfig kind wrote (client certificate, the API
+// server on 127.0.0.1 verified against the cluster's CA).
+func (c *Cluster) Kubeconfig() ([]byte, error) {
+	data, err := os.ReadFile(c.KubeconfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig of kind cluster %s: %w", c.name, err)
+	}
+	return data, nil
+}
+
+func (c *Cluster) server() (string, error) {
+	data, err := c.Kubeconfig()
+	if err != nil {
+		return "", err
+	}
+	return serverOf(data)
+}
+
+// RESTConfig returns a client configuration for the cluster.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	data, err := c.Kubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	return clientcmd.RESTConfigFromKubeConfig(data)
+}
+
+// Client returns a clientset for the cluster.
+func (c *Cluster) Client() (kubernetes.Interface, error) {
+	data, err := c.Kubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	return c.client(data)
+}
+
+// Nodes lists the cluster's nodes, control plane first, with their
+// addresses on Docker's kind network and the labels their shape gives them.
+func (c *Cluster) Nodes(ctx context.Context) ([]cluster.Node, error) {
+	list, err := c.engine.Nodes(ctx, c.name)
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes of kind cluster %s: %w", c.name, err)
+	}
+	var out []cluster.Node
+	for _, n := range list {
+		role, err := n.Role()
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name(), err)
+		}
+		if role != string(cluster.RoleControlPlane) && role != string(cluster.RoleWorker) {
+			continue // kind's external load balancer
+		}
+		ip, err := n.IP()
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name(), err)
+		}
+		out = append(out, cluster.Node{Name: n.Name(), Role: cluster.Role(role), IP: ip, Labels: c.st.NodeLabels[n.Name()]})
+	}
+	order := cluster.NodeNames(c.name, len(out))
+	slices.SortFunc(out, func(a, b cluster.Node) int {
+		ia, ib := slices.Index(order, a.Name), slices.Index(order, b.Name)
+		if ia != ib {
+			return ia - ib
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+// node finds a node by name.
+func (c *Cluster) node(ctx context.Context, name string) (Node, error) {
+	list, err := c.engine.Nodes(ctx, c.name)
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes of kind cluster %s: %w", c.name, err)
+	}
+	var names []string
+	for _, n := range list {
+		if n.Name() == name {
+			return n, nil
+		}
+		names = append(names, n.Name())
+	}
+	slices.Sort(names)
+	return nil, fmt.Errorf("kind cluster %s has no node %q; its nodes are %s", c.name, name, strings.Join(names, ", "))
+}
+
+// NodeExec runs cmd on the node through kind's node API (docker exec).
+func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	n, err := c.node(ctx, node)
+	if err != nil {
+		return err
+	}
+	return n.Exec(ctx, cmd, stdio)
+}
+
+// LoadImages imports the image archive at path into every node.
+func (c *Cluster) loadArchive(ctx context.Context, path string) error {
+	list, err := c.engine.Nodes(ctx, c.name)
+	if err != nil {
+		return err
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, n := range list {
+		if role, _ := n.Role(); role != string(cluster.RoleControlPlane) && role != string(cluster.RoleWorker) {
+			continue
+		}
+		wg.Go(func() {
+			err := func() error {
+				f, err := os.Open(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				return n.LoadImageArchive(ctx, f)
+			}()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("loading images into node %s: %w", n.Name(), err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// proxierObjects are the bundled proxier's objects for this cluster, from
+// lab/proxier/deploy as on embedded clusters; the image is only in the
+// nodes, never pulled.
+func (c *Cluster) proxierObjects() ([]runtime.Object, error) {
+	objs, err := deploy.Objects(deploy.Options{
+		Image:       c.st.ProxierImage,
+		Command:     []string{"/usr/local/bin/kube-proxy"},
+		APIServer:   "https://" + c.name + "-control-plane:6443",
+		ClusterCIDR: cluster.DefaultPodCIDR,
+		Mode:        c.st.Proxier,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			for i := range ds.Spec.Template.Spec.Containers {
+				ds.Spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullNever
+			}
+		}
+	}
+	return objs, nil
+}
+
+// installProxier creates (or replaces) the bundled proxier's objects.
+func (c *Cluster) installProxier(ctx context.Context) error {
+	if c.st.ProxierImage == "" {
+		return errors.New("the bundled proxier's image is not loaded")
+	}
+	client, err := c.Client()
+	if err != nil {
+		return err
+	}
+	objs, err := c.proxierObjects()
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := apply(ctx, client, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply creates o, or updates it when it exists.
+func apply(ctx context.Context, cs kubernetes.Interface, o runtime.Object) error {
+	var err error
+	create := metav1.CreateOptions{}
+	update := metav1.UpdateOptions{}
+	switch o := o.(type) {
+	case *corev1.ServiceAccount:
+		if _, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, create); apierrors.IsAlreadyExists(err) {
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Update(ctx, o, update)
+		}
+	case *corev1.ConfigMap:
+		if _, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, create); apierrors.IsAlreadyExists(err) {
+			_, err = cs.CoreV1().ConfigMaps(o.Namespace).Update(ctx, o, update)
+		}
+	case *rbacv1.ClusterRoleBinding:
+		if _, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, create); apierrors.IsAlreadyExists(err) {
+			_, err = cs.RbacV1().ClusterRoleBindings().Update(ctx, o, update)
+		}
+	case *rbacv1.Role:
+		if _, err = cs.RbacV1().Roles(o.Namespace).Create(ctx, o, create); apierrors.IsAlreadyExists(err) {
+			_, err = cs.RbacV1().Roles(o.Namespace).Update(ctx, o, update)
+		}
+	case *rbacv1.RoleBinding:
+		if _, err = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, create); apierrors.IsAlreadyExists(err) {
+			_, err = cs.RbacV1().RoleBindings(o.Namespace).Update(ctx, o, update)
+		}
+	case *appsv1.DaemonSet:
+		if _, err = cs.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, create); apierrors.IsAlreadyExists(err) {
+			_, err = cs.AppsV1().DaemonSets(o.Namespace).Update(ctx, o, update)
+		}
+	default:
+		return fmt.Errorf("cannot apply a %T", o)
+	}
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", o.GetObjectKind().GroupVersionKind().Kind, err)
+	}
+	return nil
+}
+
+// waitReady waits until every node is Ready, kube-proxy runs on each and
+// CoreDNS is available.
+func (c *Cluster) waitReady(ctx context.Context, deadline time.Time) error {
+	client, err := c.Client()
+	if err != nil {
+		return err
+	}
+	want, err := c.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		pending := c.pending(ctx, client, len(want))
+		if pending == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready in time: %s (see 'svclab kubectl --name %s get pods -n kube-system')", pending, c.name)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// pending says what is not ready yet, or "".
+func (c *Cluster) pending(ctx context.Context, client kubernetes.Interface, nodes int) string {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "the API server does not answer: " + err.Error()
+	}
+	var notReady []string
+	for _, n := range list.Items {
+		ready := false
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			notReady = append(notReady, n.Name)
+		}
+	}
+	switch {
+	case len(list.Items) < nodes:
+		return fmt.Sprintf("%d of %d nodes registered", len(list.Items), nodes)
+	case len(notReady) > 0:
+		return "nodes not Ready: " + strings.Join(notReady, ", ")
+	}
+	ds, err := client.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, deploy.Name, metav1.GetOptions{})
+	if err != nil {
+		return "kube-proxy: " + err.Error()
+	}
+	if ds.Status.DesiredNumberScheduled < int32(nodes) || ds.Status.NumberReady < ds.Status.DesiredNumberScheduled {
+		return fmt.Sprintf("kube-proxy ready on %d of %d nodes", ds.Status.NumberReady, nodes)
+	}
+	dns, err := client.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		return "CoreDNS: " + err.Error()
+	}
+	if dns.Status.AvailableReplicas < 1 {
+		return "CoreDNS is not available"
+	}
+	return ""
+}
