@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -408,10 +409,26 @@ func (f statefulSetNotReadyPeers) Inject(ctx context.Context, c cluster.Cluster,
 	if svc := p.String("service", ""); sts.Spec.ServiceName != svc {
 		return fmt.Errorf("StatefulSet %s/%s names Service %q as its serviceName, not %q", ns, name, sts.Spec.ServiceName, svc)
 	}
-	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+	if err := updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			return fmt.Errorf("it is not headless (clusterIP: None); a StatefulSet's peers find each other through a headless Service")
+		}
 		svc.Spec.PublishNotReadyAddresses = false
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	// Running Pods that are ready keep their DNS records; the deadlock
+	// shows once they restart, as after a node reboot or an upgrade.
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	if err != nil {
+		return fmt.Errorf("StatefulSet %s/%s: %w", ns, name, err)
+	}
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: sel.String()}); err != nil {
+		return fmt.Errorf("restarting the Pods of StatefulSet %s/%s: %w", ns, name, err)
+	}
+	return nil
 }
 
 // headlessConfusion recreates a Service as headless (clusterIP: None), or a
@@ -466,11 +483,19 @@ type externalName struct{ scenario.FaultSpec }
 
 func (f externalName) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
 	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		name := p.String("externalName", "")
+		if svc.Spec.Type == corev1.ServiceTypeExternalName {
+			if svc.Spec.ExternalName == name {
+				return fmt.Errorf("it aliases %s already", name)
+			}
+			svc.Spec.ExternalName = name
+			return nil
+		}
 		if svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
-			return fmt.Errorf("it is of type %s; the fault turns a ClusterIP Service into an ExternalName one", svc.Spec.Type)
+			return fmt.Errorf("it is of type %s; the fault turns a ClusterIP Service into an ExternalName one, or changes the name an ExternalName Service aliases", svc.Spec.Type)
 		}
 		svc.Spec.Type = corev1.ServiceTypeExternalName
-		svc.Spec.ExternalName = p.String("externalName", "")
+		svc.Spec.ExternalName = name
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
 		svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = nil, nil
 		svc.Spec.InternalTrafficPolicy = nil
@@ -515,4 +540,83 @@ func (f defaultDeny) Revert(ctx context.Context, c cluster.Cluster, p scenario.P
 		return fmt.Errorf("deleting NetworkPolicy %s/%s: %w", ns, defaultDenyName, err)
 	}
 	return nil
+}
+
+// trafficPolicy sets a Service's externalTrafficPolicy and/or
+// internalTrafficPolicy.
+type trafficPolicy struct{ scenario.FaultSpec }
+
+func (f trafficPolicy) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	ext, in := p.String("external", ""), p.String("internal", "")
+	if ext == "" && in == "" {
+		return fmt.Errorf("%s needs external, internal or both", f.Name())
+	}
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Spec.Type == corev1.ServiceTypeExternalName {
+			return fmt.Errorf("it is an ExternalName Service, which has no traffic policies")
+		}
+		if ext != "" {
+			if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+				return fmt.Errorf("it is of type %s; externalTrafficPolicy only applies to NodePort and LoadBalancer Services", serviceType(svc))
+			}
+			if string(svc.Spec.ExternalTrafficPolicy) == ext {
+				return fmt.Errorf("its externalTrafficPolicy is %s already", ext)
+			}
+			svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(ext)
+		}
+		if in != "" {
+			if svc.Spec.InternalTrafficPolicy != nil && string(*svc.Spec.InternalTrafficPolicy) == in {
+				return fmt.Errorf("its internalTrafficPolicy is %s already", in)
+			}
+			pol := corev1.ServiceInternalTrafficPolicy(in)
+			svc.Spec.InternalTrafficPolicy = &pol
+		}
+		return nil
+	})
+}
+
+// stuckRollout rolls a Deployment out to a template whose readiness probe
+// asks for a path the application does not serve: the first new Pod never
+// becomes ready, and the default rolling update (maxUnavailable 25%, which
+// rounds down to 0 for few replicas) keeps every old Pod serving. The new
+// revision is told apart by its version label.
+type stuckRollout struct{ scenario.FaultSpec }
+
+func (f stuckRollout) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	version, path := p.String("version", "v2"), p.String("path", "/ready")
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		ctr, err := container(&d.Spec.Template.Spec, p.String("container", ""))
+		if err != nil {
+			return err
+		}
+		if ctr.ReadinessProbe == nil || ctr.ReadinessProbe.HTTPGet == nil {
+			return fmt.Errorf("container %s has no HTTP readiness probe to break", ctr.Name)
+		}
+		if ctr.ReadinessProbe.HTTPGet.Path == path {
+			return fmt.Errorf("container %s's readiness probe already asks for %s", ctr.Name, path)
+		}
+		if d.Spec.Template.Labels["version"] == version {
+			return fmt.Errorf("its Pod template is labelled version=%s already", version)
+		}
+		if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+			return fmt.Errorf("it uses the Recreate strategy; a stalled rolling update needs RollingUpdate")
+		}
+		ctr.ReadinessProbe.HTTPGet.Path = path
+		d.Spec.Template.Labels["version"] = version
+		return nil
+	})
+}
+
+// rolloutRestart restarts a Deployment's Pods the way kubectl rollout
+// restart does, with a restartedAt annotation on the Pod template.
+type rolloutRestart struct{ scenario.FaultSpec }
+
+func (f rolloutRestart) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		if d.Spec.Template.Annotations == nil {
+			d.Spec.Template.Annotations = map[string]string{}
+		}
+		d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339)
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -452,4 +453,141 @@ func (f nodePortPrimaryIPOnly) target(ctx context.Context, c cluster.Cluster, p 
 	b := primary.Addr().As4()
 	b[3] += 100
 	return n.Name, iface, netip.PrefixFrom(netip.AddrFrom4(b), primary.Bits()).String(), nil
+}
+
+// Tables of the emulating dataplane faults, in the node's network
+// namespace. A lab node is a network namespace, and the kernel lets only
+// the host's initial namespace set net.netfilter.nf_conntrack_max or put
+// veths on a bridge without hairpin mode; these tables reproduce what the
+// learner would see (connections dropped) with rules that name what they
+// stand for.
+const (
+	conntrackTable = "svclab-conntrack-max"
+	hairpinTable   = "svclab-no-hairpin"
+)
+
+// conntrackTableSmall caps the number of connections a node tracks: once
+// max connections are tracked, new ones (forwarded to Pods or made by the
+// node itself) are dropped, as a full conntrack table drops them
+// ("nf_conntrack: table full, dropping packet").
+type conntrackTableSmall struct{ scenario.FaultSpec }
+
+func (f conntrackTableSmall) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	max := p.Int("max", 64)
+	// The count is of the connections the rule has seen and conntrack
+	// still holds (nft's connlimit), which fill the table as real ones do.
+	script := fmt.Sprintf(`table inet %[1]s {
+	comment "emulates net.netfilter.nf_conntrack_max=%[2]d: new connections beyond %[2]d tracked ones are dropped"
+	chain prerouting {
+		type filter hook prerouting priority raw + 1; policy accept;
+		ct state new ct count over %[2]d counter drop comment "conntrack table full"
+	}
+	chain output {
+		type filter hook output priority raw + 1; policy accept;
+		ct state new ct count over %[2]d counter drop comment "conntrack table full"
+	}
+}
+`, conntrackTable, max)
+	if _, err := run(ctx, c, node, "bash", "-c", "nft -f - <<'EOF'\n"+script+"EOF\n"); err != nil {
+		return fmt.Errorf("capping the conntrack table of node %s: %w", node, err)
+	}
+	return nil
+}
+
+func (f conntrackTableSmall) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	return deleteTable(ctx, c, node, "inet", conntrackTable)
+}
+
+// deleteTable deletes an nft table on node; a table that is gone already
+// is fine (the learner may have deleted it).
+func deleteTable(ctx context.Context, c cluster.Cluster, node, family, table string) error {
+	if _, err := run(ctx, c, node, "bash", "-c", fmt.Sprintf("! nft list table %s %s >/dev/null 2>&1 || nft delete table %s %s", family, table, family, table)); err != nil {
+		return fmt.Errorf("deleting table %s %s on node %s: %w", family, table, node, err)
+	}
+	return nil
+}
+
+// hairpin drops the packets a node would send back out of the Pod veth
+// they came in on, as a bridge port without hairpin mode does: a Pod that
+// reaches its own Service and is load-balanced to itself gets no answer,
+// while every other client is unaffected. It covers the Pods of the
+// Service's endpoints on the node(s) when injected.
+type hairpin struct{ scenario.FaultSpec }
+
+func (f hairpin) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	nodes, err := nodesOrAll(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("service", "")
+	if _, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		return getErr("Service", ns, name, err)
+	}
+	eps, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + name})
+	if err != nil {
+		return fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, name, err)
+	}
+	byNode := map[string][]string{}
+	for _, s := range eps.Items {
+		for _, ep := range s.Endpoints {
+			if ep.NodeName != nil && len(ep.Addresses) > 0 {
+				byNode[*ep.NodeName] = append(byNode[*ep.NodeName], ep.Addresses[0])
+			}
+		}
+	}
+	covered := 0
+	for _, n := range nodes {
+		ips := byNode[n.Name]
+		if len(ips) == 0 {
+			continue
+		}
+		var rules strings.Builder
+		for _, ip := range ips {
+			// The route to a Pod names its veth on the node.
+			out, err := run(ctx, c, n.Name, "ip", "-o", "route", "get", ip)
+			if err != nil {
+				return fmt.Errorf("finding the veth of Pod %s on node %s: %w", ip, n.Name, err)
+			}
+			dev := routeDevRE.FindStringSubmatch(out)
+			if dev == nil {
+				return fmt.Errorf("no device in the route to Pod %s on node %s: %q", ip, n.Name, out)
+			}
+			fmt.Fprintf(&rules, "\t\tiifname %q oifname %q counter drop comment \"no hairpin: %s\"\n", dev[1], dev[1], ip)
+		}
+		script := fmt.Sprintf("table inet %s {\n\tcomment \"emulates Pod veths on a bridge without hairpin mode: a packet never leaves by the port it came in\"\n\tchain forward {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n%s\t}\n}\n", hairpinTable, rules.String())
+		if _, err := run(ctx, c, n.Name, "bash", "-c", "nft -f - <<'EOF'\n"+script+"EOF\n"); err != nil {
+			return fmt.Errorf("turning hairpin off on node %s: %w", n.Name, err)
+		}
+		covered++
+	}
+	if covered == 0 {
+		return fmt.Errorf("Service %s/%s has no endpoints on the node(s) to break hairpin traffic for", ns, name)
+	}
+	return nil
+}
+
+var routeDevRE = regexp.MustCompile(`\bdev (\S+)`)
+
+func (f hairpin) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	nodes, err := nodesOrAll(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range nodes {
+		errs = append(errs, deleteTable(ctx, c, n.Name, "inet", hairpinTable))
+	}
+	return errors.Join(errs...)
 }

@@ -43,6 +43,9 @@ func Library() []Fault {
 		statefulSetNotReadyPeers{spec("statefulset-not-ready-peers")},
 		headlessConfusion{spec("headless-clusterip-confusion")},
 		externalName{spec("external-name")},
+		trafficPolicy{spec("traffic-policy")},
+		stuckRollout{spec("stuck-rollout")},
+		rolloutRestart{spec("rollout-restart")},
 		defaultDeny{spec("default-deny-networkpolicy")},
 		networkPolicyAndOr{spec("networkpolicy-and-or")},
 		// Dataplane level.
@@ -52,6 +55,8 @@ func Library() []Fault {
 		ruleDeleted{spec("rule-deleted")},
 		ipForwardOff{spec("ip-forward-off")},
 		nodePortPrimaryIPOnly{spec("nodeport-primary-ip-only")},
+		conntrackTableSmall{spec("conntrack-table-small")},
+		hairpin{spec("hairpin")},
 	}
 }
 

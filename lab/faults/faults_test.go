@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -85,6 +86,15 @@ func webService(mut func(*corev1.Service)) *corev1.Service {
 		mut(s)
 	}
 	return s
+}
+
+// webSlice is the EndpointSlice of web: one Pod on lab-worker.
+func webSlice() *discoveryv1.EndpointSlice {
+	node := "lab-worker"
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "shop", Labels: map[string]string{"kubernetes.io/service-name": "web"}},
+		Endpoints:  []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.5"}, NodeName: &node}},
+	}
 }
 
 func getSvc(t *testing.T, f *fakeCluster) *corev1.Service {
@@ -235,6 +245,47 @@ func TestAPIFaults(t *testing.T) {
 					t.Errorf("service %+v", s.Spec)
 				}
 			}},
+		{name: "ExternalName pointed elsewhere", fault: "external-name",
+			svc:    func(s *corev1.Service) { s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, "web.right.svc", "" },
+			params: scenario.Params{"service": "web", "namespace": "shop", "externalName": "web.wrong.svc"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if s := getSvc(t, f); s.Spec.ExternalName != "web.wrong.svc" {
+					t.Errorf("externalName %q", s.Spec.ExternalName)
+				}
+			}},
+		{name: "internal traffic policy Cluster", fault: "traffic-policy",
+			params: scenario.Params{"service": "web", "namespace": "shop", "internal": "Local"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if s := getSvc(t, f); s.Spec.InternalTrafficPolicy == nil || *s.Spec.InternalTrafficPolicy != corev1.ServiceInternalTrafficPolicyLocal {
+					t.Errorf("internalTrafficPolicy %v", s.Spec.InternalTrafficPolicy)
+				}
+			}},
+		{name: "external traffic policy on a NodePort Service", fault: "traffic-policy", svc: nodePort,
+			params: scenario.Params{"service": "web", "namespace": "shop", "external": "Local"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if s := getSvc(t, f); s.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+					t.Errorf("externalTrafficPolicy %v", s.Spec.ExternalTrafficPolicy)
+				}
+			}},
+		{name: "external traffic policy on a ClusterIP Service", fault: "traffic-policy",
+			params: scenario.Params{"service": "web", "namespace": "shop", "external": "Local"}, wantErr: "only applies to NodePort and LoadBalancer"},
+		{name: "traffic policy without a policy", fault: "traffic-policy",
+			params: scenario.Params{"service": "web", "namespace": "shop"}, wantErr: "needs external, internal or both"},
+		{name: "stuck rollout", fault: "stuck-rollout",
+			params: scenario.Params{"deployment": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				d := getDeploy(t, f)
+				if d.Spec.Template.Labels["version"] != "v2" || d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path != "/ready" {
+					t.Errorf("template %+v", d.Spec.Template)
+				}
+			}},
+		{name: "rollout restart", fault: "rollout-restart",
+			params: scenario.Params{"deployment": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if d := getDeploy(t, f); d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
+					t.Errorf("template annotations %v", d.Spec.Template.Annotations)
+				}
+			}},
 		{name: "default deny", fault: "default-deny-networkpolicy",
 			params: scenario.Params{"namespace": "shop"},
 			check: func(t *testing.T, f *fakeCluster) {
@@ -338,9 +389,21 @@ func TestDataplaneFaults(t *testing.T) {
 				return "2: eth0    inet 172.29.1.3/24 brd 172.29.1.255 scope global eth0\n", nil
 			},
 			wantCalls: []string{"lab-worker: ip -o -4 addr show", "lab-worker: ip addr del 172.29.1.50/24 dev eth0"}},
+		{name: "conntrack table capped", fault: "conntrack-table-small", params: scenario.Params{"node": "worker", "max": 16},
+			wantCalls: []string{"lab-worker: bash -c nft -f - <<'EOF'\ntable inet svclab-conntrack-max {\n\tcomment \"emulates net.netfilter.nf_conntrack_max=16: new connections beyond 16 tracked ones are dropped\"\n\tchain prerouting {\n\t\ttype filter hook prerouting priority raw + 1; policy accept;\n\t\tct state new ct count over 16 counter drop comment \"conntrack table full\"\n\t}\n\tchain output {\n\t\ttype filter hook output priority raw + 1; policy accept;\n\t\tct state new ct count over 16 counter drop comment \"conntrack table full\"\n\t}\n}\nEOF\n"}},
+		{name: "conntrack table restored", fault: "conntrack-table-small", params: scenario.Params{"node": "worker"}, revert: true,
+			wantCalls: []string{"lab-worker: bash -c ! nft list table inet svclab-conntrack-max >/dev/null 2>&1 || nft delete table inet svclab-conntrack-max"}},
+		{name: "hairpin off for the Service's Pods", fault: "hairpin", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
+			respond: func(_, cmd string) (string, error) {
+				return "10.244.1.5 dev veth1234 src 10.244.1.1 uid 0\n    cache\n", nil
+			},
+			wantCalls: []string{"lab-worker: ip -o route get 10.244.1.5",
+				"lab-worker: bash -c nft -f - <<'EOF'\ntable inet svclab-no-hairpin {\n\tcomment \"emulates Pod veths on a bridge without hairpin mode: a packet never leaves by the port it came in\"\n\tchain forward {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n\t\tiifname \"veth1234\" oifname \"veth1234\" counter drop comment \"no hairpin: 10.244.1.5\"\n\t}\n}\nEOF\n"}},
+		{name: "hairpin without endpoints on the node", fault: "hairpin", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker2"},
+			wantErr: "has no endpoints on the node(s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(nftSvc.DeepCopy())
+			f := newFake(nftSvc.DeepCopy(), webSlice())
 			f.respond = tc.respond
 			fault, err := Lookup(Registry(), tc.fault)
 			if err != nil {
@@ -444,8 +507,9 @@ func TestLibraryMatchesDeclarations(t *testing.T) {
 	if len(r.Names()) != len(scenario.FaultSpecs) {
 		t.Errorf("registry has %d faults, declared %d", len(r.Names()), len(scenario.FaultSpecs))
 	}
-	if _, err := Lookup(r, "hairpin"); !errors.Is(err, ErrNotImplemented) {
-		t.Errorf("hairpin: %v", err)
+	r.Register(scenario.FaultSpec{FaultName: "declared-only", Summary: "a declaration without an implementation"})
+	if _, err := Lookup(r, "declared-only"); !errors.Is(err, ErrNotImplemented) {
+		t.Errorf("declared-only: %v", err)
 	}
 	if _, err := Lookup(r, "nope"); err == nil || !strings.Contains(err.Error(), `unknown fault "nope"`) {
 		t.Errorf("nope: %v", err)

@@ -38,10 +38,13 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (str
 		var line string
 		var pass bool
 		var err error
-		if d.Rules != nil {
+		switch {
+		case d.Rules != nil:
 			line, pass, err = g.rules(ctx, node, d.Rules)
-		} else {
+		case d.Conntrack != nil:
 			line, pass, err = g.conntrack(ctx, node, d.Conntrack)
+		default:
+			line, pass = g.proxyMode(ctx, node, d.ProxyMode)
 		}
 		if err != nil {
 			return "", err
@@ -355,4 +358,15 @@ func (g *Grader) readyAddresses(ctx context.Context, svc *corev1.Service) (map[s
 		}
 	}
 	return out, nil
+}
+
+// proxyMode tells whether node's kube-proxy runs in mode; a proxier that
+// does not answer fails the check (it is not running, or crash-looping on
+// its configuration).
+func (g *Grader) proxyMode(ctx context.Context, node, mode string) (string, bool) {
+	got, err := faults.ProxyMode(ctx, g.Cluster, node)
+	if err != nil {
+		return "kube-proxy does not answer: " + err.Error(), false
+	}
+	return "kube-proxy runs in " + got + " mode", got == mode
 }

@@ -346,6 +346,54 @@ func TestProbeJudgement(t *testing.T) {
 	}
 }
 
+// Answers must come from the client's node or zone.
+func TestProbeTopology(t *testing.T) {
+	zoned := func(name, zone string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		if zone != "" {
+			n.Labels["topology.kubernetes.io/zone"] = zone
+		}
+		return n
+	}
+	pod := func(name, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{"app": "cache"}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c"}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.9"}}
+	}
+	client := pod("client", "lab-worker")
+	client.Labels = map[string]string{"app": "client"}
+	objs := []runtime.Object{
+		zoned("lab-worker", "zone-a"), zoned("lab-worker2", "zone-a"), zoned("lab-worker3", "zone-b"),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "shop"},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.70", Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}},
+		pod("cache-1", "lab-worker"), pod("cache-2", "lab-worker2"), pod("cache-3", "lab-worker3"), client,
+	}
+	for _, tc := range []struct {
+		name       string
+		lines      string
+		responders scenario.Responders
+		pass       bool
+		detail     string
+	}{
+		{"same node", "@@ 1 0 cache-1\n@@ 2 0 cache-1\n", scenario.Responders{PodSelector: "app=cache", Namespace: "shop", SameNode: true}, true, "answered by cache-1"},
+		{"another node", "@@ 1 0 cache-1\n@@ 2 0 cache-2\n", scenario.Responders{PodSelector: "app=cache", Namespace: "shop", SameNode: true}, false,
+			"an answer came from cache-2 on lab-worker2, not from a Pod on lab-worker where the client runs"},
+		{"same zone", "@@ 1 0 cache-1\n@@ 2 0 cache-2\n", scenario.Responders{PodSelector: "app=cache", Namespace: "shop", SameZone: true, AtLeast: 2}, true, "answered by cache-1, cache-2"},
+		{"another zone", "@@ 1 0 cache-1\n@@ 2 0 cache-3\n", scenario.Responders{PodSelector: "app=cache", Namespace: "shop", SameZone: true}, false,
+			"an answer came from cache-3 on lab-worker3 (zone-b), outside the client's zone zone-a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGrader(nil, func(ns, pod string, cmd []string) (string, error) { return tc.lines, nil }, objs...)
+			p := &scenario.ProbeCheck{From: scenario.ProbeSource{Pod: "client", Namespace: "shop"}, Protocol: "http",
+				Target: scenario.ProbeTarget{Service: "cache", Namespace: "shop", Port: 80}, Path: "/hostname", Attempts: 2,
+				Expect: scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Responders: &tc.responders}}
+			r := g.Check(context.Background(), &scenario.Check{ID: "p", Weight: 1, Probe: p}, nil)
+			if r.Passed != tc.pass || r.Error != "" || !strings.Contains(r.Detail, tc.detail) {
+				t.Errorf("passed=%v error=%q detail=%q", r.Passed, r.Error, r.Detail)
+			}
+		})
+	}
+}
+
 // The probe script runs in a real sh: attempts in parallel, one line each,
 // with curl, wget, nc and dig replaced by stubs.
 func TestProbeScriptRuns(t *testing.T) {

@@ -33,6 +33,7 @@ type probeSource struct {
 	namespace, pod string // a Pod's
 	container      string
 	ip             string // the source address backends see when not masqueraded
+	nodeName       string // the node the probe starts on
 	desc           string
 }
 
@@ -102,7 +103,7 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 		}
 		for _, n := range nodes {
 			if n.Name == name {
-				return probeSource{node: name, ip: n.IP, desc: "node " + name}, nil
+				return probeSource{node: name, nodeName: name, ip: n.IP, desc: "node " + name}, nil
 			}
 		}
 		return probeSource{}, fmt.Errorf("cluster %s has no node %s", g.Cluster.Name(), name)
@@ -122,7 +123,13 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 		}
 		pod = p
 	} else {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: from.PodSelector})
+		opts := metav1.ListOptions{LabelSelector: from.PodSelector}
+		where := ""
+		if from.OnNode != "" {
+			node := scenario.NodeName(g.Cluster.Name(), from.OnNode)
+			opts.FieldSelector, where = "spec.nodeName="+node, " on node "+node
+		}
+		list, err := cs.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return probeSource{}, fmt.Errorf("listing Pods %s in %s: %w", from.PodSelector, ns, err)
 		}
@@ -135,14 +142,14 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 			}
 		}
 		if pod == nil {
-			return probeSource{}, failf("no running Pod in %s matches %s, so the probe has nowhere to start from", ns, from.PodSelector)
+			return probeSource{}, failf("no running Pod in %s matches %s%s, so the probe has nowhere to start from", ns, from.PodSelector, where)
 		}
 	}
 	if pod.Status.Phase != corev1.PodRunning || len(pod.Spec.Containers) == 0 {
 		return probeSource{}, failf("the Pod %s/%s that the probe starts from is %s, not Running", ns, pod.Name, pod.Status.Phase)
 	}
 	return probeSource{namespace: ns, pod: pod.Name, container: pod.Spec.Containers[0].Name, ip: pod.Status.PodIP,
-		desc: "Pod " + ns + "/" + pod.Name}, nil
+		nodeName: pod.Spec.NodeName, desc: podDesc(ns, pod)}, nil
 }
 
 func (g *Grader) probeTarget(ctx context.Context, cs kubernetes.Interface, p *scenario.ProbeCheck, fromNode bool) (probeTarget, error) {
@@ -159,6 +166,9 @@ func (g *Grader) probeTarget(ctx context.Context, cs kubernetes.Interface, p *sc
 			}
 		}
 		return "", fmt.Errorf("cluster %s has no node %s", g.Cluster.Name(), name)
+	}
+	if t.Address == "secondary" {
+		nodeIP = func(short string) (string, error) { return g.secondaryAddress(ctx, scenario.NodeName(g.Cluster.Name(), short)) }
 	}
 	if t.Service == "" {
 		host := t.Host
@@ -424,13 +434,34 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 			return "", fmt.Errorf("listing Pods %s in %s: %w", r.PodSelector, ns, err)
 		}
 		allowed := map[string]bool{}
+		podNode := map[string]string{}
 		for _, pod := range pods.Items {
 			allowed[pod.Name] = true
+			podNode[pod.Name] = pod.Spec.NodeName
+		}
+		var zones map[string]string
+		if r.SameZone {
+			if zones, err = nodeZones(ctx, cs); err != nil {
+				return "", err
+			}
+			if zones[src.nodeName] == "" {
+				return "", failf("%s; the node %s that the probe starts from has no zone label (%s), so no answer can come from its zone", what, src.nodeName, zoneLabel)
+			}
 		}
 		var seen []string
 		for _, b := range bodies {
 			if !allowed[b] {
 				return "", failf("%s; an answer came from %s, which is not a Pod matching %s in %s", what, quote(b), r.PodSelector, ns)
+			}
+			if r.SameNode && podNode[b] != src.nodeName {
+				return "", failf("%s; an answer came from %s on %s, not from a Pod on %s where the client runs", what, b, podNode[b], src.nodeName)
+			}
+			if r.SameZone && zones[podNode[b]] != zones[src.nodeName] {
+				zone := zones[podNode[b]]
+				if zone == "" {
+					zone = "no zone"
+				}
+				return "", failf("%s; an answer came from %s on %s (%s), outside the client's zone %s", what, b, podNode[b], zone, zones[src.nodeName])
 			}
 			if !slices.Contains(seen, b) {
 				seen = append(seen, b)
@@ -464,4 +495,69 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 		what += "; the backend saw " + strings.Join(ips, ", ")
 	}
 	return what, nil
+}
+
+// zoneLabel is the well-known zone label of nodes.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// nodeZones maps node names to their zone label.
+func nodeZones(ctx context.Context, cs kubernetes.Interface) (map[string]string, error) {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes: %w", err)
+	}
+	out := map[string]string{}
+	for _, n := range nodes.Items {
+		out[n.Name] = n.Labels[zoneLabel]
+	}
+	return out, nil
+}
+
+// secondaryAddress is an IPv4 address of node other than its InternalIP,
+// on the interface that holds the InternalIP.
+func (g *Grader) secondaryAddress(ctx context.Context, node string) (string, error) {
+	nodes, err := g.Cluster.Nodes(ctx)
+	if err != nil {
+		return "", fmt.Errorf("listing the nodes: %w", err)
+	}
+	primary := ""
+	for _, n := range nodes {
+		if n.Name == node {
+			primary = n.IP
+		}
+	}
+	if primary == "" {
+		return "", fmt.Errorf("cluster %s has no node %s", g.Cluster.Name(), node)
+	}
+	out, err := g.nodeOutput(ctx, node, "ip", "-o", "-4", "addr", "show")
+	if err != nil {
+		return "", err
+	}
+	iface := ""
+	type addr struct{ iface, ip string }
+	var addrs []addr
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != "inet" {
+			continue
+		}
+		ip, _, _ := strings.Cut(f[3], "/")
+		addrs = append(addrs, addr{f[1], ip})
+		if ip == primary {
+			iface = f[1]
+		}
+	}
+	for _, a := range addrs {
+		if a.iface == iface && a.ip != primary {
+			return a.ip, nil
+		}
+	}
+	return "", failf("node %s has no address besides its InternalIP %s on %s", node, primary, iface)
+}
+
+func podDesc(ns string, pod *corev1.Pod) string {
+	if pod.Spec.NodeName == "" {
+		return "Pod " + ns + "/" + pod.Name
+	}
+	return "Pod " + ns + "/" + pod.Name + " on " + pod.Spec.NodeName
 }

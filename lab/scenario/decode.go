@@ -204,6 +204,17 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetFloat(f)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+			d.add(n.Line, path, "must be true or false, not "+kindName(n))
+			return
+		}
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			d.add(n.Line, path, "must be true or false: "+err.Error())
+			return
+		}
+		v.SetBool(b)
 	default:
 		panic(fmt.Sprintf("scenario: cannot decode into %s", v.Type()))
 	}

@@ -64,7 +64,7 @@ func TestFaultSpecsComplete(t *testing.T) {
 		"etp-local-single-node", "itp-local-no-local-replica", "traffic-distribution", "session-affinity-snat",
 		"statefulset-not-ready-peers", "headless-clusterip-confusion", "external-name", "default-deny-networkpolicy",
 		"networkpolicy-and-or", "stale-udp-conntrack-dns", "proxier-dead", "proxier-stuck", "nodeport-primary-ip-only",
-		"conntrack-table-small", "ip-forward-off", "rule-deleted", "hairpin",
+		"conntrack-table-small", "ip-forward-off", "rule-deleted", "hairpin", "traffic-policy", "stuck-rollout", "rollout-restart",
 	}
 	seen := map[string]bool{}
 	for _, f := range FaultSpecs {

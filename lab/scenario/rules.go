@@ -29,6 +29,7 @@ var enums = map[string][]string{
 	"outcomes":         {OutcomeSuccess, OutcomeRefused, OutcomeTimeout},
 	"clientIPs":        {"preserved", "masqueraded"},
 	"traffics":         {"internal", "external"},
+	"nodeAddresses":    {"primary", "secondary"},
 	"ruleVerdicts":     {RulesEndpoints, RulesReject, RulesDrop, RulesAbsent},
 	"l4protocols":      {"tcp", "udp"},
 	"conntrackExpects": {ConntrackNoStaleEntries, ConntrackNoEntries},

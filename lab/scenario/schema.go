@@ -13,7 +13,7 @@ const SchemaID = "https://svclab.dev/schemas/scenario.json"
 // be set.
 var oneOfGroups = map[reflect.Type][]string{
 	reflect.TypeFor[Check]():          {CheckAPI, CheckProbe, CheckDataplane, CheckRightFix},
-	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack"},
+	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "proxyMode"},
 	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector"},
 }
 
@@ -115,6 +115,8 @@ func (g *schemaGen) typeSchema(t reflect.Type, r fieldRules) obj {
 			s["minLength"] = 1
 		}
 		return s
+	case reflect.Bool:
+		return obj{"type": "boolean"}
 	case reflect.Int, reflect.Float64:
 		s := obj{"type": "number"}
 		if t.Kind() == reflect.Int {

@@ -31,6 +31,7 @@ type Scenario struct {
 	Checks           []Check      `yaml:"checks" rule:"required,minItems=1" doc:"The weighted checks that grade the learner's fix."`
 	Solution         []string     `yaml:"solution" rule:"required,minItems=1,nonblank" doc:"The reference solution: the shell commands a learner would type, in order (kubectl is on the PATH)."`
 	Explanation      string       `yaml:"explanation" rule:"required,nonblank" doc:"Shown after solving (Markdown): ties the fault to the mechanism, which EndpointSlices and rules changed and why."`
+	WrongFixes       []WrongFix   `yaml:"wrongFixes" doc:"Plausible wrong fixes that the checks must reject (svclab exercise run --wrong-fixes tries each on the broken scenario)."`
 
 	// Dir is the scenario's directory as shown in messages (not part of
 	// the file).
@@ -202,6 +203,7 @@ type ProbeSource struct {
 	Pod         string `yaml:"pod" rule:"pattern=name" doc:"A pod's name."`
 	PodSelector string `yaml:"podSelector" doc:"A label selector: any one matching pod."`
 	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pod's namespace (default: default)."`
+	OnNode      string `yaml:"onNode" doc:"With podSelector: a matching Pod on this node (short name), for checks that depend on where the client runs."`
 }
 
 // Probe target routes to a Service.
@@ -219,6 +221,7 @@ type ProbeTarget struct {
 	Via       string `yaml:"via" rule:"enum=vias" doc:"How to reach the Service (default clusterIP); nodePort needs node."`
 	Node      string `yaml:"node" doc:"A node's short name: its address is the target (with via: nodePort, the Service's NodePort on it)."`
 	Host      string `yaml:"host" doc:"A literal IP address or DNS name."`
+	Address   string `yaml:"address" rule:"enum=nodeAddresses" doc:"With node: which of the node's addresses: primary (its InternalIP, default) or secondary (another address on the same interface)."`
 	Port      int    `yaml:"port" rule:"required,min=1,max=65535" doc:"The Service port (for a Service) or the port."`
 }
 
@@ -242,14 +245,20 @@ type Responders struct {
 	PodSelector string `yaml:"podSelector" rule:"required" doc:"Every answer must come from a pod matching this selector."`
 	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pods' namespace (default: default)."`
 	AtLeast     int    `yaml:"atLeast" rule:"min=1" doc:"How many distinct pods must have answered (default 1)."`
+	// Topology constraints on the answers, for traffic policies and
+	// trafficDistribution.
+	SameNode bool `yaml:"sameNode" doc:"Every answer must come from a Pod on the node the probe starts from (its node, or the source Pod's node)."`
+	SameZone bool `yaml:"sameZone" doc:"Every answer must come from a Pod on a node in the zone (topology.kubernetes.io/zone) of the node the probe starts from."`
 }
 
-// DataplaneCheck asserts on the rules or conntrack tables of nodes. Exactly
-// one of Rules and Conntrack is set.
+// DataplaneCheck asserts on the rules or conntrack tables of nodes, or on
+// the mode their proxier runs in. Exactly one of Rules, Conntrack and
+// ProxyMode is set.
 type DataplaneCheck struct {
 	Nodes     []string            `yaml:"nodes" rule:"unique" doc:"Nodes' short names (default: every node)."`
 	Rules     *RulesAssertion     `yaml:"rules" doc:"What the node's proxy rules do with a Service's traffic."`
 	Conntrack *ConntrackAssertion `yaml:"conntrack" doc:"What the node's conntrack table holds."`
+	ProxyMode string              `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The mode the node's kube-proxy runs in (it answers on 127.0.0.1:10249/proxyMode)."`
 }
 
 // Rule verdicts of RulesAssertion.
@@ -303,6 +312,17 @@ type RightFixCheck struct {
 	Object   ObjectRef `yaml:"object" rule:"required" doc:"The object the rule is about."`
 	Rule     string    `yaml:"rule" rule:"required,enum=rightFixRules" doc:"uidUnchanged, unchanged or exists."`
 	JSONPath string    `yaml:"jsonPath" doc:"With unchanged: the field that must keep its value, such as {.spec.template.metadata.labels}."`
+}
+
+// WrongFix is a plausible wrong fix: shell commands a learner might type
+// (kubectl is on the PATH) and the checks that must fail afterwards, each
+// with a failMessage that tells the learner why.
+type WrongFix struct {
+	ID          string   `yaml:"id" rule:"required,pattern=name" doc:"The wrong fix's id, unique in the scenario."`
+	Description string   `yaml:"description" rule:"required,nonblank" doc:"What the learner tries (\"Delete and recreate the Service\")."`
+	Commands    []string `yaml:"commands" rule:"required,minItems=1,nonblank" doc:"The commands, in order. A command that fails (the API server refuses it) is part of the lesson, not an error."`
+	RejectedBy  []string `yaml:"rejectedBy" rule:"required,minItems=1,unique" doc:"Ids of the checks that must fail after the wrong fix."`
+	Undo        []string `yaml:"undo" rule:"nonblank" doc:"Commands that bring the broken scenario back; without them the scenario is set up afresh after this wrong fix (for fixes that cannot be undone, such as recreating an object)."`
 }
 
 // Scalar is a YAML scalar kept as its text, so that value: true and

@@ -59,9 +59,32 @@ func (v *validator) validate() {
 		}
 		v.check(p, c)
 	}
-	for i, cmd := range s.Solution {
+	v.commands("solution", s.Solution)
+	wrongIDs := map[string]int{}
+	for i, w := range s.WrongFixes {
+		p := fmt.Sprintf("wrongFixes[%d]", i)
+		if j, dup := wrongIDs[w.ID]; dup && w.ID != "" {
+			v.bad(p+".id", "%q is also the id of wrongFixes[%d]; wrong fix ids must be unique", w.ID, j)
+		} else {
+			wrongIDs[w.ID] = i
+		}
+		v.commands(p+".commands", w.Commands)
+		v.commands(p+".undo", w.Undo)
+		for j, id := range w.RejectedBy {
+			if _, ok := ids[id]; !ok {
+				v.bad(fmt.Sprintf("%s.rejectedBy[%d]", p, j), "no check has the id %q", id)
+			} else if c := s.Checks[ids[id]]; strings.TrimSpace(c.FailMessage) == "" {
+				v.bad(fmt.Sprintf("%s.rejectedBy[%d]", p, j), "check %q has no failMessage: a check that rejects a wrong fix must tell the learner why", id)
+			}
+		}
+	}
+}
+
+// commands checks that each command parses as a shell command.
+func (v *validator) commands(p string, cmds []string) {
+	for i, cmd := range cmds {
 		if _, err := syntax.NewParser().Parse(strings.NewReader(cmd), ""); err != nil {
-			v.bad(fmt.Sprintf("solution[%d]", i), "not a valid shell command: %v", err)
+			v.bad(fmt.Sprintf("%s[%d]", p, i), "not a valid shell command: %v", err)
 		}
 	}
 }
@@ -301,6 +324,10 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 		v.bad(p+".from", "set exactly one of node, pod and podSelector")
 	}
 	v.node(p+".from.node", from.Node)
+	v.node(p+".from.onNode", from.OnNode)
+	if from.OnNode != "" && from.PodSelector == "" {
+		v.bad(p+".from.onNode", "goes with podSelector: which Pod on the node")
+	}
 	v.selector(p+".from.podSelector", from.PodSelector)
 	if from.Node != "" && from.Namespace != "" {
 		v.bad(p+".from.namespace", "a node has no namespace")
@@ -331,6 +358,9 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 		}
 	}
 	v.node(p+".target.node", t.Node)
+	if t.Address != "" && t.Node == "" {
+		v.bad(p+".target.address", "goes with node: which of the node's addresses")
+	}
 	if t.Host != "" && net.ParseIP(t.Host) == nil {
 		if msgs := validation.IsDNS1123Subdomain(strings.TrimSuffix(t.Host, ".")); len(msgs) > 0 {
 			v.bad(p+".target.host", "%q is neither an IP address nor a DNS name", t.Host)
@@ -373,8 +403,8 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 }
 
 func (v *validator) dataplane(p string, d *DataplaneCheck) {
-	if count(d.Rules != nil, d.Conntrack != nil) != 1 {
-		v.bad(p, "set exactly one of rules and conntrack")
+	if count(d.Rules != nil, d.Conntrack != nil, d.ProxyMode != "") != 1 {
+		v.bad(p, "set exactly one of rules, conntrack and proxyMode")
 	}
 	for i, n := range d.Nodes {
 		v.node(fmt.Sprintf("%s.nodes[%d]", p, i), n)

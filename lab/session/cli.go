@@ -40,6 +40,8 @@ type RunOptions struct {
 	In      io.Reader
 	Out     io.Writer
 	Log     *slog.Logger
+	// Svclab runs svclab in the solution's commands (Options.Svclab).
+	Svclab []string
 }
 
 // ExitError ends svclab with a code after the run printed why.
@@ -89,7 +91,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	ses, err := Start(ctx, s, c, Options{Faults: reg, Progress: progress, Log: o.Log})
+	ses, err := Start(ctx, s, c, Options{Faults: reg, Progress: progress, Log: o.Log, Svclab: o.Svclab})
 	cleanup := func() error {
 		if o.Keep {
 			fmt.Fprintf(out, "\nThe cluster %s stays, with the scenario on it: svclab kubectl --name %s get pods -A\n", c.Name(), c.Name())
@@ -196,19 +198,30 @@ func NewCommand() *cobra.Command {
 		Short: "Self-graded exercise runs: set a scenario up, fix it (or let svclab), grade",
 	}
 	var o RunOptions
-	var dir string
+	var dir, junit string
+	var all, wrongFixes bool
 	run := &cobra.Command{
-		Use:          "run ID",
-		Short:        "Run one scenario on a lab cluster and grade the fix",
+		Use:          "run [ID... | --all]",
+		Short:        "Run scenarios on lab clusters and grade the fix",
 		SilenceUsage: true,
-		Args:         cobra.ExactArgs(1),
-		Long: `Set scenario ID up on cluster --cluster (created with the scenario's shape
-when it does not exist), break it with the scenario's faults and print the
-task. Then wait for Enter and grade what you did: each check, the score, the
-hints that failed checks unlock, and the explanation once every check passes.
-With --solve, run the scenario's reference solution instead and grade it.
-Afterwards the cluster is deleted if the run created it, or the scenario
-removed from it; --keep leaves both. Exits 1 unless every check passed.`,
+		Long: `With one scenario ID and no --solve or --wrong-fixes: set scenario ID up on
+cluster --cluster (created with the scenario's shape when it does not exist),
+break it with the scenario's faults and print the task. Then wait for Enter
+and grade what you did: each check, the score, the hints that failed checks
+unlock, and the explanation once every check passes.
+
+With --solve and/or --wrong-fixes (any number of IDs, or --all): grade
+without you. For each scenario: set up → every check must not pass →
+(--wrong-fixes) each of the scenario's plausible wrong fixes must be
+rejected by the checks it names → (--solve) the reference solution must
+pass every check → tear down. Scenarios of one cluster shape share a
+cluster: --cluster names the default shape's (3 nodes, nftables), the
+others get a suffix (-n4, -ipt, -zXXXX). A summary table follows, and with
+--junit FILE a JUnit XML report.
+
+Afterwards a cluster is deleted if the run created it, or the scenario
+removed from it; --keep leaves both. Exits 1 unless every check (or step)
+passed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stateDir := embedded.DefaultStateDir()
 			if f := cmd.Flag("state-dir"); f != nil && f.Value.String() != "" {
@@ -220,7 +233,10 @@ removed from it; --keep leaves both. Exits 1 unless every check passed.`,
 			}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			o.Provider = embedded.New(stateDir, o.Log)
-			o.ID, o.In, o.Out = args[0], os.Stdin, cmd.OutOrStdout()
+			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
+			if exe, err := os.Executable(); err == nil {
+				o.Svclab = []string{exe, "--state-dir", stateDir}
+			}
 			if dir != "" {
 				src := scenario.DirSource(dir)
 				o.Source = &src
@@ -228,13 +244,45 @@ removed from it; --keep leaves both. Exits 1 unless every check passed.`,
 			if err := cluster.ValidateName(o.Cluster); err != nil {
 				return err
 			}
-			return Run(cmd.Context(), o)
+			if len(args) == 1 && !all && !o.Solve && !wrongFixes {
+				if junit != "" {
+					return errors.New("--junit needs a run that grades by itself: add --solve or --wrong-fixes")
+				}
+				o.ID = args[0]
+				return Run(cmd.Context(), o)
+			}
+			outcomes, err := Exercise(cmd.Context(), ExerciseOptions{
+				Provider: o.Provider, Source: o.Source, IDs: args, All: all, Cluster: o.Cluster, Keep: o.Keep,
+				Solve: o.Solve, WrongFixes: wrongFixes, Out: o.Out, Log: o.Log, Svclab: o.Svclab,
+			})
+			if len(outcomes) > 0 {
+				PrintSummary(o.Out, outcomes)
+				if junit != "" {
+					if jerr := writeJUnitFile(junit, outcomes); jerr != nil {
+						err = errors.Join(err, jerr)
+					} else {
+						fmt.Fprintf(o.Out, "JUnit report: %s\n", junit)
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			for _, out := range outcomes {
+				if !out.Passed() {
+					return &ExitError{Code: 1}
+				}
+			}
+			return nil
 		},
 	}
-	run.Flags().StringVar(&o.Cluster, "cluster", "lab", "the cluster to run on; created (and deleted afterwards) when it does not exist")
-	run.Flags().BoolVar(&o.Keep, "keep", false, "keep the cluster and the scenario when done")
+	run.Flags().StringVar(&o.Cluster, "cluster", "lab", "the cluster to run on (the base name with several shapes); created (and deleted afterwards) when it does not exist")
+	run.Flags().BoolVar(&o.Keep, "keep", false, "keep the clusters and the scenario when done")
 	run.Flags().BoolVar(&o.Solve, "solve", false, "run the reference solution instead of waiting for you")
-	run.Flags().StringVar(&dir, "dir", "", "take the scenario from this directory instead of the built-in ones")
+	run.Flags().BoolVar(&all, "all", false, "run every scenario (with --solve and/or --wrong-fixes)")
+	run.Flags().BoolVar(&wrongFixes, "wrong-fixes", false, "try each scenario's plausible wrong fixes: the checks must reject them")
+	run.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report to this file")
+	run.Flags().StringVar(&dir, "dir", "", "take the scenarios from this directory instead of the built-in ones")
 	c.AddCommand(run)
 	return c
 }

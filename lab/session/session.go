@@ -27,6 +27,12 @@ type Options struct {
 	// SettleTimeout bounds each wait for the workloads (default 3m).
 	SettleTimeout time.Duration
 	Log           *slog.Logger
+	// Svclab is the command line that runs svclab against the session's
+	// backend (the binary and its --state-dir), so that commands such as
+	// "svclab node exec NODE -- sysctl ..." in solutions and wrong fixes
+	// work; RunCommands adds --name with the cluster's name to node
+	// commands. Nil: svclab is not on the PATH of those commands.
+	Svclab []string
 }
 
 func (o *Options) defaults() {
@@ -52,6 +58,13 @@ type Session struct {
 	Grader   *grade.Grader
 	opts     Options
 	apply    *applier
+	// guard is the cluster-wide state that Teardown puts back (nil: none
+	// recorded).
+	guard *guard
+	// partial is set when only the first injected faults went in (the
+	// next one failed); Teardown then reverts only those.
+	partial  bool
+	injected int
 }
 
 // EnsureCluster returns the cluster named name, creating it with the
@@ -69,7 +82,7 @@ func EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape s
 	for short, l := range shape.NodeLabels {
 		labels[scenario.NodeName(name, short)] = l
 	}
-	c, err = p.Create(ctx, cluster.CreateOptions{Name: name, Workers: shape.Nodes - 1, NodeLabels: labels, Progress: progress})
+	c, err = p.Create(ctx, cluster.CreateOptions{Name: name, Workers: shape.Nodes - 1, NodeLabels: labels, ProxyMode: shape.Mode(), Progress: progress})
 	if err != nil {
 		return nil, false, fmt.Errorf("creating cluster %s: %w", name, err)
 	}
@@ -122,6 +135,10 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 	}
 	err = cluster.RunActions(ctx, opts.Progress, []cluster.Action{
 		{Name: "Removing what an earlier run left", Run: func(ctx context.Context) error { return remove(ctx, ses.apply, s, true) }},
+		{Name: "Recording the cluster-wide state to restore afterwards", Run: func(ctx context.Context) error {
+			ses.guard, err = recordGuard(ctx, cs)
+			return err
+		}},
 		{Name: "Applying the setup manifests", Run: func(ctx context.Context) error {
 			for _, m := range s.Manifests {
 				for _, o := range m.Objects {
@@ -136,7 +153,14 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 			return settle(ctx, cs, s, true, opts.SettleTimeout)
 		}},
 		{Name: "Injecting the faults", Run: func(ctx context.Context) error {
-			return faults.Inject(ctx, c, opts.Faults, s.Faults)
+			for i := range s.Faults {
+				if err := faults.Inject(ctx, c, opts.Faults, s.Faults[i:i+1]); err != nil {
+					ses.partial = true
+					return err
+				}
+				ses.injected = i + 1
+			}
+			return nil
 		}},
 		{Name: "Waiting for the faults to take effect", Run: func(ctx context.Context) error {
 			if err := settle(ctx, cs, s, false, opts.SettleTimeout); err != nil {
@@ -244,6 +268,18 @@ func (s *Session) RunCommands(ctx context.Context, kubeBin string, cmds []string
 	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(wrapper), 0o755); err != nil {
 		return err
 	}
+	if len(s.opts.Svclab) > 0 {
+		var args []string
+		for _, a := range s.opts.Svclab {
+			args = append(args, shellQuote(a))
+		}
+		bin, name := strings.Join(args, " "), shellQuote(s.Cluster.Name())
+		// svclab's node commands take the cluster's name with --name.
+		script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = node ] && [ $# -ge 2 ]; then sub=$2; shift 2; exec %s node \"$sub\" --name %s \"$@\"; fi\nexec %s \"$@\"\n", bin, name, bin)
+		if err := os.WriteFile(filepath.Join(dir, "svclab"), []byte(script), 0o755); err != nil {
+			return err
+		}
+	}
 	env := append(os.Environ(), "KUBECONFIG="+kcPath, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for i, line := range cmds {
 		fmt.Fprintf(out, "$ %s\n", strings.TrimSpace(line))
@@ -269,7 +305,23 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // Teardown reverts the faults that can be reverted (the dataplane ones,
 // which outlive the namespaces) and deletes what the setup created; with
 // waitGone it returns once the namespaces are gone.
+//
+// It also puts back what the scenario (its faults, the learner or the
+// reference solution) changed outside its namespaces: kube-proxy's and
+// CoreDNS's configuration and workloads, and node labels and taints; so
+// the cluster is ready for the next scenario.
 func (s *Session) Teardown(ctx context.Context, waitGone bool) error {
-	err := faults.Revert(ctx, s.Cluster, s.opts.Faults, s.Scenario.Faults)
+	injected := s.Scenario.Faults
+	if s.partial {
+		injected = injected[:s.injected]
+	}
+	err := faults.Revert(ctx, s.Cluster, s.opts.Faults, injected)
+	if s.guard != nil {
+		if cs, cerr := s.Cluster.Client(); cerr != nil {
+			err = errors.Join(err, cerr)
+		} else {
+			err = errors.Join(err, s.guard.restore(ctx, cs, s.opts.SettleTimeout))
+		}
+	}
 	return errors.Join(err, remove(ctx, s.apply, s.Scenario, waitGone))
 }

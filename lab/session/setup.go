@@ -219,7 +219,7 @@ func notSettled(ctx context.Context, cs kubernetes.Interface, o scenario.Object,
 		switch {
 		case st.ObservedGeneration < d.Generation:
 			return fmt.Sprintf("Deployment %s/%s: the controller has not seen the last change", ns, name)
-		case st.UpdatedReplicas != want || st.Replicas != want:
+		case (st.UpdatedReplicas != want || st.Replicas != want) && (ready || !rolloutStuck(ctx, cs, d)):
 			return fmt.Sprintf("Deployment %s/%s: %d of %d replicas updated, %d in all", ns, name, st.UpdatedReplicas, want, st.Replicas)
 		case ready && st.AvailableReplicas != want:
 			return fmt.Sprintf("Deployment %s/%s: %d of %d replicas available%s", ns, name, st.AvailableReplicas, want, podTrouble(ctx, cs, ns, d.Spec.Selector))
@@ -263,6 +263,41 @@ func notSettled(ctx context.Context, cs kubernetes.Interface, o scenario.Object,
 	}
 	return ""
 }
+
+// rolloutStuck tells whether a Deployment's rollout can go no further on
+// its own: new Pods exist, all of the Deployment's Pods run, and the new
+// ones do not become ready (a fault may leave a rollout so, with the old
+// Pods still serving).
+func rolloutStuck(ctx context.Context, cs kubernetes.Interface, d *appsv1.Deployment) bool {
+	if d.Status.UpdatedReplicas < 1 || d.Status.UnavailableReplicas < 1 {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return false
+	}
+	pods, err := cs.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil || len(pods.Items) == 0 {
+		return false
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			return false
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			// A Pod that started a moment ago may just not have passed
+			// its first probe yet.
+			if c.State.Running == nil || (!c.Ready && time.Since(c.State.Running.StartedAt.Time) < stuckAfter) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// stuckAfter is how long a running container must have stayed unready
+// for its rollout to count as stuck.
+const stuckAfter = 15 * time.Second
 
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {

@@ -1,0 +1,597 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/faults"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/scenarios"
+)
+
+// ExerciseOptions configure a self-grading run of several scenarios:
+// "svclab exercise run [--all | ID...] --solve [--wrong-fixes]".
+type ExerciseOptions struct {
+	Provider cluster.Provider
+	// Source holds the scenarios (default: the ones built into svclab).
+	Source *scenario.Source
+	// IDs are the scenarios to run, in this order; All runs every one.
+	IDs []string
+	All bool
+	// Cluster is the base name of the clusters: scenarios of one cluster
+	// shape share one cluster, named Cluster for the default shape (3
+	// nodes, nftables, no extra labels) and Cluster plus a suffix for the
+	// others. A cluster that does not exist is created, and deleted after
+	// its scenarios unless Keep.
+	Cluster string
+	Keep    bool
+	// Solve runs the reference solution: the checks must pass afterwards.
+	Solve bool
+	// WrongFixes tries each of the scenario's wrong fixes on the broken
+	// scenario: the checks they name must fail.
+	WrongFixes bool
+	// KubeBin finds svclab-kube (default kubebin.Locate).
+	KubeBin func(ctx context.Context) (string, error)
+	// Out receives the progress, the failures and the summary table.
+	Out io.Writer
+	Log *slog.Logger
+	// Faults are the fault implementations (nil: faults.Registry()).
+	Faults *scenario.Registry
+	// Svclab runs svclab in solutions and wrong fixes (Options.Svclab).
+	Svclab []string
+}
+
+// Outcome is what one scenario's run showed.
+type Outcome struct {
+	Scenario string
+	Cluster  string
+	Steps    []Step
+	Duration time.Duration
+}
+
+// Passed is true when every step passed.
+func (o *Outcome) Passed() bool {
+	for _, s := range o.Steps {
+		if !s.Passed {
+			return false
+		}
+	}
+	return len(o.Steps) > 0
+}
+
+// Step is one step of a scenario's run: "set up", "broken", "wrong fix
+// ID", "solution", "tear down".
+type Step struct {
+	Name   string
+	Passed bool
+	// Detail says what was seen: the failing checks, the score, an error.
+	Detail   string
+	Duration time.Duration
+	// Report is the grade of the step, when it graded.
+	Report *grade.Report `json:"-"`
+}
+
+// maxGradeDuration is the budget of one grading: probes expecting success
+// must not need more; a probe that meets a DROP (and expects success)
+// takes its timeout on top.
+const maxGradeDuration = 3 * time.Second
+
+// Exercise runs the scenarios: for each, set up → the checks must fail →
+// (wrong fixes must be rejected) → (the solution must pass) → tear down.
+// Scenarios of one cluster shape share a cluster. It returns one outcome
+// per scenario; err is about the run as a whole (no such scenario, a
+// cluster that cannot be created).
+func Exercise(ctx context.Context, o ExerciseOptions) ([]Outcome, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Faults == nil {
+		o.Faults = faults.Registry()
+	}
+	if o.KubeBin == nil {
+		o.KubeBin = func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) }
+	}
+	if !o.Solve && !o.WrongFixes {
+		return nil, errors.New("a run of several scenarios grades by itself: pass --solve, --wrong-fixes or both")
+	}
+	list, err := selectScenarios(o)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := o.KubeBin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := groupByShape(o.Cluster, list)
+	if err != nil {
+		return nil, err
+	}
+	var outcomes []Outcome
+	for _, g := range groups {
+		fmt.Fprintf(o.Out, "── Cluster %s (%s): %s ──\n", g.cluster, describeShape(g.shape), strings.Join(ids(g.scenarios), ", "))
+		c, created, err := EnsureCluster(ctx, o.Provider, g.cluster, g.shape, cluster.NewTextProgress(o.Out))
+		if err != nil {
+			for _, s := range g.scenarios {
+				outcomes = append(outcomes, Outcome{Scenario: s.ID, Cluster: g.cluster,
+					Steps: []Step{{Name: "cluster", Detail: err.Error()}}})
+			}
+			fmt.Fprintf(o.Out, "✗ cluster %s: %v\n", g.cluster, err)
+			continue
+		}
+		for _, s := range g.scenarios {
+			if ctx.Err() != nil {
+				break
+			}
+			out := exerciseOne(ctx, o, s, c, bin)
+			outcomes = append(outcomes, out)
+		}
+		if created && !o.Keep {
+			fmt.Fprintf(o.Out, "Deleting cluster %s\n", c.Name())
+			if err := o.Provider.Delete(context.WithoutCancel(ctx), c.Name()); err != nil {
+				return outcomes, fmt.Errorf("deleting cluster %s: %w", c.Name(), err)
+			}
+		}
+	}
+	return outcomes, ctx.Err()
+}
+
+func ids(ss []*scenario.Scenario) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.ID
+	}
+	return out
+}
+
+// selectScenarios loads the catalog and picks the scenarios to run.
+func selectScenarios(o ExerciseOptions) ([]*scenario.Scenario, error) {
+	src := scenario.Source{FS: scenarios.FS, Display: "scenarios (built in)"}
+	if o.Source != nil {
+		src = *o.Source
+	}
+	cat, problems := scenario.Load(scenario.Options{Faults: o.Faults, Logger: o.Log}, src)
+	switch {
+	case o.All && len(o.IDs) > 0:
+		return nil, errors.New("name scenarios or pass --all, not both")
+	case o.All:
+		if err := problems.Err(); err != nil {
+			return nil, fmt.Errorf("the scenarios have problems (svclab scenario lint):\n%w", err)
+		}
+		return runnable(o.Faults, cat.Scenarios)
+	case len(o.IDs) == 0:
+		return nil, fmt.Errorf("name the scenarios to run or pass --all; the scenarios are %s", strings.Join(cat.IDs(), ", "))
+	}
+	var out []*scenario.Scenario
+	for _, id := range o.IDs {
+		s := cat.Get(id)
+		if s == nil {
+			if len(problems) > 0 {
+				return nil, fmt.Errorf("no valid scenario %q; svclab scenario lint shows %d problems (%v)", id, len(problems), problems[0])
+			}
+			return nil, fmt.Errorf("no scenario %q; the scenarios are %s (svclab scenario list)", id, strings.Join(cat.IDs(), ", "))
+		}
+		out = append(out, s)
+	}
+	return runnable(o.Faults, out)
+}
+
+// runnable refuses scenarios with a fault the library does not implement.
+func runnable(reg *scenario.Registry, ss []*scenario.Scenario) ([]*scenario.Scenario, error) {
+	for _, s := range ss {
+		for _, f := range s.Faults {
+			if _, err := faults.Lookup(reg, f.Name); err != nil {
+				return nil, fmt.Errorf("scenario %s cannot run yet: %w", s.ID, err)
+			}
+		}
+	}
+	return ss, nil
+}
+
+// shapeGroup is the scenarios that share one cluster.
+type shapeGroup struct {
+	cluster   string
+	shape     scenario.ClusterShape
+	scenarios []*scenario.Scenario
+}
+
+// groupByShape puts scenarios of one shape together, in the order of each
+// shape's first scenario.
+func groupByShape(base string, ss []*scenario.Scenario) ([]*shapeGroup, error) {
+	var groups []*shapeGroup
+	byKey := map[string]*shapeGroup{}
+	for _, s := range ss {
+		key := shapeKey(s.Cluster)
+		g, ok := byKey[key]
+		if !ok {
+			name := ShapeClusterName(base, s.Cluster)
+			if err := cluster.ValidateName(name); err != nil {
+				return nil, fmt.Errorf("the cluster for scenario %s: %w (use a shorter --cluster)", s.ID, err)
+			}
+			g = &shapeGroup{cluster: name, shape: s.Cluster}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.scenarios = append(g.scenarios, s)
+	}
+	return groups, nil
+}
+
+func shapeKey(c scenario.ClusterShape) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%s", c.Nodes, c.Mode())
+	for _, n := range slices.Sorted(mapsKeys(c.NodeLabels)) {
+		for _, k := range slices.Sorted(mapsKeys(c.NodeLabels[n])) {
+			fmt.Fprintf(&b, "/%s:%s=%s", n, k, c.NodeLabels[n][k])
+		}
+	}
+	return b.String()
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// ShapeClusterName is the cluster that scenarios of shape share: base for
+// the default shape (3 nodes, nftables, no extra labels), else base with
+// "-nN" (another node count), "-ipt" (iptables) and "-zXXXX" (node labels,
+// a hash) appended.
+func ShapeClusterName(base string, c scenario.ClusterShape) string {
+	name := base
+	if c.Nodes != 3 {
+		name += fmt.Sprintf("-n%d", c.Nodes)
+	}
+	if c.Mode() == scenario.ProxyModeIPTables {
+		name += "-ipt"
+	}
+	if len(c.NodeLabels) > 0 {
+		h := fnv.New32a()
+		h.Write([]byte(shapeKey(c)))
+		name += fmt.Sprintf("-z%04x", h.Sum32()&0xffff)
+	}
+	return name
+}
+
+func describeShape(c scenario.ClusterShape) string {
+	s := fmt.Sprintf("%d nodes, %s", c.Nodes, c.Mode())
+	var labels []string
+	for _, n := range slices.Sorted(mapsKeys(c.NodeLabels)) {
+		for _, k := range slices.Sorted(mapsKeys(c.NodeLabels[n])) {
+			labels = append(labels, fmt.Sprintf("%s %s=%s", n, k, c.NodeLabels[n][k]))
+		}
+	}
+	if len(labels) > 0 {
+		s += ", " + strings.Join(labels, ", ")
+	}
+	return s
+}
+
+// exerciseOne runs one scenario on c.
+func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c cluster.Cluster, bin string) (out Outcome) {
+	began := time.Now()
+	out = Outcome{Scenario: s.ID, Cluster: c.Name()}
+	fmt.Fprintf(o.Out, "\n%s: %s\n", s.ID, s.Title)
+	step := func(name string, f func() (string, *grade.Report, error)) bool {
+		start := time.Now()
+		detail, rep, err := f()
+		st := Step{Name: name, Passed: err == nil, Detail: detail, Duration: time.Since(start), Report: rep}
+		if err != nil {
+			st.Detail = err.Error()
+		}
+		out.Steps = append(out.Steps, st)
+		mark := "✓"
+		if !st.Passed {
+			mark = "✗"
+		}
+		fmt.Fprintf(o.Out, "  %s %s (%s): %s\n", mark, name, st.Duration.Round(100*time.Millisecond), firstLine(st.Detail))
+		if !st.Passed && rep != nil {
+			PrintReport(indentWriter{o.Out}, s, rep)
+		}
+		return st.Passed
+	}
+	opts := Options{Faults: o.Faults, Log: o.Log, Svclab: o.Svclab}
+	var ses *Session
+	setUp := func() (string, *grade.Report, error) {
+		var err error
+		ses, err = Start(ctx, s, c, opts)
+		if err != nil {
+			return "", nil, err
+		}
+		return "set up and broken", nil, nil
+	}
+	tearDown := func(waitGone bool) func() (string, *grade.Report, error) {
+		return func() (string, *grade.Report, error) {
+			if ses == nil {
+				return "nothing to remove", nil, nil
+			}
+			err := ses.Teardown(context.WithoutCancel(ctx), waitGone)
+			return "removed; cluster-wide changes put back", nil, err
+		}
+	}
+	defer func() { out.Duration = time.Since(began) }()
+	if !step("set up", setUp) {
+		step("tear down", tearDown(false))
+		return out
+	}
+	step("broken", func() (string, *grade.Report, error) {
+		rep := ses.Grade(ctx)
+		return judgeBroken(s, rep)
+	})
+	var resets []scenario.WrongFix
+	if o.WrongFixes {
+		for _, w := range s.WrongFixes {
+			if len(w.Undo) == 0 {
+				resets = append(resets, w)
+				continue
+			}
+			step("wrong fix "+w.ID, func() (string, *grade.Report, error) {
+				detail, rep, err := tryWrongFix(ctx, ses, w, bin)
+				if err != nil {
+					return detail, rep, err
+				}
+				var buf bytes.Buffer
+				if err := ses.RunCommands(ctx, bin, w.Undo, &buf); err != nil {
+					return "", rep, fmt.Errorf("undoing it: %w\n%s", err, buf.String())
+				}
+				return detail, rep, ses.afterCommands(ctx)
+			})
+		}
+	}
+	if o.Solve {
+		step("solution", func() (string, *grade.Report, error) {
+			var buf bytes.Buffer
+			if err := ses.Solve(ctx, bin, &buf); err != nil {
+				return "", nil, fmt.Errorf("%w\n%s", err, buf.String())
+			}
+			rep := ses.GradeUntilPassed(ctx, SolveGradeTimeout)
+			if !rep.Passed {
+				return "", rep, fmt.Errorf("the reference solution scores %.0f%%; its output:\n%s", rep.Score, buf.String())
+			}
+			return fmt.Sprintf("every check passes (graded in %s)", rep.Duration.Round(100*time.Millisecond)), rep, nil
+		})
+	}
+	for _, w := range resets {
+		if !step("reset for wrong fix "+w.ID, func() (string, *grade.Report, error) {
+			if _, _, err := tearDown(true)(); err != nil {
+				return "", nil, err
+			}
+			return setUp()
+		}) {
+			break
+		}
+		step("wrong fix "+w.ID, func() (string, *grade.Report, error) { return tryWrongFix(ctx, ses, w, bin) })
+	}
+	step("tear down", tearDown(false))
+	return out
+}
+
+// judgeBroken checks a grade of the freshly broken scenario: some check
+// other than a right-fix rule fails, every right-fix rule passes (nothing
+// was changed yet), no check errs and grading kept its time budget.
+func judgeBroken(s *scenario.Scenario, rep *grade.Report) (string, *grade.Report, error) {
+	var failing, problems []string
+	for i, r := range rep.Results {
+		kind := s.Checks[i].Kind()
+		switch {
+		case r.Error != "":
+			problems = append(problems, fmt.Sprintf("check %s could not run: %s", r.ID, r.Error))
+		case kind == scenario.CheckRightFix && !r.Passed:
+			problems = append(problems, fmt.Sprintf("right-fix rule %s fails before anything was changed: %s", r.ID, r.Detail))
+		case !r.Passed:
+			failing = append(failing, r.ID)
+		}
+	}
+	if len(failing) == 0 {
+		problems = append(problems, "every check passes although the faults are in place")
+	}
+	if budget := maxGradeDuration + maxProbeTimeout(s); rep.Duration > budget {
+		problems = append(problems, fmt.Sprintf("grading took %s (budget %s)", rep.Duration.Round(100*time.Millisecond), budget))
+	}
+	detail := fmt.Sprintf("score %.0f%%, failing %s (graded in %s)", rep.Score, strings.Join(failing, ", "), rep.Duration.Round(100*time.Millisecond))
+	if len(problems) > 0 {
+		return detail, rep, errors.New(detail + ": " + strings.Join(problems, "; "))
+	}
+	return detail, rep, nil
+}
+
+// maxProbeTimeout is the longest probe timeout of s: a probe that expects
+// success and meets a DROP takes that long.
+func maxProbeTimeout(s *scenario.Scenario) time.Duration {
+	longest := grade.DefaultTimeout
+	for _, c := range s.Checks {
+		if c.Probe == nil || c.Probe.Timeout == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(c.Probe.Timeout); err == nil && d > longest {
+			longest = d
+		}
+	}
+	return longest
+}
+
+// tryWrongFix runs a wrong fix's commands (a command the API server
+// refuses is part of the lesson) and checks that the checks it names
+// fail, each with a message for the learner.
+func tryWrongFix(ctx context.Context, ses *Session, w scenario.WrongFix, bin string) (string, *grade.Report, error) {
+	var buf bytes.Buffer
+	cmdErr := ses.RunCommands(ctx, bin, w.Commands, &buf)
+	if err := ses.afterCommands(ctx); err != nil {
+		return "", nil, err
+	}
+	rep := ses.Grade(ctx)
+	var problems, rejected []string
+	if rep.Passed {
+		problems = append(problems, "every check passes")
+	}
+	for _, id := range w.RejectedBy {
+		r, ok := rep.Result(id)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("no check %s", id))
+		case r.Error != "":
+			problems = append(problems, fmt.Sprintf("check %s could not run: %s", id, r.Error))
+		case r.Passed:
+			problems = append(problems, fmt.Sprintf("check %s passes", id))
+		case strings.TrimSpace(r.Message) == "":
+			problems = append(problems, fmt.Sprintf("check %s fails without a message", id))
+		default:
+			rejected = append(rejected, id)
+		}
+	}
+	detail := fmt.Sprintf("%s: rejected by %s", w.Description, strings.Join(rejected, ", "))
+	if cmdErr != nil {
+		detail += " (the commands stopped: " + firstLine(cmdErr.Error()) + ")"
+	}
+	if len(problems) > 0 {
+		return detail, rep, fmt.Errorf("%s is not rejected: %s; commands:\n%s", w.Description, strings.Join(problems, "; "), buf.String())
+	}
+	return detail, rep, nil
+}
+
+// afterCommands waits for what a learner's commands started: rollouts,
+// terminations, then the proxiers' sync.
+func (s *Session) afterCommands(ctx context.Context) error {
+	cs, err := s.Cluster.Client()
+	if err != nil {
+		return err
+	}
+	if err := settle(ctx, cs, s.Scenario, false, s.opts.SettleTimeout); err != nil {
+		return err
+	}
+	return waitProxySync(ctx)
+}
+
+type indentWriter struct{ w io.Writer }
+
+func (iw indentWriter) Write(p []byte) (int, error) {
+	s := strings.ReplaceAll(string(p), "\n", "\n    ")
+	_, err := io.WriteString(iw.w, s)
+	return len(p), err
+}
+
+// PrintSummary writes one line per scenario: result, cluster, steps, time.
+func PrintSummary(w io.Writer, outcomes []Outcome) {
+	fmt.Fprintf(w, "\n── Summary ──\n\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, " \tSCENARIO\tCLUSTER\tSTEPS\tTIME\tFAILED STEPS\n")
+	passed := 0
+	var total time.Duration
+	for _, o := range outcomes {
+		mark, ok := "✓", 0
+		var failed []string
+		for _, s := range o.Steps {
+			if s.Passed {
+				ok++
+			} else {
+				failed = append(failed, s.Name)
+			}
+		}
+		if !o.Passed() {
+			mark = "✗"
+		} else {
+			passed++
+		}
+		total += o.Duration
+		fmt.Fprintf(tw, " %s\t%s\t%s\t%d/%d\t%s\t%s\n", mark, o.Scenario, o.Cluster, ok, len(o.Steps), o.Duration.Round(time.Second), strings.Join(failed, ", "))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%d of %d scenarios passed in %s\n", passed, len(outcomes), total.Round(time.Second))
+}
+
+// JUnit XML, as CI systems read it.
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Time     float64     `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      float64       `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes the outcomes as JUnit XML: a test suite per scenario,
+// a test case per step.
+func WriteJUnit(w io.Writer, outcomes []Outcome) error {
+	var doc junitSuites
+	for _, o := range outcomes {
+		suite := junitSuite{Name: o.Scenario, Time: o.Duration.Seconds()}
+		for _, s := range o.Steps {
+			c := junitCase{Name: s.Name, Classname: "svclab.exercise." + o.Scenario, Time: s.Duration.Seconds()}
+			if s.Passed {
+				c.SystemOut = s.Detail
+			} else {
+				suite.Failures++
+				text := s.Detail
+				if s.Report != nil {
+					var b strings.Builder
+					PrintReport(&b, &scenario.Scenario{}, s.Report)
+					text += "\n" + b.String()
+				}
+				c.Failure = &junitFailure{Message: firstLine(s.Detail), Text: text}
+			}
+			suite.Cases = append(suite.Cases, c)
+		}
+		suite.Tests = len(suite.Cases)
+		doc.Suites = append(doc.Suites, suite)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// writeJUnitFile writes the JUnit XML to path.
+func writeJUnitFile(path string, outcomes []Outcome) error {
+	var b bytes.Buffer
+	if err := WriteJUnit(&b, outcomes); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing the JUnit report: %w", err)
+	}
+	return nil
+}

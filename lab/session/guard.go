@@ -1,0 +1,268 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// The cluster-wide objects a scenario may change outside its namespaces:
+// kube-proxy's ConfigMap and DaemonSet (a mode switch, a proxier taken off
+// a node), CoreDNS's ConfigMap and Deployment, and the nodes' labels and
+// taints (zone labels).
+const (
+	systemNamespace = "kube-system"
+	kubeProxyName   = "kube-proxy"
+	coreDNSName     = "coredns"
+)
+
+// guard is the state of those objects when a session started.
+type guard struct {
+	proxyConfig   map[string]string
+	proxyTemplate *corev1.PodSpec
+	dnsConfig     map[string]string
+	dnsTemplate   *corev1.PodSpec
+	dnsReplicas   *int32
+	nodes         map[string]nodeState
+}
+
+type nodeState struct {
+	labels map[string]string
+	taints []corev1.Taint
+}
+
+// recordGuard reads the guarded objects; one that does not exist is not
+// guarded.
+func recordGuard(ctx context.Context, cs kubernetes.Interface) (*guard, error) {
+	g := &guard{nodes: map[string]nodeState{}}
+	cm, err := cs.CoreV1().ConfigMaps(systemNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+	if err == nil {
+		g.proxyConfig = cm.Data
+	} else if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", systemNamespace, kubeProxyName, err)
+	}
+	ds, err := cs.AppsV1().DaemonSets(systemNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+	if err == nil {
+		g.proxyTemplate = ds.Spec.Template.Spec.DeepCopy()
+	} else if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading DaemonSet %s/%s: %w", systemNamespace, kubeProxyName, err)
+	}
+	cm, err = cs.CoreV1().ConfigMaps(systemNamespace).Get(ctx, coreDNSName, metav1.GetOptions{})
+	if err == nil {
+		g.dnsConfig = cm.Data
+	} else if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", systemNamespace, coreDNSName, err)
+	}
+	d, err := cs.AppsV1().Deployments(systemNamespace).Get(ctx, coreDNSName, metav1.GetOptions{})
+	if err == nil {
+		g.dnsTemplate, g.dnsReplicas = d.Spec.Template.Spec.DeepCopy(), d.Spec.Replicas
+	} else if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading Deployment %s/%s: %w", systemNamespace, coreDNSName, err)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		g.nodes[n.Name] = nodeState{labels: maps.Clone(n.Labels), taints: slices.Clone(n.Spec.Taints)}
+	}
+	return g, nil
+}
+
+// restore puts back what changed since recordGuard and waits for
+// kube-proxy and CoreDNS to run their restored configuration.
+func (g *guard) restore(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	var errs []error
+	proxyConfigChanged, err := restoreConfigMap(ctx, cs, kubeProxyName, g.proxyConfig)
+	errs = append(errs, err)
+	proxyRollout, err := restoreDaemonSet(ctx, cs, kubeProxyName, g.proxyTemplate)
+	errs = append(errs, err)
+	dnsConfigChanged, err := restoreConfigMap(ctx, cs, coreDNSName, g.dnsConfig)
+	errs = append(errs, err)
+	dnsRollout, err := restoreDeployment(ctx, cs, coreDNSName, g.dnsTemplate, g.dnsReplicas)
+	errs = append(errs, err)
+	errs = append(errs, g.restoreNodes(ctx, cs))
+	// A changed configuration with an unchanged Pod template: restart the
+	// Pods so that they read the restored configuration at once.
+	if proxyConfigChanged && !proxyRollout {
+		errs = append(errs, deletePods(ctx, cs, "k8s-app=kube-proxy"))
+	}
+	if dnsConfigChanged && !dnsRollout {
+		errs = append(errs, deletePods(ctx, cs, "k8s-app=kube-dns"))
+	}
+	if proxyConfigChanged || proxyRollout {
+		errs = append(errs, waitDaemonSet(ctx, cs, kubeProxyName, timeout))
+	}
+	if dnsConfigChanged || dnsRollout {
+		errs = append(errs, waitDeployment(ctx, cs, coreDNSName, timeout))
+	}
+	return errors.Join(errs...)
+}
+
+func restoreConfigMap(ctx context.Context, cs kubernetes.Interface, name string, data map[string]string) (changed bool, err error) {
+	if data == nil {
+		return false, nil
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cs.CoreV1().ConfigMaps(systemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			changed = true
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Data: data}
+			_, err = cs.CoreV1().ConfigMaps(systemNamespace).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if maps.Equal(cm.Data, data) {
+			return nil
+		}
+		changed = true
+		cm.Data = data
+		_, err = cs.CoreV1().ConfigMaps(systemNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return changed, fmt.Errorf("restoring ConfigMap %s/%s: %w", systemNamespace, name, err)
+	}
+	return changed, nil
+}
+
+func restoreDaemonSet(ctx context.Context, cs kubernetes.Interface, name string, spec *corev1.PodSpec) (changed bool, err error) {
+	if spec == nil {
+		return false, nil
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := cs.AppsV1().DaemonSets(systemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if equality.Semantic.DeepEqual(ds.Spec.Template.Spec, *spec) {
+			return nil
+		}
+		changed = true
+		ds.Spec.Template.Spec = *spec.DeepCopy()
+		_, err = cs.AppsV1().DaemonSets(systemNamespace).Update(ctx, ds, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return changed, fmt.Errorf("restoring DaemonSet %s/%s: %w", systemNamespace, name, err)
+	}
+	return changed, nil
+}
+
+func restoreDeployment(ctx context.Context, cs kubernetes.Interface, name string, spec *corev1.PodSpec, replicas *int32) (changed bool, err error) {
+	if spec == nil {
+		return false, nil
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := cs.AppsV1().Deployments(systemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sameReplicas := (replicas == nil) == (d.Spec.Replicas == nil) && (replicas == nil || *replicas == *d.Spec.Replicas)
+		if equality.Semantic.DeepEqual(d.Spec.Template.Spec, *spec) && sameReplicas {
+			return nil
+		}
+		changed = true
+		d.Spec.Template.Spec, d.Spec.Replicas = *spec.DeepCopy(), replicas
+		_, err = cs.AppsV1().Deployments(systemNamespace).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return changed, fmt.Errorf("restoring Deployment %s/%s: %w", systemNamespace, name, err)
+	}
+	return changed, nil
+}
+
+func (g *guard) restoreNodes(ctx context.Context, cs kubernetes.Interface) error {
+	var errs []error
+	for name, want := range g.nodes {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if maps.Equal(n.Labels, want.labels) && equality.Semantic.DeepEqual(n.Spec.Taints, want.taints) {
+				return nil
+			}
+			n.Labels, n.Spec.Taints = maps.Clone(want.labels), slices.Clone(want.taints)
+			_, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("restoring the labels and taints of node %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func deletePods(ctx context.Context, cs kubernetes.Interface, selector string) error {
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(systemNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: selector}); err != nil {
+		return fmt.Errorf("restarting the Pods %s in %s: %w", selector, systemNamespace, err)
+	}
+	return nil
+}
+
+// waitDaemonSet waits until every Pod of the DaemonSet runs its current
+// template and is ready.
+func waitDaemonSet(ctx context.Context, cs kubernetes.Interface, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ds, err := cs.AppsV1().DaemonSets(systemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		st := ds.Status
+		last = fmt.Sprintf("%d of %d Pods updated, %d ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
+		return st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
+			st.NumberReady == st.DesiredNumberScheduled && st.NumberUnavailable == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("DaemonSet %s/%s did not come back within %s: %s", systemNamespace, name, timeout, last)
+	}
+	return nil
+}
+
+func waitDeployment(ctx context.Context, cs kubernetes.Interface, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments(systemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		return deploymentDone(d, &last), nil
+	})
+	if err != nil {
+		return fmt.Errorf("Deployment %s/%s did not come back within %s: %s", systemNamespace, name, timeout, last)
+	}
+	return nil
+}
+
+func deploymentDone(d *appsv1.Deployment, last *string) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	*last = fmt.Sprintf("%d of %d replicas updated, %d available, %d in all", st.UpdatedReplicas, want, st.AvailableReplicas, st.Replicas)
+	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas == want
+}
