@@ -246,7 +246,9 @@ func TestAPIFaults(t *testing.T) {
 				}
 			}},
 		{name: "ExternalName pointed elsewhere", fault: "external-name",
-			svc:    func(s *corev1.Service) { s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, "web.right.svc", "" },
+			svc: func(s *corev1.Service) {
+				s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, "web.right.svc", ""
+			},
 			params: scenario.Params{"service": "web", "namespace": "shop", "externalName": "web.wrong.svc"},
 			check: func(t *testing.T, f *fakeCluster) {
 				if s := getSvc(t, f); s.Spec.ExternalName != "web.wrong.svc" {

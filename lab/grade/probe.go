@@ -168,7 +168,9 @@ func (g *Grader) probeTarget(ctx context.Context, cs kubernetes.Interface, p *sc
 		return "", fmt.Errorf("cluster %s has no node %s", g.Cluster.Name(), name)
 	}
 	if t.Address == "secondary" {
-		nodeIP = func(short string) (string, error) { return g.secondaryAddress(ctx, scenario.NodeName(g.Cluster.Name(), short)) }
+		nodeIP = func(short string) (string, error) {
+			return g.secondaryAddress(ctx, scenario.NodeName(g.Cluster.Name(), short))
+		}
 	}
 	if t.Service == "" {
 		host := t.Host
