@@ -30,6 +30,9 @@ type progressLogger struct {
 var _ kindlog.Logger = (*progressLogger)(nil)
 
 func newProgressLogger(p cluster.Progress, log *slog.Logger) *progressLogger {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &progressLogger{p: cluster.OrNop(p), log: log}
 }
 
