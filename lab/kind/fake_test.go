@@ -313,7 +313,9 @@ func (r *stepRecorder) Start(step string) func(error) {
 		r.add("done " + step)
 	}
 }
-func (r *stepRecorder) Infof(format string, args ...any) { r.add("info " + fmt.Sprintf(format, args...)) }
+func (r *stepRecorder) Infof(format string, args ...any) {
+	r.add("info " + fmt.Sprintf(format, args...))
+}
 func (r *stepRecorder) add(s string) {
 	r.mu.Lock()
 	r.lines = append(r.lines, s)
