@@ -202,7 +202,7 @@ func TestOperationCancelledWithServer(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, u string) string {
+func get(t testing.TB, u string) string {
 	t.Helper()
 	resp, err := http.Get(u)
 	if err != nil {

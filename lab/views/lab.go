@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -532,14 +533,39 @@ func (l *Lab) proxierEvent(node string, ev events.Event) {
 	l.bus.Publish(TopicTimeline, TimelineEvent{Time: ev.Time, Kind: KindProxier, Source: node, Text: text, Level: level}, true)
 }
 
-// Path traces a new connection through node's current rules.
+// Path traces a new connection through the rules of the node it starts
+// on. A request may name its source instead of giving its address:
+// SourceName is a node (FromNode) or a Pod ("namespace/name"), and the
+// path is traced on that node, or on the Pod's node.
 func (l *Lab) Path(ctx context.Context, req PathRequest) (*Path, error) {
+	if req.Port < 1 || req.Port > 65535 || req.Dest == "" {
+		return nil, fmt.Errorf("choose a Service port to trace (port %d, address %q)", req.Port, req.Dest)
+	}
+	switch {
+	case req.Source != "":
+	case req.FromNode:
+		for _, n := range l.nodes {
+			if n.Name == req.SourceName {
+				req.Node, req.Source = n.Name, n.IP
+			}
+		}
+	case req.SourceName != "":
+		ns, name := splitID(req.SourceName)
+		pod, err := l.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("the source Pod %s: %w", req.SourceName, err)
+		}
+		if pod.Status.PodIP == "" || pod.Spec.NodeName == "" {
+			return nil, fmt.Errorf("the source Pod %s has no address or node yet (it is %s)", req.SourceName, pod.Status.Phase)
+		}
+		req.Node, req.Source = pod.Spec.NodeName, pod.Status.PodIP
+	}
 	known := false
 	for _, n := range l.nodes {
 		known = known || n.Name == req.Node
 	}
-	if !known {
-		return nil, fmt.Errorf("cluster %s has no node %q", l.cfg.Cluster.Name(), req.Node)
+	if !known || req.Source == "" {
+		return nil, fmt.Errorf("cluster %s has no node or Pod %q to trace from", l.cfg.Cluster.Name(), req.SourceName+req.Node)
 	}
 	mode, raw, err := l.readRules(ctx, req.Node)
 	if err != nil {

@@ -1,0 +1,170 @@
+// Package viewstest is a hand-written fake lab cluster for the unit tests
+// and benchmarks of the live views and the server: a fake clientset with a
+// Service and its EndpointSlice, and NodeExec answers for the commands the
+// views run (nft list table, the proxier's event stream, the probe and
+// conntrack round).
+package viewstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/proxier/events"
+)
+
+// Cluster is the fake. Rules and events are per cluster (every node lists
+// the same ruleset).
+type Cluster struct {
+	ClusterName string
+	NodeList    []cluster.Node
+	Clientset   *fake.Clientset
+
+	mu      sync.Mutex
+	rules   string
+	version int
+	subs    map[chan events.Event]struct{}
+	execs   map[string]int
+}
+
+// New returns a fake cluster named name with two nodes, Service shop/web
+// (ClusterIP 10.96.38.171, port 80) and its EndpointSlice with ready
+// endpoints at the given addresses, and rules as every node's ruleset.
+func New(name, rules string, endpoints ...string) *Cluster {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "svc-uid"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.38.171", ClusterIPs: []string{"10.96.38.171"}, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+	}
+	c := &Cluster{
+		ClusterName: name,
+		NodeList: []cluster.Node{
+			{Name: name + "-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.9.2"},
+			{Name: name + "-worker", Role: cluster.RoleWorker, IP: "172.29.9.3"},
+		},
+		Clientset: fake.NewClientset(svc, Slice(endpoints...)),
+		rules:     rules,
+		subs:      map[chan events.Event]struct{}{},
+		execs:     map[string]int{},
+	}
+	return c
+}
+
+// Slice is shop/web's EndpointSlice with ready endpoints at addrs.
+func Slice(addrs ...string) *discoveryv1.EndpointSlice {
+	port, name, proto := int32(8080), "http", corev1.ProtocolTCP
+	ready := true
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: "web-abcde", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}
+	for i, a := range addrs {
+		node := "lab-worker"
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &ready},
+			NodeName: &node, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("web-%d", i)}})
+	}
+	return s
+}
+
+// SetRules replaces the ruleset and publishes a proxier sync event saying
+// so, as the proxier does after a sync.
+func (c *Cluster) SetRules(rules string) {
+	c.mu.Lock()
+	c.rules = rules
+	c.version++
+	ev := events.Event{Seq: uint64(c.version), Time: time.Now(), Kind: events.KindSync, Mode: "nftables", RulesAdded: []string{fmt.Sprintf("change %d", c.version)}}
+	for ch := range c.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+	c.mu.Unlock()
+}
+
+// Execs is how many times NodeExec ran a command starting with word.
+func (c *Cluster) Execs(word string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.execs[word]
+}
+
+func (c *Cluster) Name() string                { return c.ClusterName }
+func (c *Cluster) Kubeconfig() ([]byte, error) { return []byte("apiVersion: v1\nkind: Config\n"), nil }
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	return nil, errors.New("a fake cluster has no API server")
+}
+func (c *Cluster) Client() (kubernetes.Interface, error) { return c.Clientset, nil }
+func (c *Cluster) Nodes(context.Context) ([]cluster.Node, error) {
+	return append([]cluster.Node(nil), c.NodeList...), nil
+}
+
+// NodeExec answers the views' commands.
+func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	known := false
+	for _, n := range c.NodeList {
+		known = known || n.Name == node
+	}
+	if !known {
+		return fmt.Errorf("cluster %s has no node %q", c.ClusterName, node)
+	}
+	out := stdio.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	c.mu.Lock()
+	c.execs[cmd[0]]++
+	c.mu.Unlock()
+	line := strings.Join(cmd, " ")
+	switch {
+	case line == "nft list table ip kube-proxy":
+		c.mu.Lock()
+		r := c.rules
+		c.mu.Unlock()
+		_, err := io.WriteString(out, r)
+		return err
+	case cmd[0] == "curl" && strings.Contains(line, "/events"):
+		ch := make(chan events.Event, 64)
+		c.mu.Lock()
+		c.subs[ch] = struct{}{}
+		c.mu.Unlock()
+		defer func() { c.mu.Lock(); delete(c.subs, ch); c.mu.Unlock() }()
+		enc := json.NewEncoder(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case ev := <-ch:
+				if err := enc.Encode(ev); err != nil {
+					return err
+				}
+			}
+		}
+	case cmd[0] == "bash" && len(cmd) == 3 && strings.Contains(cmd[2], "@@C"):
+		var b strings.Builder
+		for _, l := range strings.Split(cmd[2], "\n") {
+			if i := strings.Index(l, "printf '@@P "); i >= 0 {
+				label := strings.Fields(l[i+len("printf '@@P "):])[0]
+				fmt.Fprintf(&b, "@@P %s 0 2 web-0\n", label)
+			}
+		}
+		b.WriteString("@@C\ntcp      6 119 TIME_WAIT src=172.29.9.3 dst=10.96.38.171 sport=49108 dport=80 src=10.244.2.2 dst=172.29.9.3 sport=8080 dport=18832 [ASSURED] mark=0 use=1\n")
+		_, err := io.WriteString(out, b.String())
+		return err
+	}
+	return fmt.Errorf("the fake cluster does not run %q", line)
+}

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/svclab/svclab/lab/views"
+)
+
+type frame struct {
+	Topic string          `json:"topic"`
+	Data  json.RawMessage `json:"data"`
+}
+
+func dialViews(t testing.TB, l *labServer) *websocket.Conn {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo/views", http.Header{"Origin": {l.url}})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	return ws
+}
+
+// next reads frames until one of topic satisfies ok.
+func next(t testing.TB, ws *websocket.Conn, topic string, ok func(json.RawMessage) bool) json.RawMessage {
+	t.Helper()
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, msg, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("waiting for a %s frame: %v", topic, err)
+		}
+		var f frame
+		if err := json.Unmarshal(msg, &f); err != nil {
+			t.Fatal(err)
+		}
+		if f.Topic == topic && (ok == nil || ok(f.Data)) {
+			return f.Data
+		}
+	}
+}
+
+func rulesSummary(summary string) func(json.RawMessage) bool {
+	return func(d json.RawMessage) bool {
+		var v views.RulesView
+		json.Unmarshal(d, &v)
+		return len(v.Groups) == 1 && strings.Contains(v.Groups[0].Summary, summary)
+	}
+}
+
+func TestViewsSocket(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	ws := dialViews(t, l)
+	defer ws.Close()
+	next(t, ws, "slices", func(d json.RawMessage) bool { return strings.Contains(string(d), `"service":"shop/web"`) })
+	next(t, ws, "rules/lab-worker", rulesSummary("rejected (no endpoints)"))
+	// The rules change on the nodes: the panel gets the new groups, with
+	// the changed lines marked.
+	l.fc.SetRules(readTestdata(t, "nft-selector-typo-fixed.txt"))
+	d := next(t, ws, "rules/lab-worker", rulesSummary("load-balanced to 2 endpoints"))
+	var v views.RulesView
+	json.Unmarshal(d, &v)
+	changes := map[string]int{}
+	for _, line := range v.Groups[0].Lines {
+		changes[line.Change]++
+	}
+	if changes["added"] != 2 || changes["removed"] != 2 {
+		t.Errorf("changes %v in %+v", changes, v.Groups[0].Lines)
+	}
+	next(t, ws, "probes", func(d json.RawMessage) bool { return strings.Contains(string(d), `"outcome":"success"`) })
+	next(t, ws, "conntrack/lab-worker", func(d json.RawMessage) bool { return strings.Contains(string(d), `"backend":"10.244.2.2:8080"`) })
+	// The packet path, asked for on the socket.
+	ws.WriteJSON(map[string]any{"type": "path", "sourceName": "lab-worker", "fromNode": true, "dest": "10.96.38.171", "protocol": "tcp", "port": 80})
+	next(t, ws, "path", func(d json.RawMessage) bool { return strings.Contains(string(d), `"outcome":"dnat"`) })
+	// Malformed requests get an answer, not a closed socket.
+	ws.WriteMessage(websocket.TextMessage, []byte("nonsense"))
+	next(t, ws, "path", func(d json.RawMessage) bool { return strings.Contains(string(d), "could not be read") })
+	ws.WriteJSON(map[string]any{"type": "path", "sourceName": "nowhere", "fromNode": true, "dest": "10.96.38.171", "port": 80})
+	next(t, ws, "path", func(d json.RawMessage) bool { return strings.Contains(string(d), `no node or Pod \"nowhere\"`) })
+
+	// An oversized frame ends that client's socket; the others go on.
+	other := dialViews(t, l)
+	defer other.Close()
+	next(t, other, "rules/lab-worker", nil)
+	ws.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", maxViewMessage+1)))
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+				t.Logf("oversized frame closed the socket with %v", err)
+			}
+			break
+		}
+	}
+	l.fc.SetRules(readTestdata(t, "nft-selector-typo-broken.txt"))
+	next(t, other, "rules/lab-worker", rulesSummary("rejected"))
+}
+
+// A client that never reads holds up neither the lab nor the others.
+func TestViewsSlowClient(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	stuck := dialViews(t, l) // never reads
+	defer stuck.Close()
+	ws := dialViews(t, l)
+	defer ws.Close()
+	next(t, ws, "rules/lab-worker", nil)
+	dumps := []string{readTestdata(t, "nft-selector-typo-fixed.txt"), readTestdata(t, "nft-selector-typo-broken.txt")}
+	for i := 0; i < 40; i++ {
+		l.fc.SetRules(dumps[i%2])
+		want := []string{"load-balanced", "rejected"}[i%2]
+		next(t, ws, "rules/lab-worker", rulesSummary(want))
+	}
+}
+
+func TestTerminalSocketBadInput(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	for _, tc := range []struct {
+		query string
+		code  int
+	}{
+		{"?node=elsewhere", http.StatusNotFound},
+		{"", http.StatusNotFound},
+	} {
+		_, resp, err := websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo/terminal"+tc.query, http.Header{"Origin": {l.url}})
+		if err == nil || resp == nil || resp.StatusCode != tc.code {
+			t.Errorf("terminal%s: %v %v, want %d", tc.query, err, resp, tc.code)
+		}
+	}
+}
+
+func TestCommandRecorder(t *testing.T) {
+	var got []string
+	r := &commandRecorder{record: func(s string) { got = append(got, s) }}
+	for _, in := range []string{"kubectl get pox", "\x7fds\r", "ls\x1b[A\x03", "echo hi\r", "\r", "héllo\r"} {
+		r.feed([]byte(in))
+	}
+	if strings.Join(got, "|") != "kubectl get pods|echo hi|héllo" {
+		t.Errorf("recorded %q", got)
+	}
+}

@@ -1,0 +1,343 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/views/viewstest"
+	"github.com/svclab/svclab/scenarios"
+)
+
+// fakeAttempts is a hand-written Attempts kept in memory.
+type fakeAttempts struct {
+	mu       sync.Mutex
+	catalog  *scenario.Catalog
+	attempts []*Attempt
+	pass     atomic.Bool
+	started  chan string
+}
+
+func (f *fakeAttempts) Start(ctx context.Context, learner, scenarioID, clusterName string, p cluster.Progress) (*Attempt, error) {
+	p.Start("Applying the setup manifests")(nil)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := &Attempt{ID: int64(len(f.attempts) + 1), Learner: learner, ScenarioID: scenarioID, Cluster: clusterName, State: StateRunning, Started: time.Now()}
+	f.attempts = append(f.attempts, a)
+	return a, nil
+}
+
+func (f *fakeAttempts) Current(_ context.Context, learner, scenarioID string) (*Attempt, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.attempts) - 1; i >= 0; i-- {
+		if a := f.attempts[i]; a.Learner == learner && a.ScenarioID == scenarioID {
+			c := *a
+			return &c, nil
+		}
+	}
+	return nil, ErrNoAttempt
+}
+
+func (f *fakeAttempts) get(id int64) *Attempt {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attempts[id-1]
+}
+
+func (f *fakeAttempts) Check(_ context.Context, id int64) (*grade.Report, error) {
+	a := f.get(id)
+	rep := &grade.Report{Scenario: a.ScenarioID, Passed: f.pass.Load(), Score: 40, Results: []grade.Result{
+		{ID: "slice-has-ready-endpoints", Passed: f.pass.Load(), Message: "The EndpointSlice of Service web lists <both> web Pods as ready."},
+		{ID: "service-kept", Passed: true, Message: "The Service web was fixed in place."},
+	}}
+	if f.pass.Load() {
+		rep.Score = 100
+		f.mu.Lock()
+		a.State = StatePassed
+		f.mu.Unlock()
+	}
+	return rep, nil
+}
+
+func (f *fakeAttempts) Hint(_ context.Context, id int64) (int, string, error) {
+	a := f.get(id)
+	sc := f.catalog.Get(a.ScenarioID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a.HintsShown >= len(sc.Hints) {
+		return 0, "", fmt.Errorf("all %d hints are shown", len(sc.Hints))
+	}
+	a.HintsShown++
+	return a.HintsShown, sc.Hints[a.HintsShown-1], nil
+}
+
+func (f *fakeAttempts) Solve(context.Context, int64, io.Writer) error { return nil }
+
+func (f *fakeAttempts) Reset(ctx context.Context, id int64, p cluster.Progress) (*Attempt, error) {
+	a := f.get(id)
+	f.mu.Lock()
+	a.State = StateAbandoned
+	f.mu.Unlock()
+	return f.Start(ctx, a.Learner, a.ScenarioID, a.Cluster, p)
+}
+
+func (f *fakeAttempts) Progress(_ context.Context, learner string) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for _, a := range f.attempts {
+		if a.Learner == learner {
+			out[a.ScenarioID] = a.State
+		}
+	}
+	return out, nil
+}
+
+// fakeClusters serves one fake cluster.
+type fakeClusters struct {
+	fakeLister
+	c *viewstest.Cluster
+}
+
+func (f fakeClusters) Get(_ context.Context, name string) (cluster.Cluster, error) {
+	if name != f.c.Name() {
+		return nil, cluster.ErrNotFound
+	}
+	return f.c, nil
+}
+
+func loadCatalog(t testing.TB) *scenario.Catalog {
+	cat, probs := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	if len(probs) > 0 {
+		t.Fatalf("scenarios: %v", probs)
+	}
+	return cat
+}
+
+func readTestdata(t testing.TB, name string) string {
+	b, err := os.ReadFile("../lab/views/testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+type labServer struct {
+	s   *Server
+	ts  *httptest.Server
+	fa  *fakeAttempts
+	fc  *viewstest.Cluster
+	url string
+}
+
+func newLabServer(t testing.TB) *labServer {
+	cat := loadCatalog(t)
+	fc := viewstest.New("lab", readTestdata(t, "nft-selector-typo-broken.txt"))
+	fa := &fakeAttempts{catalog: cat}
+	s := &Server{Clusters: fakeClusters{c: fc}, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa}
+	s.labs.linger = time.Millisecond
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Wait() })
+	return &labServer{s: s, ts: ts, fa: fa, fc: fc, url: ts.URL}
+}
+
+func (l *labServer) startAttempt(t testing.TB, id string) {
+	t.Helper()
+	resp, err := noRedirect.PostForm(l.url+"/scenarios/"+id+"/start", url.Values{"cluster": {"lab"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/operations/") {
+		t.Fatalf("start: %d %s", resp.StatusCode, loc)
+	}
+	l.s.ops.wait()
+	page := get(t, l.url+loc)
+	if !strings.Contains(page, `data-next="/scenarios/`+id+`"`) || !strings.Contains(page, "Continue") {
+		t.Errorf("operation page after start:\n%s", page)
+	}
+}
+
+func TestCatalog(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	for _, tc := range []struct {
+		query      string
+		want, lack []string
+	}{
+		{"", []string{`data-scenario="selector-typo" data-progress="running"`, `data-scenario="etp-local-drop"`, "in progress", `id="clusters-section"`}, nil},
+		{"?difficulty=easy", []string{`data-scenario="selector-typo"`}, []string{`data-scenario="etp-local-drop"`}},
+		{"?domain=Storage", []string{`id="no-scenarios"`}, []string{`data-scenario=`}},
+		{"?domain=" + url.QueryEscape("Services & Networking"), []string{`data-scenario="selector-typo"`, `selected>Services &amp; Networking`}, nil},
+	} {
+		page := get(t, l.url+"/"+tc.query)
+		for _, w := range tc.want {
+			if !strings.Contains(page, w) {
+				t.Errorf("catalog%s lacks %q", tc.query, w)
+			}
+		}
+		for _, w := range tc.lack {
+			if strings.Contains(page, w) {
+				t.Errorf("catalog%s has %q", tc.query, w)
+			}
+		}
+	}
+}
+
+func TestScenarioPageAndActions(t *testing.T) {
+	l := newLabServer(t)
+	page := get(t, l.url+"/scenarios/selector-typo")
+	for _, w := range []string{`id="start-form"`, "<code>web</code>", "A Service that refuses every connection"} {
+		if !strings.Contains(page, w) {
+			t.Errorf("page before start lacks %q", w)
+		}
+	}
+	if strings.Contains(page, `id="terminal"`) {
+		t.Error("terminal shown before start")
+	}
+	// Actions before a start are refused with a message.
+	if code, body := post(t, l.url+"/scenarios/selector-typo/check", nil); code != http.StatusConflict || !strings.Contains(body, "start it first") {
+		t.Errorf("check before start: %d %s", code, body)
+	}
+	l.startAttempt(t, "selector-typo")
+	page = get(t, l.url+"/scenarios/selector-typo")
+	for _, w := range []string{`id="terminal"`, `data-node="lab-control-plane"`, "control-plane (kubectl)", `id="panel-slices"`, `id="panel-rules"`, `id="panel-conntrack"`, `id="panel-probes"`, `id="panel-timeline"`, `id="panel-path"`, `value="pod|shop/client"`, `id="check"`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("running page lacks %q", w)
+		}
+	}
+	// A hint, then the check: failing, then passing with the explanation.
+	code, body := post(t, l.url+"/scenarios/selector-typo/hint", nil)
+	var hint struct {
+		Index int
+		HTML  string
+		More  bool
+	}
+	json.Unmarshal([]byte(body), &hint)
+	if code != 200 || hint.Index != 1 || !strings.Contains(hint.HTML, "<code>kubectl -n shop get endpointslices") || !hint.More {
+		t.Errorf("hint: %d %s", code, body)
+	}
+	if page := get(t, l.url+"/scenarios/selector-typo"); !strings.Contains(page, "Connection refused") || !strings.Contains(page, "straight away") {
+		t.Error("the shown hint is not on the reloaded page")
+	}
+	code, body = post(t, l.url+"/scenarios/selector-typo/check", nil)
+	if code != 200 || !strings.Contains(body, `"passed":false`) || strings.Contains(body, "explanationHTML") {
+		t.Errorf("failing check: %d %s", code, body)
+	}
+	l.fa.pass.Store(true)
+	code, body = post(t, l.url+"/scenarios/selector-typo/check", nil)
+	if code != 200 || !strings.Contains(body, `"state":"passed"`) || !strings.Contains(body, "explanationHTML") {
+		t.Errorf("passing check: %d %s", code, body)
+	}
+	if page := get(t, l.url+"/scenarios/selector-typo"); !strings.Contains(page, "Why it broke") || !strings.Contains(page, "What broke.") {
+		t.Error("the explanation is not on the page of a passed attempt")
+	}
+}
+
+func TestScenarioBadInput(t *testing.T) {
+	l := newLabServer(t)
+	for _, tc := range []struct {
+		method, path string
+		form         url.Values
+		code         int
+		want         string
+	}{
+		{"GET", "/scenarios/nope", nil, 404, `no scenario "nope"`},
+		{"POST", "/scenarios/nope/start", url.Values{}, 404, `no scenario "nope"`},
+		{"POST", "/scenarios/selector-typo/start", url.Values{"cluster": {"Bad_Name"}}, 400, "is not valid"},
+		{"POST", "/scenarios/selector-typo/hint", nil, 409, "start it first"},
+		{"GET", "/scenarios/selector-typo/views", nil, 409, "start the scenario first"},
+		{"GET", "/assets/nope.js", nil, 404, ""},
+	} {
+		var code int
+		var body string
+		if tc.method == "GET" {
+			resp, err := http.Get(l.url + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			code, body = resp.StatusCode, string(b)
+		} else {
+			code, body = post(t, l.url+tc.path, tc.form)
+		}
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.code, tc.want)
+		}
+	}
+	// The server still serves.
+	if page := get(t, l.url+"/"); !strings.Contains(page, "selector-typo") {
+		t.Error("catalog gone after bad input")
+	}
+}
+
+// Cross-site POSTs are refused; so are websockets from another origin.
+func TestCrossSiteRequestsRefused(t *testing.T) {
+	l := newLabServer(t)
+	req, _ := http.NewRequest("POST", l.url+"/scenarios/selector-typo/start", strings.NewReader("cluster=lab"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "forgery") {
+		t.Errorf("cross-site POST: %d %s", resp.StatusCode, body)
+	}
+	if _, err := l.fa.Current(context.Background(), DefaultLearner, "selector-typo"); err != ErrNoAttempt {
+		t.Error("the cross-site POST started an attempt")
+	}
+	// Same-origin POSTs from the page pass.
+	req, _ = http.NewRequest("POST", l.url+"/scenarios/selector-typo/start", strings.NewReader("cluster=lab"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", l.url)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err = noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("same-origin POST: %d", resp.StatusCode)
+	}
+	l.s.ops.wait()
+	_, resp, err = websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo/views", http.Header{"Origin": {"https://evil.example"}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin websocket: err %v, response %v", err, resp)
+	}
+}
+
+func wsURL(u string) string { return strings.Replace(u, "http", "ws", 1) }
+
+func post(t testing.TB, u string, form url.Values) (int, string) {
+	t.Helper()
+	resp, err := noRedirect.PostForm(u, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
