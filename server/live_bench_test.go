@@ -85,4 +85,3 @@ func waitSummary(b *testing.B, c *websocket.Conn, summary string) {
 		}
 	}
 }
-
