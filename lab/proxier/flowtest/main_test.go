@@ -2,6 +2,8 @@ package flowtest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -9,13 +11,36 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/embedded"
+	proxierrun "github.com/svclab/svclab/lab/proxier/run"
 )
 
+// proxierEnv makes this test binary "svclab proxier run" with the
+// JSON-encoded arguments it holds (started inside a node namespace).
+const proxierEnv = "SVCLAB_FLOWTEST_PROXIER_ARGS"
+
 func TestMain(m *testing.M) {
+	if raw := os.Getenv(proxierEnv); raw != "" {
+		os.Exit(runProxier(raw))
+	}
 	// The differential test creates an embedded cluster, whose supervisor
 	// is this binary re-executed.
 	embedded.Init()
 	os.Exit(m.Run())
+}
+
+func runProxier(raw string) int {
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cmd := proxierrun.NewRunCommand()
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "proxier:", err)
+		return 1
+	}
+	return 0
 }
 
 // requireRoot skips tests that need real namespaces and rules: in -short
