@@ -28,6 +28,7 @@ var Requirements = []Requirement{
 	{"sysctl", "procps", "node kernel settings"},
 	{"modprobe", "kmod", "loading kernel modules"},
 	{"debootstrap", "debootstrap", "building the Debian root filesystem pods and node shells run from"},
+	{"chromium", "chromium", "the browser tests of the web UI (chromedp drives it)"},
 }
 
 // Host is what setup needs to know about the machine, behind an interface
