@@ -258,6 +258,25 @@ var diffShapes = []diffShape{
 			}
 			return eps
 		}(), ports: httpPort}}},
+	{name: "loadbalancer-plain", spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{tcp("http", 80, num(8080))}},
+		lb: []v1.LoadBalancerIngress{{IP: "192.168.99.40"}}, slices: []slice{{endpoints: []discovery.Endpoint{ep("10.244.0.40", diffNode), ep("10.244.1.40", otherNode)}, ports: httpPort}}},
+	{name: "affinity-itp-local", spec: v1.ServiceSpec{SessionAffinity: v1.ServiceAffinityClientIP, InternalTrafficPolicy: ptr.To(v1.ServiceInternalTrafficPolicyLocal),
+		Ports: []v1.ServicePort{tcp("http", 80, num(8080))}},
+		slices: []slice{{endpoints: []discovery.Endpoint{ep("10.244.0.41", diffNode), ep("10.244.0.42", diffNode), ep("10.244.1.41", otherNode)}, ports: httpPort}}},
+	{name: "itp-local-terminating", spec: v1.ServiceSpec{InternalTrafficPolicy: ptr.To(v1.ServiceInternalTrafficPolicyLocal), Ports: []v1.ServicePort{tcp("http", 80, num(8080))}},
+		slices: []slice{{endpoints: []discovery.Endpoint{ep("10.244.0.43", diffNode, terminating(true)), ep("10.244.1.43", otherNode)}, ports: httpPort}}},
+	{name: "external-ips-itp-local", spec: v1.ServiceSpec{ExternalIPs: []string{"192.168.99.41"}, InternalTrafficPolicy: ptr.To(v1.ServiceInternalTrafficPolicyLocal),
+		Ports: []v1.ServicePort{tcp("http", 80, num(8080))}},
+		slices: []slice{{endpoints: []discovery.Endpoint{ep("10.244.1.44", otherNode)}, ports: httpPort}}},
+	{name: "named-port-different-numbers", spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort, Ports: []v1.ServicePort{tcp("http", 80, named("web"))}},
+		slices: []slice{
+			{endpoints: []discovery.Endpoint{ep("10.244.0.45", diffNode)}, ports: httpPort},
+			{endpoints: []discovery.Endpoint{ep("10.244.1.45", otherNode), ep("10.244.0.45", diffNode)}, ports: []discovery.EndpointPort{epPort("http", v1.ProtocolTCP, 9090)}},
+		}},
+	{name: "slice-without-ports", spec: v1.ServiceSpec{Ports: []v1.ServicePort{tcp("http", 80, num(8080))}},
+		slices: []slice{{endpoints: []discovery.Endpoint{ep("10.244.0.46", diffNode)}}}},
+	{name: "endpoint-two-addresses", spec: v1.ServiceSpec{Ports: []v1.ServicePort{tcp("http", 80, num(8080))}},
+		slices: []slice{{endpoints: []discovery.Endpoint{ep("10.244.0.47", diffNode, func(e *discovery.Endpoint) { e.Addresses = append(e.Addresses, "10.244.0.48") })}, ports: httpPort}}},
 	{name: "headless", spec: v1.ServiceSpec{ClusterIP: v1.ClusterIPNone, Ports: []v1.ServicePort{tcp("http", 80, num(8080))}}, slices: twoEndpoints},
 	{name: "externalname", spec: v1.ServiceSpec{Type: v1.ServiceTypeExternalName, ExternalName: "db.example"}},
 }
