@@ -82,3 +82,29 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 	}
 	return nil
 }
+
+// StopNodeAgent stops the agent (the kubelet) of node, as stopping the
+// kubelet service on a kind node does: its pods' containers go on running,
+// the Lease is no longer renewed and its kubelet endpoint closes, so the
+// node-lifecycle controller marks the node NotReady after its grace period
+// (nodeMonitorGracePeriod), taints it and in time evicts its pods. The
+// agent stays stopped until StartNodeAgent, across restarts of the
+// cluster's agents.
+func (c *Cluster) StopNodeAgent(node string) error {
+	if _, ok := c.st.Node(node); !ok {
+		return fmt.Errorf("cluster %s has no node %q", c.st.Name, node)
+	}
+	return os.WriteFile(paths{c.dir}.agentStopped(node), nil, 0o644)
+}
+
+// StartNodeAgent starts the stopped agent of node again; it adopts the
+// containers its node kept running.
+func (c *Cluster) StartNodeAgent(node string) error {
+	if _, ok := c.st.Node(node); !ok {
+		return fmt.Errorf("cluster %s has no node %q", c.st.Name, node)
+	}
+	if err := os.Remove(paths{c.dir}.agentStopped(node)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -184,7 +185,14 @@ func TestComponents(t *testing.T) {
 	st := testState(t)
 	var b strings.Builder
 	for _, c := range Components(st, "/state/clusters/lab") {
-		b.WriteString("# " + c.Name + " after=" + c.After + " health=" + c.Health + "\n")
+		b.WriteString("# " + c.Name + " after=" + c.After + " health=" + c.Health)
+		if c.HealthSocket != "" {
+			b.WriteString(" socket=" + c.HealthSocket)
+		}
+		if c.GOGC != 0 {
+			fmt.Fprintf(&b, " GOGC=%d", c.GOGC)
+		}
+		b.WriteString("\n")
 		for _, a := range c.Args {
 			b.WriteString(a + "\n")
 		}

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,6 +32,10 @@ func podNetnsPrefix(clusterName string) string { return netnsPrefix + clusterNam
 func (p paths) node(name string) string         { return filepath.Join(p.dir, "nodes", name) }
 func (p paths) nodeBundle(name string) string   { return filepath.Join(p.node(name), "node-container") }
 func (p paths) nodeRuncRoot(name string) string { return filepath.Join(p.node(name), "node-runc") }
+
+// exits holds the exit codes of containers the supervisor reaped for a
+// node agent that had died (see nodeagent.ReapOrphans).
+func (p paths) exits() string { return filepath.Join(p.dir, "exits") }
 
 // prepareNodeContainers writes each node's own container bundle on the
 // tools image.
@@ -65,33 +72,102 @@ func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
 		PodNetnsPrefix: podNetnsPrefix(st.Name),
 		ClusterDNS:     cluster.DefaultClusterDNS,
 		DNSDomain:      cluster.DefaultDNSDomain,
+		ExitsDir:       pa.exits(),
+		NodeContainer:  nodeagent.NodeContainer{RuncRoot: pa.nodeRuncRoot(n.Name), Bundle: pa.nodeBundle(n.Name), ID: nodeContainerID(n.Name)},
 		Marker:         EnvClusterDir + "=" + dir,
 	}
 }
 
-// runNodeAgent is the re-executed node agent's main.
-func runNodeAgent(dir, node string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", node)
+// agentsSocket is where the node agents' process answers its health.
+func (p paths) agentsSocket() string { return filepath.Join(p.dir, "node-agents.sock") }
+
+// agentStopped marks a node whose agent is stopped (StopNodeAgent).
+func (p paths) agentStopped(node string) string { return filepath.Join(p.node(node), "agent-stopped") }
+
+// agentRestartDelay is how long a node's agent that failed waits before it
+// runs again.
+const agentRestartDelay = 2 * time.Second
+
+// runNodeAgents is the re-executed node agents' main: every node's agent
+// in this one process, each started and stopped on its own as the node's
+// agent-stopped mark comes and goes.
+func runNodeAgents(dir string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	st, err := loadState(paths{dir})
+	pa := paths{dir}
+	st, err := loadState(pa)
 	if err != nil {
 		log.Error("cannot read the cluster state", "err", err)
 		return 1
 	}
-	n, ok := st.Node(node)
-	if !ok {
-		log.Error("no such node in the cluster", "node", node)
-		return 1
-	}
 	exe, _ := os.Executable()
 	store := images.NewStore(st.ImagesDir, images.Options{SvclabBin: exe, KubeBin: st.KubeBin, Logger: log})
-	if err := nodeagent.Run(ctx, nodeAgentConfig(st, dir, n), imageResolver{store}, log); err != nil {
-		log.Error("node agent failed", "err", err)
+	os.Remove(pa.agentsSocket())
+	l, err := net.Listen("unix", pa.agentsSocket())
+	if err != nil {
+		log.Error("opening the health socket", "err", err)
 		return 1
 	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	defer srv.Close()
+	var wg sync.WaitGroup
+	for _, n := range st.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runNodeAgent(ctx, pa, nodeAgentConfig(st, dir, n), imageResolver{store}, log.With("node", n.Name))
+		}()
+	}
+	wg.Wait()
 	return 0
 }
+
+// runNodeAgent runs one node's agent until ctx ends, but not while the
+// node's agent is marked stopped; an agent that fails runs again.
+func runNodeAgent(ctx context.Context, pa paths, cfg nodeagent.Config, img nodeagent.Images, log *slog.Logger) {
+	stopped := func() bool {
+		_, err := os.Stat(pa.agentStopped(cfg.NodeName))
+		return err == nil
+	}
+	wait := func(ctx context.Context, d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		if stopped() {
+			wait(ctx, agentPoll)
+			continue
+		}
+		nctx, cancel := context.WithCancel(ctx)
+		go func() {
+			for !stopped() && wait(nctx, agentPoll) {
+			}
+			cancel()
+		}()
+		err := nodeagent.Run(nctx, cfg, img, log)
+		stoppedNow := nctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+		case stoppedNow:
+			log.Info("node agent stopped")
+		default:
+			log.Error("node agent failed; running it again", "err", err, "in", agentRestartDelay)
+			wait(ctx, agentRestartDelay)
+		}
+	}
+}
+
+// agentPoll is how often a node's agent-stopped mark is looked at.
+const agentPoll = 250 * time.Millisecond
 
 // imageResolver adapts the image store to what the node agent needs.
 type imageResolver struct{ s *images.Store }
@@ -176,7 +252,7 @@ func waitNodesReady(ctx context.Context, client kubernetes.Interface, st *State,
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("nodes not Ready in time: %v (see the kubelet-* logs in %s)", missing, "logs/")
+			return fmt.Errorf("nodes not Ready in time: %v (see logs/%s.log)", missing, nodeAgentsName)
 		}
 		select {
 		case <-ctx.Done():

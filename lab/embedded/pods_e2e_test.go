@@ -940,86 +940,212 @@ spec:
 		})
 	})
 
-	t.Run("a stopped node agent stops renewing its Lease", func(t *testing.T) {
-		node := st.Nodes[2].Name
-		renew := func() time.Time {
+	// The node's pods as the API reports them: IP, restart counts and
+	// container IDs, which an agent that restarts must keep.
+	podsOn := func(t *testing.T, node string) map[string]string {
+		pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			v := p.Status.PodIP
+			for _, cs := range p.Status.ContainerStatuses {
+				v += fmt.Sprintf(" %s:%d:%s", cs.Name, cs.RestartCount, cs.ContainerID)
+			}
+			out[p.Namespace+"/"+p.Name] = v
+		}
+		return out
+	}
+	nodeReady := func(node string) (corev1.ConditionStatus, []corev1.Taint) {
+		n, err := cl.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return corev1.ConditionUnknown, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status, n.Spec.Taints
+			}
+		}
+		return corev1.ConditionUnknown, n.Spec.Taints
+	}
+	hasTaint := func(taints []corev1.Taint, key string, effect corev1.TaintEffect) bool {
+		return slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Key == key && t.Effect == effect })
+	}
+
+	t.Run("a stopped node agent: NotReady, tainted, pods evicted as upstream; started again, it adopts its pods", func(t *testing.T) {
+		node := ""
+		for _, p := range webPods.Items {
+			node = p.Spec.NodeName // a node with a web pod
+		}
+		// A pod that tolerates the unreachable taint for 2 s only:
+		// the taint manager evicts it (the others tolerate 300 s, as
+		// the DefaultTolerationSeconds admission plugin sets).
+		applyYAML(t, c, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: evictee}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  tolerations: [{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}]
+  containers: [{name: c, image: busybox:1.36, command: [sleep, "3600"]}]
+`, node))
+		waitPodReady(t, cl, "evictee", 60*time.Second)
+		before := podsOn(t, node)
+		lease := func() time.Time {
 			l, err := cl.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
 			if err != nil || l.Spec.RenewTime == nil {
 				t.Fatalf("lease of %s: %v", node, err)
 			}
 			return l.Spec.RenewTime.Time
 		}
-		// Heartbeats: the Lease is renewed every 10 s.
-		first := renew()
-		waitFor(t, 15*time.Second, "a Lease renewal", func() (bool, error) { return renew().After(first), nil })
-		var s Status
-		if err := readJSON(paths{dir}.status(), &s); err != nil {
+		if err := c.StopNodeAgent(node); err != nil {
 			t.Fatal(err)
 		}
-		agent, ok := s.Component("kubelet-" + node)
-		if !ok || agent.PID == 0 {
-			t.Fatalf("no running agent for %s in status.json: %+v", node, s)
+		stopped := time.Now()
+		t.Cleanup(func() { c.StartNodeAgent(node) })
+		// The kubelet endpoint closes at once.
+		waitFor(t, 10*time.Second, "the kubelet endpoint of "+node+" closed", func() (bool, error) {
+			_, err := kubectlErr(t, c, "get", "--raw", "/api/v1/nodes/"+node+"/proxy/healthz")
+			return err != nil, nil
+		})
+		renewed := lease()
+		// NotReady once the node-lifecycle controller's grace period
+		// (upstream's default, 50 s) has passed without a heartbeat,
+		// with the unreachable taints.
+		waitFor(t, 90*time.Second, node+" NotReady and tainted unreachable", func() (bool, error) {
+			st, taints := nodeReady(node)
+			return st == corev1.ConditionUnknown && hasTaint(taints, corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule) &&
+				hasTaint(taints, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute), fmt.Errorf("Ready=%s taints=%v", st, taints)
+		})
+		if d := time.Since(stopped); d < 35*time.Second {
+			t.Errorf("NotReady %s after the agent stopped, before the grace period", d)
 		}
-		// SIGSTOP: killed, the supervisor would restart it at once.
-		if err := syscall.Kill(agent.PID, syscall.SIGSTOP); err != nil {
+		if r := lease(); !r.Equal(renewed) {
+			t.Errorf("the Lease was renewed (%s → %s) while the agent was stopped", renewed, r)
+		}
+		// Its pods are no longer Ready, and leave the EndpointSlices'
+		// ready endpoints; their containers go on running.
+		for _, p := range webPods.Items {
+			if p.Spec.NodeName != node {
+				continue
+			}
+			waitFor(t, 30*time.Second, p.Name+" not ready in the EndpointSlice", func() (bool, error) {
+				ep, err := sliceEndpoint(cl, "web", p.Status.PodIP)
+				return err == nil && ep != nil && !isTrue(ep.Conditions.Ready), err
+			})
+			if out, err := nodeExec(t, c, st.Nodes[0].Name, "curl", "-sS", "-m", "2", "http://"+p.Status.PodIP+":8080/hostname"); err != nil || out != p.Name {
+				t.Errorf("%s stopped serving with its node's agent: %v %q", p.Name, err, out)
+			}
+		}
+		waitFor(t, 30*time.Second, "evictee evicted (deleted, Terminating while the agent is away)", func() (bool, error) {
+			p, err := cl.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+			return err == nil && p.DeletionTimestamp != nil, err
+		})
+		if err := c.StartNodeAgent(node); err != nil {
 			t.Fatal(err)
 		}
-		defer syscall.Kill(agent.PID, syscall.SIGCONT)
-		stopped := renew()
-		time.Sleep(13 * time.Second)
-		if r := renew(); !r.Equal(stopped) {
-			t.Errorf("the Lease was renewed (%s → %s) while the agent was stopped", stopped, r)
-		}
-		syscall.Kill(agent.PID, syscall.SIGCONT)
-		waitFor(t, 15*time.Second, "renewals again once the agent runs", func() (bool, error) { return renew().After(stopped), nil })
+		waitFor(t, 60*time.Second, node+" Ready again, untainted", func() (bool, error) {
+			st, taints := nodeReady(node)
+			return st == corev1.ConditionTrue && !hasTaint(taints, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute), fmt.Errorf("Ready=%s taints=%v", st, taints)
+		})
+		waitFor(t, 30*time.Second, "the evicted pod gone", func() (bool, error) {
+			_, err := cl.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), err
+		})
+		delete(before, "default/evictee")
+		waitFor(t, 60*time.Second, "the node's pods Ready again, adopted (same IPs, restart counts, containers)", func() (bool, error) {
+			after := podsOn(t, node)
+			for k, v := range before {
+				if after[k] != v {
+					return false, fmt.Errorf("%s: %q, was %q", k, after[k], v)
+				}
+				p := getPod(t, cl, strings.SplitN(k, "/", 2)[1])
+				if strings.HasPrefix(k, "default/") && !podIsReady(p) {
+					return false, fmt.Errorf("%s not Ready", k)
+				}
+			}
+			return true, nil
+		})
 	})
 
-	t.Run("a killed node agent is restarted and runs its pods again", func(t *testing.T) {
-		node := st.Nodes[2].Name
+	t.Run("a killed node agent is restarted and adopts its pods without a flap", func(t *testing.T) {
 		var s Status
 		if err := readJSON(paths{dir}.status(), &s); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := s.Component("kubelet-" + node)
-		// The pods Ready on the node now must be Ready again after.
-		wasReady := map[string]bool{}
-		pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		agents, _ := s.Component(nodeAgentsName)
+		before := map[string]map[string]string{}
+		for _, n := range st.Nodes {
+			before[n.Name] = podsOn(t, n.Name)
+		}
+		// Every change to web's EndpointSlices while the agents
+		// restart: there must be none.
+		w, err := cl.DiscoveryV1().EndpointSlices("default").Watch(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=web"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && podIsReady(&p) {
-				wasReady[p.Namespace+"/"+p.Name] = true
+		defer w.Stop()
+		drain := func() int {
+			n := 0
+			for {
+				select {
+				case <-w.ResultChan():
+					n++
+				case <-time.After(time.Second):
+					return n
+				}
 			}
 		}
-		if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		drain() // the initial ADDED events
+		if err := syscall.Kill(agents.PID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 30*time.Second, "the supervisor restarting the agent", func() (bool, error) {
+		waitFor(t, 30*time.Second, "the supervisor restarting the agents", func() (bool, error) {
 			var s Status
 			if err := readJSON(paths{dir}.status(), &s); err != nil {
 				return false, err
 			}
-			now, _ := s.Component("kubelet-" + node)
-			return now.PID != 0 && now.PID != before.PID && now.State == StateHealthy, fmt.Errorf("%+v", now)
+			now, _ := s.Component(nodeAgentsName)
+			return now.PID != 0 && now.PID != agents.PID && now.State == StateHealthy, fmt.Errorf("%+v", now)
 		})
-		waitFor(t, 60*time.Second, "the pods Ready on "+node+" Ready again, and web's answering", func() (bool, error) {
-			pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-			if err != nil {
-				return false, err
-			}
-			for _, p := range pods.Items {
-				if wasReady[p.Namespace+"/"+p.Name] && !podIsReady(&p) {
-					return false, fmt.Errorf("%s not ready: %+v", p.Name, p.Status.ContainerStatuses)
-				}
-				if p.Labels["app"] == "web" {
-					out, err := nodeExec(t, c, st.Nodes[1].Name, "curl", "-sS", "-m", "2", "http://"+p.Status.PodIP+":8080/hostname")
-					if err != nil || out != p.Name {
-						return false, fmt.Errorf("%s at %s: %v %q", p.Name, p.Status.PodIP, err, out)
-					}
+		time.Sleep(5 * time.Second) // the agents adopt and report
+		for _, n := range st.Nodes {
+			after := podsOn(t, n.Name)
+			for k, v := range before[n.Name] {
+				if after[k] != v {
+					t.Errorf("%s on %s: %q after the restart, was %q", k, n.Name, after[k], v)
 				}
 			}
-			return true, nil
+		}
+		if n := drain(); n > 0 {
+			t.Errorf("web's EndpointSlices changed %d times while the agents restarted", n)
+		}
+		for _, p := range webPods.Items {
+			out, err := nodeExec(t, c, st.Nodes[1].Name, "curl", "-sS", "-m", "2", "http://"+p.Status.PodIP+":8080/hostname")
+			if err != nil || out != p.Name {
+				t.Errorf("%s at %s: %v %q", p.Name, p.Status.PodIP, err, out)
+			}
+		}
+		// kubectl logs and exec reach the adopted containers.
+		if out := kubectl(t, c, "exec", webPods.Items[0].Name, "--", "echo", "adopted"); strings.TrimSpace(out) != "adopted" {
+			t.Errorf("exec in an adopted container: %q", out)
+		}
+		// The end of an adopted container is seen, with its exit code:
+		// killed (as by the OOM killer), it is restarted.
+		victim := getPod(t, cl, webPods.Items[0].Name)
+		id := strings.TrimPrefix(victim.Status.ContainerStatuses[0].ContainerID, "runc://")
+		restarts := victim.Status.ContainerStatuses[0].RestartCount
+		if out, err := exec.Command("runc", "--root", filepath.Join(paths{dir}.node(victim.Spec.NodeName), "runc"), "kill", id, "KILL").CombinedOutput(); err != nil {
+			t.Fatalf("runc kill %s: %v %s", id, err, out)
+		}
+		waitFor(t, 60*time.Second, victim.Name+" restarted after it was killed", func() (bool, error) {
+			p := getPod(t, cl, victim.Name)
+			cs := p.Status.ContainerStatuses[0]
+			return cs.RestartCount == restarts+1 && cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode == 137 && podIsReady(p), fmt.Errorf("%+v", cs)
 		})
 	})
 

@@ -186,12 +186,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 	}
 	actions = append(actions,
 		cluster.Action{Name: "Starting the node agents", Run: func(ctx context.Context) error {
-			for _, n := range st.Nodes {
-				if err := waitComponent(ctx, dir, NodeAgentComponent(n, dir).Name, deadline); err != nil {
-					return err
-				}
-			}
-			return nil
+			return waitComponent(ctx, dir, nodeAgentsName, deadline)
 		}},
 		cluster.Action{Name: "Waiting for the nodes to be Ready", Run: func(ctx context.Context) error {
 			client, err := c.Client()

@@ -7,11 +7,13 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/svclab/svclab/lab/images/agnhost"
 	"github.com/svclab/svclab/lab/images/webserver"
+	"github.com/svclab/svclab/lab/nodeagent"
 	proxierrun "github.com/svclab/svclab/lab/proxier/run"
 )
 
@@ -74,14 +77,23 @@ const supervisorArg0 = "svclab-supervisor"
 // roles — a cluster supervisor, a node agent, or a program of a pod image
 // (agnhost, nginx, httpd, kube-proxy) — it runs that and exits.
 func Init() {
-	switch filepath.Base(os.Args[0]) {
+	role := filepath.Base(os.Args[0])
+	switch role {
+	case supervisorArg0, nodeAgentArg0, "agnhost", "agnhost-2", "nginx", "httpd", "httpd-foreground", "kube-proxy":
+		// Long-running lab processes: memory over CPU (see
+		// defaultGOGC), unless GOGC says otherwise.
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(defaultGOGC)
+		}
+	}
+	switch role {
 	case supervisorArg0:
 		if len(os.Args) == 2 {
 			os.Exit(runSupervisor(os.Args[1]))
 		}
 	case nodeAgentArg0:
-		if len(os.Args) == 3 {
-			os.Exit(runNodeAgent(os.Args[1], os.Args[2]))
+		if len(os.Args) == 2 {
+			os.Exit(runNodeAgents(os.Args[1]))
 		}
 	// Inside containers the svclab binary stands in for the programs of
 	// the images it serves (see package images).
@@ -165,10 +177,15 @@ type supervisor struct {
 
 	mu     sync.Mutex
 	status Status
+
+	// pidsMu guards pids, the components' processes, which the orphan
+	// reaper leaves to their exec.Cmd.
+	pidsMu sync.Mutex
+	pids   map[int]bool
 }
 
 func newSupervisor(st *State, dir string, log *slog.Logger) *supervisor {
-	s := &supervisor{st: st, dir: dir, log: log, comp: Components(st, dir)}
+	s := &supervisor{st: st, dir: dir, log: log, comp: Components(st, dir), pids: map[int]bool{}}
 	s.status.SupervisorPID = os.Getpid()
 	for _, c := range s.comp {
 		s.status.Components = append(s.status.Components, ComponentStatus{Name: c.Name, State: StateStopped, Since: time.Now()})
@@ -205,6 +222,11 @@ func (s *supervisor) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Containers outlive a node agent that dies, and pass to us.
+	if err := nodeagent.SetSubreaper(); err != nil {
+		return fmt.Errorf("becoming the containers' reaper: %w", err)
+	}
+	go s.reapOrphans(ctx)
 	var wg sync.WaitGroup
 	procs := make([]*process, len(s.comp))
 	for i, c := range s.comp {
@@ -223,6 +245,30 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// reapOrphans reaps the containers of dead node agents as they end,
+// recording their exit codes for the agents that adopt them.
+func (s *supervisor) reapOrphans(ctx context.Context) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	ours := func(pid int) bool {
+		s.pidsMu.Lock()
+		defer s.pidsMu.Unlock()
+		return s.pids[pid]
+	}
+	for {
+		if err := nodeagent.ReapOrphans(paths{s.dir}.exits(), ours); err != nil {
+			s.log.Error("reaping containers of a stopped node agent", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sigs:
+		case <-time.After(10 * time.Second):
+		}
+	}
 }
 
 func (s *supervisor) waitHealthy(ctx context.Context, name string) bool {
@@ -246,6 +292,14 @@ func (s *supervisor) healthClients() (map[string]*http.Client, error) {
 	out := map[string]*http.Client{}
 	for _, c := range s.comp {
 		if c.Health == "" {
+			continue
+		}
+		if c.HealthSocket != "" {
+			sock := c.HealthSocket
+			out[c.Name] = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+				}}}
 			continue
 		}
 		caPEM, err := os.ReadFile(filepath.Join(pki, c.HealthCA+".crt"))
@@ -336,7 +390,11 @@ func (p *process) runOnce(ctx context.Context) error {
 		}
 		cmd = &exec.Cmd{Path: exe, Args: append([]string{p.c.Argv0}, p.c.Args...)}
 	}
-	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC=25")
+	gogc := p.c.GOGC
+	if gogc == 0 {
+		gogc = defaultGOGC
+	}
+	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC="+strconv.Itoa(gogc))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so stop reaches everything it started; and
 	// killed with the supervisor, so a crashed supervisor leaves no
@@ -347,10 +405,20 @@ func (p *process) runOnce(ctx context.Context) error {
 		p.mu.Unlock()
 		return context.Canceled
 	}
+	p.s.pidsMu.Lock()
 	if err := cmd.Start(); err != nil {
+		p.s.pidsMu.Unlock()
 		p.mu.Unlock()
 		return err
 	}
+	pid := cmd.Process.Pid
+	p.s.pids[pid] = true
+	p.s.pidsMu.Unlock()
+	defer func() {
+		p.s.pidsMu.Lock()
+		delete(p.s.pids, pid)
+		p.s.pidsMu.Unlock()
+	}()
 	p.cmd = cmd
 	p.exited = make(chan struct{})
 	exited := p.exited

@@ -28,6 +28,9 @@ var ErrNotBuilt = errors.New("image not built yet")
 // (telnet, traceroute, ifconfig, netstat, ...).
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + busyboxAppletDir
 
+// coreDNSEnv is the CoreDNS image's environment.
+var coreDNSEnv = []string{defaultPath, "GOGC=25"}
+
 // variant is how one upstream image name is served: which of our images,
 // with the upstream image's entrypoint, command, environment and working
 // directory, so that pod specs written for the upstream image behave the
@@ -61,13 +64,16 @@ var known = []struct {
 	{[]string{"httpd"}, variant{image: ImageWeb, cmd: []string{"httpd-foreground"}, workingDir: "/usr/local/apache2",
 		env:        []string{"PATH=/usr/local/apache2/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + busyboxAppletDir, "HTTPD_PREFIX=/usr/local/apache2"},
 		stopSignal: "SIGWINCH"}},
-	{[]string{"registry.k8s.io/coredns/coredns", "coredns/coredns"}, variant{image: ImageCoreDNS, entrypoint: []string{"/coredns"}}},
+	// CoreDNS (a Go program like the others, but built into svclab-kube)
+	// trades some CPU for memory through its environment: two replicas
+	// run in every cluster.
+	{[]string{"registry.k8s.io/coredns/coredns", "coredns/coredns"}, variant{image: ImageCoreDNS, entrypoint: []string{"/coredns"}, env: coreDNSEnv}},
 	{[]string{"registry.k8s.io/kube-proxy"}, variant{image: ImageProxier, entrypoint: []string{"/usr/local/bin/kube-proxy"}}},
 	// Our own names, for node shells and add-ons.
 	{[]string{ImageTools}, variant{image: ImageTools, cmd: []string{"bash"}}},
 	{[]string{ImageAgnhost}, variant{image: ImageAgnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}}},
 	{[]string{ImageWeb}, variant{image: ImageWeb, entrypoint: []string{"/docker-entrypoint.sh"}, cmd: []string{"nginx", "-g", "daemon off;"}, stopSignal: "SIGQUIT"}},
-	{[]string{ImageCoreDNS}, variant{image: ImageCoreDNS, entrypoint: []string{"/coredns"}}},
+	{[]string{ImageCoreDNS}, variant{image: ImageCoreDNS, entrypoint: []string{"/coredns"}, env: coreDNSEnv}},
 	{[]string{ImageProxier}, variant{image: ImageProxier, entrypoint: []string{"/usr/local/bin/kube-proxy"}}},
 }
 

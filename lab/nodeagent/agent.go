@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 			return err
 		}
 	}
-	vklog.L = slogLogger{log.With("component", "virtual-kubelet")}
+	ctx = vklog.WithLogger(ctx, slogLogger{log.With("component", "virtual-kubelet")})
 	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("reading the node's kubeconfig: %w", err)
@@ -76,19 +76,19 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	defer scm.Shutdown()
 	scm.WaitForCacheSync(ctx.Done())
 	pn := newPodNetwork(execRunner{}, cfg.Netns, cfg.PodNetnsPrefix, cfg.StateDir)
-	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker}
-	// An agent that crashed left its pods running without it: clear
-	// them away; their pods start afresh as virtual-kubelet hands them
-	// over again.
-	podsDir := filepath.Join(cfg.StateDir, "pods")
-	rt.sweep(ctx, podsDir)
-	pn.sweep(ctx)
-	if entries, _ := os.ReadDir(podsDir); len(entries) > 0 {
-		log.Info("clearing pods of an earlier run", "pods", len(entries))
-		for _, e := range entries {
-			os.RemoveAll(filepath.Join(podsDir, e.Name()))
+	// The agent reaps the containers it starts (see startDetached).
+	if err := SetSubreaper(); err != nil {
+		return fmt.Errorf("becoming the containers' reaper: %w", err)
+	}
+	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker, exits: cfg.ExitsDir}
+	if cfg.NodeContainer.ID != "" {
+		if err := keepNodeContainer(ctx, cfg.NodeContainer, cfg.Marker, cfg.ExitsDir, log); err != nil {
+			return err
 		}
 	}
+	// The pods an earlier run of the agent left: adopted if the node
+	// still runs them, else cleared away.
+	adopt := findAdoptable(ctx, client, cfg, rt, pn, log)
 	prov := &provider{
 		cfg:     cfg,
 		client:  client,
@@ -101,6 +101,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		events:  recorder,
 		nodeCtx: ctx,
 		pods:    map[string]*podRun{},
+		adopt:   adopt,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
@@ -144,30 +145,11 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	log.Info("node agent starting", "node", cfg.NodeName, "ip", cfg.NodeIP)
 	err = n.Run(ctx)
 	if ctx.Err() != nil {
-		prov.stopAll()
+		// Stopped, as a kubelet is stopped: the node's containers go
+		// on, and the next run of the agent adopts them.
 		return nil
 	}
 	return err
-}
-
-// stopAll stops every pod's containers (the agent is shutting down, as
-// when a node is deleted) and waits for them.
-func (p *provider) stopAll() {
-	p.mu.Lock()
-	runs := make([]*podRun, 0, len(p.pods))
-	for _, r := range p.pods {
-		runs = append(runs, r)
-	}
-	p.mu.Unlock()
-	for _, r := range runs {
-		r.terminate(2*time.Second, false)
-	}
-	for _, r := range runs {
-		select {
-		case <-r.stopped:
-		case <-time.After(10 * time.Second):
-		}
-	}
 }
 
 // quietRecorder drops virtual-kubelet's own success events ("Create pod in

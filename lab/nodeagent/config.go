@@ -30,6 +30,12 @@ type Config struct {
 	PodNetnsPrefix string
 	// ClusterDNS and DNSDomain go into pods' resolv.conf.
 	ClusterDNS, DNSDomain string
+	// NodeContainer is the node's own container, which the agent keeps
+	// running; none when its ID is empty.
+	NodeContainer NodeContainer
+	// ExitsDir is where the cluster's supervisor records the exits of
+	// containers whose agent had died (see ReapOrphans).
+	ExitsDir string
 	// Marker is the environment variable (KEY=VALUE) every process the
 	// agent starts carries, so a sweep finds them after a crash.
 	Marker string

@@ -50,6 +50,11 @@ type containerRun struct {
 	started      bool
 	stopping     bool
 	imageChanged chan struct{}
+	// adopted is the state an earlier agent left, until the loop takes
+	// it over.
+	adopted *containerState
+	// resumedLog is the log an adopted run's output goes to.
+	resumedLog *containerLog
 	// probeFailures counts consecutive liveness failures per run.
 	exitCode int
 }
@@ -180,36 +185,23 @@ func (c *containerRun) loop() {
 	backoff := initialBackoff
 	pullBackoff := initialBackoff
 	for {
-		img, err := c.resolveImage()
-		if err != nil {
-			// As the kubelet: ErrImagePull until its next look at the
-			// pod, then ImagePullBackOff until the back-off ends.
-			shown := min(pullErrorShown, pullBackoff)
-			if !c.wait(ctx, shown) {
-				return
-			}
-			ref := c.currentImage()
-			c.pod.event(corev1.EventTypeNormal, "BackOff", "Back-off pulling image %q", ref)
-			c.pod.event(corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
-			if !c.sleep(ctx, pullBackoff-shown, "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %v", ref, err)) {
-				return
-			}
-			pullBackoff = min(pullBackoff*2, maxBackoff)
-			continue
-		}
-		pullBackoff = initialBackoff
-		spec, err := c.containerSpec(ctx, img)
-		if err != nil {
-			// A missing ConfigMap, Secret or key: the kubelet retries
-			// at its next sync and counts no restart.
-			c.pod.event(corev1.EventTypeWarning, "Failed", "Error: %v", err)
-			if !c.sleep(ctx, configRetry, "CreateContainerConfigError", err.Error()) {
-				return
-			}
-			continue
-		}
+		var code int
+		var err error
 		start := time.Now()
-		code, err := c.runOnce(spec)
+		if a := c.takeAdopted(); a != nil && a.ID != "" {
+			start = a.Started
+			code, err = c.adoptRun(*a)
+		} else if a != nil && a.Terminated != nil && !c.shouldRestart(int(a.Terminated.ExitCode)) {
+			return // it had ended for good
+		} else {
+			var ok bool
+			if code, err, ok = c.startRun(ctx, &pullBackoff); !ok {
+				return
+			}
+			if code < 0 && err == nil {
+				continue // tried again: no run, no restart
+			}
+		}
 		if ctx.Err() != nil || c.isStopping() {
 			return
 		}
@@ -234,6 +226,54 @@ func (c *containerRun) loop() {
 			return
 		}
 		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// takeAdopted hands over, once, the state an earlier agent left of this
+// container (nil when the pod was not adopted; see resume).
+func (c *containerRun) takeAdopted() *containerState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.adopted
+	c.adopted = nil
+	return a
+}
+
+// startRun resolves the image and the container's configuration and runs
+// the container once. It returns a negative code when it could not start
+// it and is to be tried again, and ok false when the pod stops.
+func (c *containerRun) startRun(ctx context.Context, pullBackoff *time.Duration) (code int, err error, ok bool) {
+	{
+		img, err := c.resolveImage()
+		if err != nil {
+			// As the kubelet: ErrImagePull until its next look at the
+			// pod, then ImagePullBackOff until the back-off ends.
+			shown := min(pullErrorShown, *pullBackoff)
+			if !c.wait(ctx, shown) {
+				return 0, nil, false
+			}
+			ref := c.currentImage()
+			c.pod.event(corev1.EventTypeNormal, "BackOff", "Back-off pulling image %q", ref)
+			c.pod.event(corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
+			if !c.sleep(ctx, *pullBackoff-shown, "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %v", ref, err)) {
+				return 0, nil, false
+			}
+			*pullBackoff = min(*pullBackoff*2, maxBackoff)
+			return -1, nil, true
+		}
+		*pullBackoff = initialBackoff
+		spec, err := c.containerSpec(ctx, img)
+		if err != nil {
+			// A missing ConfigMap, Secret or key: the kubelet retries
+			// at its next sync and counts no restart.
+			c.pod.event(corev1.EventTypeWarning, "Failed", "Error: %v", err)
+			if !c.sleep(ctx, configRetry, "CreateContainerConfigError", err.Error()) {
+				return 0, nil, false
+			}
+			return -1, nil, true
+		}
+		code, err := c.runOnce(spec)
+		return code, err, true
 	}
 }
 
@@ -305,9 +345,27 @@ func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	c.started = c.spec.StartupProbe == nil
 	c.mu.Unlock()
 	r.changed()
+	return c.watch(rc, spec.ID, spec.Bundle)
+}
+
+// errDetached ends a run the agent stopped following: the agent stops,
+// the container goes on.
+var errDetached = errors.New("the node agent stopped")
+
+// watch probes the running container until it exits, then records its
+// end and removes its bundle; when the agent stops first, it leaves the
+// container running for the next agent to adopt.
+func (c *containerRun) watch(rc *runningContainer, id, bundle string) (int, error) {
+	r := c.pod
 	probeCtx, stopProbes := context.WithCancel(r.ctx)
 	go c.probe(probeCtx, rc)
-	<-rc.done
+	select {
+	case <-rc.done:
+	case <-r.p.nodeCtx.Done():
+		stopProbes()
+		rc.detach()
+		return 0, errDetached
+	}
 	stopProbes()
 	c.mu.Lock()
 	c.current, c.ready = nil, false
@@ -319,10 +377,13 @@ func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 		reason = "Error"
 	}
 	term := &corev1.ContainerStateTerminated{ExitCode: int32(rc.exitCode), Reason: reason,
-		StartedAt: metav1.NewTime(rc.started), FinishedAt: metav1.NewTime(rc.finished), ContainerID: "runc://" + spec.ID}
+		StartedAt: metav1.NewTime(rc.started), FinishedAt: metav1.NewTime(rc.finished), ContainerID: "runc://" + id}
+	if rc.err != nil {
+		term.Message = rc.err.Error()
+	}
 	c.terminated, c.lastTerm, c.exitCode = term, term, rc.exitCode
 	c.mu.Unlock()
-	r.p.rt.cleanup(spec.Bundle)
+	r.p.rt.cleanup(bundle)
 	r.changed()
 	return rc.exitCode, rc.err
 }

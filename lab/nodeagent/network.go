@@ -273,22 +273,30 @@ func (n *podNetwork) removeLinks(ctx context.Context, uid string) error {
 	return nil
 }
 
-// sweep removes what pods of an earlier run of the agent left (their
-// namespaces and veths, their hostPorts) and forgets their addresses: a
-// restarted agent starts the node's pods afresh.
-func (n *podNetwork) sweep(ctx context.Context) {
+// sweepExcept removes what pods of an earlier run of the agent left
+// (their namespaces and veths) and forgets their addresses, but for the
+// pods in keep, which the agent adopts.
+func (n *podNetwork) sweepExcept(ctx context.Context, keep map[string]bool) {
 	b, err := os.ReadFile(n.ipamFile())
 	if err != nil {
 		return
 	}
 	var saved map[string]string
 	if json.Unmarshal(b, &saved) != nil {
+		os.Remove(n.ipamFile())
 		return
 	}
-	for _, uid := range saved {
-		n.removeLinks(ctx, uid)
+	for ip, uid := range saved {
+		if !keep[uid] {
+			n.removeLinks(ctx, uid)
+			delete(saved, ip)
+		}
 	}
-	os.Remove(n.ipamFile())
+	b, _ = json.Marshal(saved)
+	tmp := n.ipamFile() + ".tmp"
+	if os.WriteFile(tmp, b, 0o644) == nil {
+		os.Rename(tmp, n.ipamFile())
+	}
 }
 
 func isMissing(err error) bool {

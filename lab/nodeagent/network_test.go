@@ -165,11 +165,13 @@ func TestPodNetworkSweep(t *testing.T) {
 	first.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
 	first.setup(context.Background(), "uid-a", "a")
 	first.setup(context.Background(), "uid-b", "b")
+	first.setup(context.Background(), "uid-k", "k")
 
-	// The agent dies; the next one sweeps what the pods left.
+	// The agent dies; the next one adopts uid-k and sweeps what the
+	// other pods left.
 	r := &recordingRunner{}
 	next := newPodNetwork(r, "node-ns", "pod-", dir)
-	next.sweep(context.Background())
+	next.sweepExcept(context.Background(), map[string]bool{"uid-k": true})
 	var want []string
 	for _, uid := range []string{"uid-a", "uid-b"} {
 		netns, veth := next.names(uid)
@@ -182,6 +184,9 @@ func TestPodNetworkSweep(t *testing.T) {
 		t.Errorf("sweep:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	next.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
+	if ip, _ := next.allocate("uid-k"); ip.String() != "10.244.1.4" {
+		t.Errorf("the adopted pod's address is %s, want 10.244.1.4 kept", ip)
+	}
 	if ip, _ := next.allocate("uid-c"); ip.String() != "10.244.1.2" {
 		t.Errorf("after the sweep the first address is %s, want 10.244.1.2 free again", ip)
 	}

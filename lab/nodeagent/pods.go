@@ -41,6 +41,9 @@ type provider struct {
 	events  record.EventRecorder
 	nodeCtx context.Context
 
+	// adopt holds the pods an earlier run of the agent left running.
+	adopt *adoption
+
 	mu     sync.Mutex
 	pods   map[string]*podRun // by namespace/name
 	notify func(*corev1.Pod)
@@ -73,6 +76,11 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	r := newPodRun(p, pod.DeepCopy())
 	p.pods[key] = r
+	if st := p.adopt.take(pod.UID); st != nil {
+		r.restore = st
+		go r.run()
+		return nil
+	}
 	if msg := p.admitLocked(pod); msg != "" {
 		// As the kubelet's admission: the pod fails at once, and the
 		// rest of the node carries on.
@@ -349,6 +357,10 @@ type podRun struct {
 	reason      string
 	message     string
 	startTime   metav1.Time
+	// restore is what an earlier run of the agent left of the pod,
+	// which this run adopts.
+	restore *podState
+	saveMu  sync.Mutex
 }
 
 func newPodRun(p *provider, pod *corev1.Pod) *podRun {
@@ -389,8 +401,11 @@ func (r *podRun) event(typ, reason, format string, args ...any) {
 	r.p.events.Eventf(r.pod, typ, reason, format, args...)
 }
 
-// changed publishes the pod's current status.
-func (r *podRun) changed() { r.p.publish(r.snapshot()) }
+// changed publishes the pod's current status, and saves its state.
+func (r *podRun) changed() {
+	r.save()
+	r.p.publish(r.snapshot())
+}
 
 func (r *podRun) run() {
 	defer close(r.runDone)
@@ -400,8 +415,20 @@ func (r *podRun) run() {
 		r.fail("CreatePodSandboxError", err)
 		return
 	}
-	// The sandbox: the pod's network.
-	for {
+	// The sandbox: the pod's network, as an earlier run set it up when
+	// the pod is adopted.
+	if st := r.restore; st != nil {
+		if err := r.restoreNetwork(st); err != nil {
+			log.Error("adopting the pod's network; starting the pod afresh", "err", err)
+			r.restore = nil
+			for _, c := range st.Containers {
+				if c.ID != "" {
+					r.p.rt.delete(r.ctx, c.ID)
+				}
+			}
+		}
+	}
+	for r.restore == nil {
 		if err := r.setupNetwork(); err != nil {
 			if errors.Is(err, errNoPodCIDR) {
 				select {
@@ -422,7 +449,9 @@ func (r *podRun) run() {
 		}
 		break
 	}
-	r.changed() // the pod's IP; containers waiting in ContainerCreating
+	if r.restore == nil {
+		r.changed() // the pod's IP; containers waiting in ContainerCreating
+	}
 	// Volumes: as the kubelet, a missing ConfigMap or Secret keeps the
 	// pod waiting (ContainerCreating, FailedMount events) until it
 	// appears.
@@ -447,9 +476,22 @@ func (r *podRun) run() {
 		r.fail("CreatePodSandboxError", err)
 		return
 	}
-	r.changed()
+	if r.restore == nil {
+		r.changed()
+	}
+	if st := r.restore; st != nil {
+		r.restoreInit(st)
+		for _, c := range r.appContainers() {
+			if s, ok := st.Containers[c.spec.Name]; ok {
+				c.resume(s)
+			}
+		}
+	}
 	// Init containers, one after the other.
 	for i := range pod.Spec.InitContainers {
+		if r.restore != nil {
+			break
+		}
 		c := newContainerRun(r, &pod.Spec.InitContainers[i], true)
 		r.mu.Lock()
 		r.containers = append([]*containerRun{c}, r.containers...)
@@ -469,6 +511,9 @@ func (r *podRun) run() {
 		go func() { defer wg.Done(); c.loop() }()
 	}
 	wg.Wait()
+	if r.p.nodeCtx.Err() != nil {
+		return // the agent stops; the pod goes on without it
+	}
 	r.finish()
 }
 

@@ -49,6 +49,9 @@ var ErrImageNotFound = errors.New("image not found")
 type runc struct {
 	root   string // runc --root
 	marker string // KEY=VALUE env marking every process
+	// exits is where the supervisor records the exits of containers it
+	// reaped for a dead agent (see ReapOrphans).
+	exits string
 }
 
 // Mount is a bind mount into a container.
@@ -291,12 +294,18 @@ func (r *runc) cmd(ctx context.Context, args ...string) *exec.Cmd {
 // run starts the container and returns once it runs; wait reports its
 // exit. Output goes to log in the CRI log format.
 func (r *runc) run(c containerSpec, log *containerLog) (*runningContainer, error) {
+	if !c.TTY && !c.Stdin {
+		return r.startDetached(c, log)
+	}
+	// A terminal or stdin (kubectl run -it, attach) is held by a runc
+	// run in the foreground: a restarted agent does not adopt such a
+	// container but runs it again.
 	if err := r.prepare(c); err != nil {
 		return nil, err
 	}
 	r.delete(context.Background(), c.ID) // a leftover of a crashed agent
 	cmd := r.cmd(context.Background(), "run", "--bundle", c.Bundle, c.ID)
-	rc := &runningContainer{id: c.ID, cmd: cmd, done: make(chan struct{})}
+	rc := &runningContainer{id: c.ID, done: make(chan struct{}), detached: make(chan struct{})}
 	var streams []func()
 	if c.TTY {
 		// runc in the foreground connects the container's terminal to
@@ -380,31 +389,6 @@ func (r *runc) kill(ctx context.Context, id string, sig syscall.Signal) error {
 	return nil
 }
 
-// sweep kills and removes every container of an earlier run of the agent
-// (runc and its containers outlive a crashed agent), and unmounts the root
-// filesystems under podsDir.
-func (r *runc) sweep(ctx context.Context, podsDir string) {
-	if out, err := r.cmd(ctx, "list", "-q").Output(); err == nil {
-		for _, id := range strings.Fields(string(out)) {
-			r.delete(ctx, id)
-		}
-	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	prefix := filepath.Clean(podsDir) + "/"
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], prefix) {
-			mounts = append(mounts, f[4])
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- { // the deepest first
-		unix.Unmount(mounts[i], unix.MNT_DETACH)
-	}
-}
-
 func (r *runc) delete(ctx context.Context, id string) {
 	r.cmd(ctx, "delete", "--force", id).Run()
 }
@@ -427,13 +411,20 @@ func (r *runc) exec(ctx context.Context, id string, argv []string, tty bool, std
 
 // runningContainer is one run of a container.
 type runningContainer struct {
-	id       string
-	cmd      *exec.Cmd
+	id string
+	// pid and pidStart identify a detached container's process (0 for
+	// one that runs under runc run).
+	pid      int
+	pidStart uint64
 	done     chan struct{}
 	started  time.Time
 	finished time.Time
 	exitCode int
 	err      error
+	// detached is closed when the agent stops following the container
+	// (it stops, and leaves the container running).
+	detached   chan struct{}
+	detachOnce sync.Once
 	// stdin is the container's input (a terminal's or a pipe), for
 	// kubectl attach; nil when the container has no stdin.
 	stdin io.Writer
@@ -481,3 +472,6 @@ func (l *containerLog) copy(stream string, r io.Reader) {
 }
 
 func (l *containerLog) Close() error { return l.f.Close() }
+
+// detach stops following the container, which goes on running.
+func (rc *runningContainer) detach() { rc.detachOnce.Do(func() { close(rc.detached) }) }
