@@ -13,7 +13,8 @@ import (
 // BenchmarkPolicyToDataplane measures, on a real cluster, how long a
 // change in the API takes to change what happens to packets: from the
 // write (a NetworkPolicy created, a Pod relabelled) to the first probe
-// that gets through, probing every 10 ms. x/a (isolated by a deny-all
+// that gets through, probing every 10 ms; each change is also undone and
+// must block again. x/a (isolated by a deny-all
 // policy) is the server; x/b, on another node, the client.
 func BenchmarkPolicyToDataplane(b *testing.B) {
 	e := newEnv(b)
@@ -47,31 +48,28 @@ func BenchmarkPolicyToDataplane(b *testing.B) {
 		b.Fatal("x/b reaches x/a through the deny-all policy")
 	}
 	var policyLat, labelLat []time.Duration
+	labelled := map[string]string{"pod": "b", "allowed": "yes"}
 	for b.Loop() {
-		// A new policy.
+		// A new policy, whose peer selects the labelled client.
+		e.relabel(ctx, "pods", "x", "b", labelled)
+		time.Sleep(300 * time.Millisecond)
 		start := time.Now()
 		e.apply(ctx, allow.DeepCopy())
 		policyLat = append(policyLat, open(start))
-		// Withdrawn: the peer's label goes, then the policy.
-		e.patch(ctx, "pods", "x", "b", map[string]string{"pod": "b"})
+		// The client's label goes: blocked again.
+		e.relabel(ctx, "pods", "x", "b", map[string]string{"pod": "b"})
+		if !blocked() {
+			b.Fatal("x/b still reaches x/a after losing the label the policy selects")
+		}
+		// The label comes back.
+		start = time.Now()
+		e.relabel(ctx, "pods", "x", "b", labelled)
+		labelLat = append(labelLat, open(start))
 		if err := e.client.NetworkingV1().NetworkPolicies("x").Delete(ctx, "allow-b", metav1.DeleteOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		if !blocked() {
 			b.Fatal("x/b still reaches x/a after the allowing policy was deleted")
-		}
-		// A label on the client that the policy's peer selects.
-		e.apply(ctx, allow.DeepCopy())
-		time.Sleep(200 * time.Millisecond)
-		start = time.Now()
-		e.patch(ctx, "pods", "x", "b", map[string]string{"pod": "b", "allowed": "yes"})
-		labelLat = append(labelLat, open(start))
-		e.patch(ctx, "pods", "x", "b", map[string]string{"pod": "b"})
-		if err := e.client.NetworkingV1().NetworkPolicies("x").Delete(ctx, "allow-b", metav1.DeleteOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		if !blocked() {
-			b.Fatal("x/b still reaches x/a after its label was removed")
 		}
 	}
 	report(b, "policy", policyLat)

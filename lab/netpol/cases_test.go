@@ -167,21 +167,21 @@ func conformanceCases() []conformanceCase {
 			{"x/a from namespaces ns2=updated", create(fixed(np(x, "from-updated-ns", networkingv1.NetworkPolicySpec{
 				PodSelector: *lbl("pod", "a"), Ingress: from(nil, networkingv1.NetworkPolicyPeer{NamespaceSelector: lbl("ns2", "updated")})})))},
 			{"label namespace y ns2=updated", func(ctx context.Context, e *env) {
-				e.patch(ctx, "namespaces", "", "y", map[string]string{"ns": "y", "ns2": "updated"})
+				e.relabel(ctx, "namespaces", "", "y", map[string]string{"ns": "y", "ns2": "updated"})
 			}},
 		}},
 		{"updated-pod", []step{
 			{"x/a from pods pod2=updated", create(fixed(np(x, "from-updated-pod", networkingv1.NetworkPolicySpec{
 				PodSelector: *lbl("pod", "a"), Ingress: from(nil, networkingv1.NetworkPolicyPeer{PodSelector: lbl("pod2", "updated"), NamespaceSelector: all()})})))},
 			{"label z/b pod2=updated", func(ctx context.Context, e *env) {
-				e.patch(ctx, "pods", "z", "b", map[string]string{"pod": "b", "pod2": "updated"})
+				e.relabel(ctx, "pods", "z", "b", map[string]string{"pod": "b", "pod2": "updated"})
 			}},
 		}},
 		{"deny-ingress-to-updated-pod", []step{
 			{"deny ingress to pods target=isolated in x", create(fixed(np(x, "deny-target", networkingv1.NetworkPolicySpec{
 				PodSelector: *lbl("target", "isolated"), PolicyTypes: ingressOnly})))},
 			{"label x/a target=isolated", func(ctx context.Context, e *env) {
-				e.patch(ctx, "pods", "x", "a", map[string]string{"pod": "a", "target": "isolated"})
+				e.relabel(ctx, "pods", "x", "a", map[string]string{"pod": "a", "target": "isolated"})
 			}},
 		}},
 		{"deny-ingress-from-other-namespaces", one("x from its own namespace only", create(fixed(np(x, "same-ns", networkingv1.NetworkPolicySpec{
@@ -283,6 +283,36 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
+	t.Run("service-traffic-judged-after-dnat", func(t *testing.T) {
+		e.t = t
+		e.reset(ctx)
+		svc, err := e.client.CoreV1().Services("x").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "svc-a"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"pod": "a"}, Ports: []corev1.ServicePort{
+				{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 90, TargetPort: intstr.FromInt32(80)},
+				{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 90, TargetPort: intstr.FromInt32(81)},
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.client.CoreV1().Services("x").Delete(ctx, "svc-a", metav1.DeleteOptions{})
+		tcp80, udp81 := probeKind{corev1.ProtocolTCP, 80}, probeKind{corev1.ProtocolUDP, 81}
+		e.checkService(ctx, "no policy", svc.Spec.ClusterIP, 90, "x/a", tcp80)
+		e.apply(ctx, np("x", "a-from-b-80", networkingv1.NetworkPolicySpec{PodSelector: *lbl("pod", "a"),
+			Ingress: from(ports(tcp(num(80)), udp(num(81))), networkingv1.NetworkPolicyPeer{PodSelector: lbl("pod", "b"), NamespaceSelector: all()})}))
+		e.checkService(ctx, "x/a from pods b on the target ports", svc.Spec.ClusterIP, 90, "x/a", tcp80)
+		e.checkService(ctx, "x/a from pods b on the target ports, UDP", svc.Spec.ClusterIP, 90, "x/a", udp81)
+		e.apply(ctx, np("y", "b-egress-to-a-80", networkingv1.NetworkPolicySpec{PodSelector: *lbl("pod", "b"), PolicyTypes: egressOnly,
+			Egress: append(to(ports(tcp(num(80))), networkingv1.NetworkPolicyPeer{PodSelector: lbl("pod", "a"), NamespaceSelector: lbl("ns", "x")}), dnsEgress)}))
+		e.checkService(ctx, "and y/b may send only to pods a on TCP 80", svc.Spec.ClusterIP, 90, "x/a", tcp80)
+		e.checkService(ctx, "and y/b may send only to pods a on TCP 80, UDP", svc.Spec.ClusterIP, 90, "x/a", udp81)
+		// A policy written for the Service's port does not match.
+		e.reset(ctx)
+		e.apply(ctx, np("x", "a-on-service-port", networkingv1.NetworkPolicySpec{PodSelector: *lbl("pod", "a"),
+			Ingress: from(ports(tcp(num(90))))}))
+		e.checkService(ctx, "x/a allows only TCP 90, the Service's port", svc.Spec.ClusterIP, 90, "x/a", tcp80)
+	})
 	e.t = t
 	e.reset(ctx)
 	t.Logf("%d cases in %s", len(conformanceCases()), time.Since(start).Round(time.Second))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -201,27 +202,34 @@ func (e *env) createMatrix(ctx context.Context, clusterName string) {
 // result is a probed (or expected) matrix per probe kind.
 type result map[probeKind]matrix
 
-// world reads the current objects.
+// world reads the current objects of the matrix's namespaces.
 func (e *env) world(ctx context.Context) world {
 	w := world{nsLabels: map[string]map[string]string{}}
-	for _, ns := range matrixNamespaces {
-		n, err := e.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if err != nil {
-			e.t.Fatal(err)
+	inMatrix := func(ns string) bool { return slices.Contains(matrixNamespaces, ns) }
+	nss, err := e.client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, n := range nss.Items {
+		if inMatrix(n.Name) {
+			w.nsLabels[n.Name] = n.Labels
 		}
-		w.nsLabels[ns] = n.Labels
-		pods, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		for i := range pods.Items {
+	}
+	pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if inMatrix(pods.Items[i].Namespace) {
 			w.pods = append(w.pods, &pods.Items[i])
 		}
-		nps, err := e.client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		for i := range nps.Items {
+	}
+	nps, err := e.client.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range nps.Items {
+		if inMatrix(nps.Items[i].Namespace) {
 			w.policies = append(w.policies, &nps.Items[i])
 		}
 	}
@@ -370,21 +378,45 @@ func (e *env) render(got, want result) string {
 	return b.String()
 }
 
-// reset removes every policy and puts labels back as they were.
+// reset removes every policy and puts labels back as they were, writing
+// only what a case changed.
 func (e *env) reset(ctx context.Context) {
-	for _, ns := range matrixNamespaces {
-		if err := e.client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	w := e.world(ctx)
+	for _, np := range w.policies {
+		if err := e.client.NetworkingV1().NetworkPolicies(np.Namespace).Delete(ctx, np.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			e.t.Fatal(err)
 		}
-		e.patch(ctx, "namespaces", "", ns, map[string]string{"ns": ns})
-		for _, pn := range matrixPodNames {
-			e.patch(ctx, "pods", ns, pn, map[string]string{"pod": pn})
+	}
+	for ns, l := range w.nsLabels {
+		if want := map[string]string{"ns": ns}; !sameLabels(l, want) {
+			e.patch(ctx, "namespaces", "", ns, l, want)
+		}
+	}
+	for _, p := range w.pods {
+		if want := map[string]string{"pod": p.Name}; !sameLabels(p.Labels, want) {
+			e.patch(ctx, "pods", p.Namespace, p.Name, p.Labels, want)
 		}
 	}
 }
 
-// patch sets an object's labels to exactly lbl.
-func (e *env) patch(ctx context.Context, kind, ns, name string, lbl map[string]string) {
+// sameLabels compares labels, leaving out the namespace name label the API
+// server keeps.
+func sameLabels(have, want map[string]string) bool {
+	n := 0
+	for k, v := range have {
+		if k == "kubernetes.io/metadata.name" {
+			continue
+		}
+		if want[k] != v {
+			return false
+		}
+		n++
+	}
+	return n == len(want)
+}
+
+// relabel sets an object's labels to exactly lbl.
+func (e *env) relabel(ctx context.Context, kind, ns, name string, lbl map[string]string) {
 	var cur map[string]string
 	if kind == "namespaces" {
 		n, err := e.client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
@@ -399,6 +431,11 @@ func (e *env) patch(ctx context.Context, kind, ns, name string, lbl map[string]s
 		}
 		cur = p.Labels
 	}
+	e.patch(ctx, kind, ns, name, cur, lbl)
+}
+
+// patch turns an object's labels cur into exactly lbl.
+func (e *env) patch(ctx context.Context, kind, ns, name string, cur, lbl map[string]string) {
 	var parts []string
 	for k := range cur {
 		if _, keep := lbl[k]; !keep && k != "kubernetes.io/metadata.name" {
@@ -445,5 +482,50 @@ func (e *env) check(ctx context.Context, step string) {
 	time.Sleep(500 * time.Millisecond)
 	if got, ok := e.probeUntil(ctx, want, 15*time.Second); !ok {
 		e.t.Errorf("%s: the reachability matrix differs from the expected one:\n%s", step, e.render(got, want))
+	}
+}
+
+// checkService probes a Service's ClusterIP from every matrix pod and
+// compares with the oracle's verdict for the backend pod's target port:
+// policies judge Service traffic after kube-proxy's DNAT.
+func (e *env) checkService(ctx context.Context, step, clusterIP string, port int32, backend string, pk probeKind) {
+	e.t.Helper()
+	w := e.world(ctx)
+	byKey := map[string]*corev1.Pod{}
+	for _, p := range w.pods {
+		byKey[p.Namespace+"/"+p.Name] = p
+	}
+	time.Sleep(500 * time.Millisecond)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var wrong []string
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, from := range e.names {
+			wg.Go(func() {
+				want := w.allowed(byKey[from], byKey[backend], pk.proto, pk.port)
+				if from == backend {
+					// A pod reaching itself through a Service leaves its
+					// namespace (hairpin), unlike through its own address.
+					return
+				}
+				got := probe(e.netns[from], probeKind{pk.proto, port}, clusterIP)
+				if got != want {
+					mu.Lock()
+					wrong = append(wrong, fmt.Sprintf("%s → %s:%d (%s %s): got allowed=%v, want %v", from, clusterIP, port, backend, pk, got, want))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(wrong) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(wrong)
+			e.t.Errorf("%s: through the Service:\n%s", step, strings.Join(wrong, "\n"))
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }
