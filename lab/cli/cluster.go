@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/kind"
 )
 
 func newClusterCommand(o *options) *cobra.Command {
@@ -23,6 +26,7 @@ func newClusterCreate(o *options) *cobra.Command {
 		name, backend, proxyMode string
 		nodes                    int
 		labels                   []string
+		kf                       kindFlags
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -46,9 +50,13 @@ func newClusterCreate(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			workers, err := kf.prepare(cmd, p, nodes-1)
+			if err != nil {
+				return err
+			}
 			fmt.Fprintf(o.out, "Creating cluster %q ...\n", name)
 			c, err := p.Create(cmd.Context(), cluster.CreateOptions{
-				Name: name, Workers: nodes - 1, NodeLabels: nodeLabels, ProxyMode: proxyMode, Progress: cluster.NewTextProgress(o.out),
+				Name: name, Workers: workers, NodeLabels: nodeLabels, ProxyMode: proxyMode, Progress: cluster.NewTextProgress(o.out),
 			})
 			if err != nil {
 				return err
@@ -66,6 +74,7 @@ func newClusterCreate(o *options) *cobra.Command {
 	c.Flags().IntVar(&nodes, "nodes", 3, "number of nodes: one control plane, the rest workers (NAME-worker, NAME-worker2, ...)")
 	c.Flags().StringVar(&proxyMode, "proxy-mode", "nftables", "kube-proxy mode: nftables or iptables")
 	c.Flags().StringArrayVar(&labels, "node-label", nil, "extra node label NODE:KEY=VALUE (repeatable), e.g. lab-worker:topology.kubernetes.io/zone=zone-a")
+	kf.add(c)
 	return c
 }
 
@@ -93,7 +102,16 @@ func newClusterDelete(o *options) *cobra.Command {
 				fmt.Fprintln(o.out, "Deleted every cluster and swept leftover lab resources.")
 				return nil
 			}
-			if err := p.Delete(cmd.Context(), name); err != nil {
+			err = p.Delete(cmd.Context(), name)
+			if errors.Is(err, cluster.ErrNotFound) && !cmd.Flags().Changed("backend") {
+				// Perhaps the kind backend's.
+				if kp, kerr := o.provider(kind.BackendName); kerr == nil {
+					if kerr = kp.Delete(cmd.Context(), name); !errors.Is(kerr, cluster.ErrNotFound) {
+						err = kerr
+					}
+				}
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(o.out, "Deleted cluster %q.\n", name)
@@ -113,13 +131,23 @@ func newClusterList(o *options) *cobra.Command {
 		Short: "List clusters with their state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.provider(backend)
-			if err != nil {
-				return err
+			if backend != "" && !slices.Contains(backends, backend) {
+				return fmt.Errorf("unknown backend %q: use embedded or kind", backend)
 			}
-			list, err := p.List(cmd.Context())
-			if err != nil {
-				return err
+			var list []cluster.Summary
+			for _, b := range backends {
+				if backend != "" && b != backend {
+					continue
+				}
+				p, err := o.provider(b)
+				if err != nil {
+					return err
+				}
+				l, err := p.List(cmd.Context())
+				if err != nil {
+					return err
+				}
+				list = append(list, l...)
 			}
 			if len(list) == 0 {
 				fmt.Fprintln(o.out, "No clusters.")
@@ -133,7 +161,7 @@ func newClusterList(o *options) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
+	c.Flags().StringVar(&backend, "backend", "", "list only this backend's clusters: embedded or kind (default: both)")
 	return c
 }
 
@@ -143,13 +171,18 @@ func newClusterKubeconfig(o *options) *cobra.Command {
 		Use:   "kubeconfig",
 		Short: "Print a cluster's kubeconfig",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.provider(backend)
-			if err != nil {
-				return err
-			}
-			c, err := p.Get(cmd.Context(), name)
-			if err != nil {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			var c cluster.Cluster
+			if cmd.Flags().Changed("backend") {
+				p, err := o.provider(backend)
+				if err != nil {
+					return err
+				}
+				c, err = p.Get(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+			} else if c, err = o.findCluster(cmd.Context(), name); err != nil {
 				return err
 			}
 			b, err := c.Kubeconfig()
@@ -161,6 +194,6 @@ func newClusterKubeconfig(o *options) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&name, "name", "lab", "cluster name")
-	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
+	c.Flags().StringVar(&backend, "backend", "", "cluster backend: embedded or kind (default: whichever has the cluster)")
 	return c
 }

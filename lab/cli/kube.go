@@ -107,11 +107,7 @@ func newKubectlCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := o.provider("")
-			if err != nil {
-				return err
-			}
-			c, err := p.Get(cmd.Context(), name)
+			c, err := o.findCluster(cmd.Context(), name)
 			if err != nil {
 				return err
 			}

@@ -19,11 +19,7 @@ func newNodeCommand(o *options) *cobra.Command {
 	}
 	c.PersistentFlags().StringVar(&name, "name", "lab", "cluster name")
 	run := func(cmd *cobra.Command, node string, argv []string) error {
-		p, err := o.provider("")
-		if err != nil {
-			return err
-		}
-		cl, err := p.Get(cmd.Context(), name)
+		cl, err := o.findCluster(cmd.Context(), name)
 		if err != nil {
 			return err
 		}

@@ -9,13 +9,13 @@ import (
 )
 
 func newServeCommand(o *options) *cobra.Command {
-	var addr string
+	var addr, backend string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the lab's web UI",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.provider("")
+			p, err := o.provider(backend)
 			if err != nil {
 				return err
 			}
@@ -33,5 +33,6 @@ func newServeCommand(o *options) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+	c.Flags().StringVar(&backend, "backend", "embedded", "the backend of the clusters the UI lists and creates: embedded or kind")
 	return c
 }

@@ -38,7 +38,7 @@ func newImagesCommand(o *options) *cobra.Command {
 		Use:   "images",
 		Short: "The local images pods and node shells run from (no registry needed)",
 	}
-	c.AddCommand(&cobra.Command{
+	c.AddCommand(newImagesLoad(o), &cobra.Command{
 		Use:   "build",
 		Short: "Build the images that are missing (the Debian tools image takes a few minutes the first time)",
 		Args:  cobra.NoArgs,

@@ -32,7 +32,7 @@ const installHint = "install Docker (Debian and Ubuntu: sudo apt-get install doc
 func (Docker) Check(ctx context.Context) (DockerInfo, error) {
 	bin, err := exec.LookPath("docker")
 	if err != nil {
-		return DockerInfo{}, fmt.Errorf("%w (no docker command on PATH)", ErrNoDocker)
+		return DockerInfo{}, fmt.Errorf("%w: no docker command on PATH", ErrNoDocker)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "info", "--format", "{{json .}}")

@@ -59,17 +59,36 @@ func TestParseDockerInfo(t *testing.T) {
 // Without a docker command the real engine says so, and the provider turns
 // that into one line saying what to install and what to use instead.
 func TestNoDockerCommand(t *testing.T) {
-	if _, err := exec.LookPath("docker"); err == nil {
-		t.Skip("docker is installed here")
-	}
+	t.Setenv("PATH", t.TempDir())
 	p := New(t.TempDir(), nil)
 	_, err := p.Create(context.Background(), cluster.CreateOptions{Name: "lab", Workers: 1})
 	if !errors.Is(err, ErrNoDocker) {
 		t.Fatalf("Create without docker: %v", err)
 	}
-	want := "the kind backend needs Docker, which is not installed here: install Docker (Debian and Ubuntu: sudo apt-get install docker.io; elsewhere Docker Engine or Docker Desktop), or use the embedded backend, which needs no Docker (svclab cluster create --backend embedded): Docker is not installed (no docker command on PATH)"
+	want := "the kind backend needs Docker, which is not installed here (no docker command on PATH): install Docker (Debian and Ubuntu: sudo apt-get install docker.io; elsewhere Docker Engine or Docker Desktop), or use the embedded backend, which needs no Docker: svclab cluster create --backend embedded"
 	if err.Error() != want {
 		t.Errorf("err = %q\nwant  %q", err, want)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(p.StateDir, "kind")); len(entries) != 0 {
+		t.Errorf("left %v", entries)
+	}
+}
+
+// The real engine against a real docker command whose daemon is not
+// there.
+func TestDockerCheckDaemonDown(t *testing.T) {
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("no docker command here")
+	}
+	t.Setenv("DOCKER_HOST", "unix://"+t.TempDir()+"/docker.sock")
+	_, err := Docker{}.Check(context.Background())
+	if !errors.Is(err, ErrDockerDown) {
+		t.Fatalf("Check = %v, want ErrDockerDown", err)
+	}
+	p := New(t.TempDir(), nil)
+	_, err = p.Create(context.Background(), cluster.CreateOptions{Name: "lab", Workers: 1})
+	if err == nil || !strings.Contains(err.Error(), "Docker is installed but its daemon is not running") {
+		t.Errorf("Create = %v", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(p.StateDir, "kind")); len(entries) != 0 {
 		t.Errorf("left %v", entries)

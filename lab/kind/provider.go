@@ -63,13 +63,36 @@ func (p *Provider) Preflight(ctx context.Context) (DockerInfo, error) {
 	case err == nil:
 		return info, nil
 	case errors.Is(err, ErrNoDocker):
-		return info, fmt.Errorf("the kind backend needs Docker, which is not installed here: %s, or use the embedded backend, which needs no Docker (svclab cluster create --backend embedded): %w", installHint, err)
+		return info, &learnerError{cause: err, msg: fmt.Sprintf("the kind backend needs Docker, which is not installed here (%s): %s, or use the embedded backend, which needs no Docker: svclab cluster create --backend embedded",
+			detail(err, ErrNoDocker), installHint)}
 	case errors.Is(err, ErrDockerDown):
-		return info, fmt.Errorf("Docker is installed but its daemon is not running: start it (sudo systemctl start docker, or open Docker Desktop) and try again, or use --backend embedded: %w", err)
+		return info, &learnerError{cause: err, msg: fmt.Sprintf("Docker is installed but its daemon is not running (%s): start it (sudo systemctl start docker, or open Docker Desktop) and try again, or use the embedded backend: svclab cluster create --backend embedded",
+			detail(err, ErrDockerDown))}
 	case errors.Is(err, ErrDockerDenied):
-		return info, fmt.Errorf("this user may not use Docker: run svclab with sudo, or add the user to the docker group (sudo usermod -aG docker $USER, then log in again): %w", err)
+		return info, &learnerError{cause: err, msg: fmt.Sprintf("this user may not use Docker (%s): run svclab with sudo, or add the user to the docker group (sudo usermod -aG docker $USER, then log in again)",
+			detail(err, ErrDockerDenied))}
 	}
 	return info, fmt.Errorf("Docker does not answer: %w", err)
+}
+
+// learnerError is an error whose message is written for the learner in
+// full; it still matches its cause with errors.Is.
+type learnerError struct {
+	cause error
+	msg   string
+}
+
+func (e *learnerError) Error() string { return e.msg }
+func (e *learnerError) Unwrap() error { return e.cause }
+
+// detail is what err says past sentinel's text.
+func detail(err, sentinel error) string {
+	d := strings.TrimPrefix(strings.TrimPrefix(err.Error(), sentinel.Error()), ": ")
+	d = strings.TrimSuffix(strings.TrimPrefix(d, "("), ")")
+	if d == "" {
+		return sentinel.Error()
+	}
+	return strings.TrimSuffix(d, ".")
 }
 
 // shape picks the shape for opts.

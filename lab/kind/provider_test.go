@@ -226,11 +226,11 @@ func TestCreateErrors(t *testing.T) {
 		{name: "no docker", setup: func(_ *testing.T, _ *Provider, eng *fakeEngine, _ *fakeImages, _ *fakeAPI) context.Context {
 			eng.checkErr = ErrNoDocker
 			return context.Background()
-		}, want: "the kind backend needs Docker, which is not installed here: install Docker (Debian and Ubuntu: sudo apt-get install docker.io; elsewhere Docker Engine or Docker Desktop), or use the embedded backend, which needs no Docker (svclab cluster create --backend embedded)", is: ErrNoDocker},
+		}, want: "the kind backend needs Docker, which is not installed here (Docker is not installed): install Docker (Debian and Ubuntu: sudo apt-get install docker.io; elsewhere Docker Engine or Docker Desktop), or use the embedded backend, which needs no Docker: svclab cluster create --backend embedded", is: ErrNoDocker},
 		{name: "docker not running", setup: func(_ *testing.T, _ *Provider, eng *fakeEngine, _ *fakeImages, _ *fakeAPI) context.Context {
 			eng.checkErr = ErrDockerDown
 			return context.Background()
-		}, want: "Docker is installed but its daemon is not running: start it (sudo systemctl start docker", is: ErrDockerDown},
+		}, want: "Docker is installed but its daemon is not running (the Docker daemon is not running): start it (sudo systemctl start docker", is: ErrDockerDown},
 		{name: "docker denied", setup: func(_ *testing.T, _ *Provider, eng *fakeEngine, _ *fakeImages, _ *fakeAPI) context.Context {
 			eng.checkErr = ErrDockerDenied
 			return context.Background()
