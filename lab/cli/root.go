@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
-	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
 )
@@ -34,8 +34,8 @@ func (o *options) provider(backend string) (cluster.Provider, error) {
 	switch backend {
 	case "", embedded.BackendName:
 		return embedded.New(o.stateDir, o.logger()), nil
-	case kind.BackendName:
-		return kind.New(o.stateDir, o.logger()), nil
+	case "kind":
+		return nil, fmt.Errorf("the kind backend is not available in this build yet: use --backend embedded")
 	default:
 		return nil, fmt.Errorf("unknown backend %q: use embedded or kind", backend)
 	}
@@ -58,7 +58,9 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&o.stateDir, "state-dir", embedded.DefaultStateDir(), "where svclab keeps its clusters' state (env "+embedded.EnvStateDir+")")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
-	root.AddCommand(scenario.NewCommand())
+	scenarioCmd := scenario.NewCommand()
+	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.stateDir }, Provider: func() (cluster.Provider, error) { return o.provider("") }, Log: o.logger})
+	root.AddCommand(scenarioCmd)
 	root.AddCommand(session.NewCommand())
 	return root
 }

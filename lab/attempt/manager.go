@@ -1,0 +1,718 @@
+package attempt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/faults"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/store"
+	"github.com/svclab/svclab/scenarios"
+)
+
+// Attempt states (the store's).
+const (
+	StateRunning   = string(store.Running)
+	StatePassed    = string(store.Passed)
+	StateErrored   = string(store.Errored)
+	StateAbandoned = string(store.Abandoned)
+)
+
+// Attempt is a learner's go at a scenario.
+type Attempt struct {
+	ID                  int64
+	Learner, ScenarioID string
+	Cluster             string
+	Backend             string
+	// State is StateRunning, StatePassed, StateErrored or StateAbandoned.
+	State             string
+	Started, Finished time.Time
+	// Score and MaxScore are the weights of the checks that passed in the
+	// last check run and of all checks, rounded.
+	Score, MaxScore int
+	HintsShown      int
+	// Error says why an errored attempt errored.
+	Error string
+	// SolutionUsed is when the reference solution was applied (zero:
+	// never).
+	SolutionUsed time.Time
+	// LastCheck is when the checks last ran (zero: never); LastCheckPassed
+	// is their verdict.
+	LastCheck       time.Time
+	LastCheckPassed bool
+}
+
+func fromStore(a store.Attempt) *Attempt {
+	return &Attempt{ID: a.ID, Learner: a.Learner, ScenarioID: a.ScenarioID, Cluster: a.Cluster, Backend: a.Backend, State: string(a.State),
+		Started: a.Started, Finished: a.Finished, Score: int(math.Round(a.Score)), MaxScore: int(math.Round(a.MaxScore)),
+		HintsShown: a.HintsShown, Error: a.Error, SolutionUsed: a.SolutionUsed, LastCheck: a.LastCheck, LastCheckPassed: a.LastCheckPassed}
+}
+
+// CheckRun is one grading of an attempt, with each check's result.
+type CheckRun = store.CheckRun
+
+// Options configure a Manager.
+type Options struct {
+	// Store records the attempts (required).
+	Store *store.Store
+	// Provider finds and creates clusters (required).
+	Provider cluster.Provider
+	// Backend is the provider's name, recorded with each attempt (default
+	// "embedded").
+	Backend string
+	// Catalog holds the scenarios (default: the ones built into svclab,
+	// loaded with Faults); Problems are the problems of the scenarios that
+	// did not load, to explain why one is missing.
+	Catalog  *scenario.Catalog
+	Problems scenario.Problems
+	// Faults are the fault implementations (default faults.Registry()).
+	Faults *scenario.Registry
+	// KubeBin finds svclab-kube for the reference solution (default
+	// kubebin.Locate).
+	KubeBin func(ctx context.Context) (string, error)
+	// Runner sets scenarios up (default SessionRunner).
+	Runner Runner
+	Log    *slog.Logger
+}
+
+// Manager runs learners' attempts and records them. It is safe for
+// concurrent use; operations on one attempt, and starts on one cluster,
+// run one at a time.
+type Manager struct {
+	store    *store.Store
+	provider cluster.Provider
+	backend  string
+	catalog  *scenario.Catalog
+	problems scenario.Problems
+	kubeBin  func(ctx context.Context) (string, error)
+	runner   Runner
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	labs  map[int64]Lab
+	locks map[string]*sync.Mutex
+}
+
+// New returns a Manager.
+func New(opts Options) (*Manager, error) {
+	if opts.Store == nil || opts.Provider == nil {
+		return nil, errors.New("attempt.New: a store and a cluster provider are required")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Faults == nil {
+		opts.Faults = faults.Registry()
+	}
+	if opts.Catalog == nil {
+		opts.Catalog, opts.Problems = scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: opts.Faults, Logger: opts.Log})
+	}
+	if opts.Backend == "" {
+		opts.Backend = "embedded"
+	}
+	if opts.KubeBin == nil {
+		opts.KubeBin = func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) }
+	}
+	if opts.Runner == nil {
+		opts.Runner = SessionRunner{Faults: opts.Faults, Log: opts.Log}
+	}
+	return &Manager{store: opts.Store, provider: opts.Provider, backend: opts.Backend, catalog: opts.Catalog, problems: opts.Problems,
+		kubeBin: opts.KubeBin, runner: opts.Runner, log: opts.Log, labs: map[int64]Lab{}, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Catalog is the scenarios the manager runs.
+func (m *Manager) Catalog() *scenario.Catalog { return m.catalog }
+
+// lock serialises the operations on one key ("attempt/3", "cluster/lab").
+func (m *Manager) lock(key string) func() {
+	m.mu.Lock()
+	l, ok := m.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		m.locks[key] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Scenario returns the scenario id, or an error that says why there is
+// none: unknown, or malformed (with its problems).
+func (m *Manager) Scenario(id string) (*scenario.Scenario, error) {
+	if s := m.catalog.Get(id); s != nil {
+		return s, nil
+	}
+	var mine []string
+	for _, p := range m.problems {
+		if strings.Contains("/"+p.File+"/", "/"+id+"/") {
+			mine = append(mine, p.String())
+		}
+	}
+	if len(mine) > 0 {
+		return nil, fmt.Errorf("scenario %s has problems and cannot run (svclab scenario lint shows them):\n  %s", id, strings.Join(mine, "\n  "))
+	}
+	return nil, fmt.Errorf("there is no scenario %q; the scenarios are %s (svclab scenario list)", id, strings.Join(m.catalog.IDs(), ", "))
+}
+
+// persist is for recording what happened after ctx may have been
+// cancelled (Ctrl-C during setup): the record must still be written.
+func persist(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// Start sets scenario scenarioID up for learner on cluster clusterName
+// (created with the scenario's shape when missing) and records a running
+// attempt with the baseline its checks compare with. A setup that fails is
+// recorded as an errored attempt and removed from the cluster again; the
+// error says why.
+func (m *Manager) Start(ctx context.Context, learner, scenarioID, clusterName string, progress cluster.Progress) (*Attempt, error) {
+	if err := cluster.ValidateName(clusterName); err != nil {
+		return nil, err
+	}
+	if learner == "" {
+		learner = store.LocalLearner
+	}
+	if _, err := m.store.EnsureLearner(ctx, learner, ""); err != nil {
+		return nil, err
+	}
+	unlock := m.lock("cluster/" + clusterName)
+	defer unlock()
+	if busy, err := m.store.Attempts(ctx, store.AttemptFilter{States: []store.State{store.Running, store.Errored}}); err != nil {
+		return nil, err
+	} else {
+		for _, a := range busy {
+			if a.Cluster != clusterName || (a.State == store.Errored && !m.hasBaseline(ctx, a.ID)) {
+				continue
+			}
+			if a.Learner == learner && a.ScenarioID == scenarioID {
+				return nil, fmt.Errorf("you are already working on scenario %s (attempt %d on cluster %s): check it with 'svclab scenario check %s', or start over with 'svclab scenario reset %s'", scenarioID, a.ID, a.Cluster, scenarioID, scenarioID)
+			}
+			who := ""
+			if a.Learner != learner {
+				who = " of " + a.Learner
+			}
+			return nil, fmt.Errorf("cluster %s is busy with scenario %s (attempt %d%s): finish it, abandon it with 'svclab scenario abandon %s', or use another cluster (--cluster)", clusterName, a.ScenarioID, a.ID, who, a.ScenarioID)
+		}
+	}
+	rec, err := m.store.CreateAttempt(ctx, store.NewAttempt{Learner: learner, ScenarioID: scenarioID, Cluster: clusterName, Backend: m.backend})
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("starting attempt", "attempt", rec.ID, "learner", learner, "scenario", scenarioID, "cluster", clusterName)
+	fail := func(err error) (*Attempt, error) {
+		pctx, cancel := persist(ctx)
+		defer cancel()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted: %w", err)
+		}
+		if serr := m.store.SetState(pctx, rec.ID, store.Errored, err.Error()); serr != nil {
+			return nil, errors.Join(err, serr)
+		}
+		return nil, err
+	}
+	s, err := m.Scenario(scenarioID)
+	if err != nil {
+		return fail(err)
+	}
+	c, err := m.runner.EnsureCluster(ctx, m.provider, clusterName, s.Cluster, progress)
+	if err != nil {
+		return fail(err)
+	}
+	lab, err := m.runner.Start(ctx, s, c, progress)
+	if err != nil {
+		if lab != nil {
+			pctx, cancel := persist(ctx)
+			defer cancel()
+			if aerr := lab.Abort(pctx); aerr != nil {
+				err = fmt.Errorf("%w; removing what the failed setup left also failed: %v", err, aerr)
+			}
+		}
+		return fail(err)
+	}
+	state, err := lab.State()
+	if err == nil {
+		err = m.store.SetBaseline(ctx, rec.ID, state)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("recording the attempt's baseline: %w", err))
+	}
+	m.mu.Lock()
+	m.labs[rec.ID] = lab
+	m.mu.Unlock()
+	return m.attempt(ctx, rec.ID)
+}
+
+func (m *Manager) hasBaseline(ctx context.Context, id int64) bool {
+	_, err := m.store.Baseline(ctx, id)
+	return err == nil
+}
+
+func (m *Manager) attempt(ctx context.Context, id int64) (*Attempt, error) {
+	a, err := m.store.Attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return fromStore(a), nil
+}
+
+// Attempt returns attempt id.
+func (m *Manager) Attempt(ctx context.Context, id int64) (*Attempt, error) { return m.attempt(ctx, id) }
+
+// Current is the learner's latest running attempt at the scenario, or nil.
+func (m *Manager) Current(ctx context.Context, learner, scenarioID string) (*Attempt, error) {
+	return m.latest(ctx, learner, scenarioID, store.Running)
+}
+
+// Latest is the learner's latest attempt at the scenario in any state, or
+// nil.
+func (m *Manager) Latest(ctx context.Context, learner, scenarioID string) (*Attempt, error) {
+	return m.latest(ctx, learner, scenarioID)
+}
+
+func (m *Manager) latest(ctx context.Context, learner, scenarioID string, states ...store.State) (*Attempt, error) {
+	if learner == "" {
+		learner = store.LocalLearner
+	}
+	list, err := m.store.Attempts(ctx, store.AttemptFilter{Learner: learner, ScenarioID: scenarioID, States: states, Limit: 1})
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return fromStore(list[0]), nil
+}
+
+// lab returns the lab of attempt a: the one this process started, or the
+// one resumed from the stored state. A lab that cannot be resumed (the
+// cluster is gone, the state was never saved) marks a running attempt
+// errored.
+func (m *Manager) lab(ctx context.Context, a store.Attempt) (Lab, *scenario.Scenario, error) {
+	m.mu.Lock()
+	lab, ok := m.labs[a.ID]
+	m.mu.Unlock()
+	s, err := m.Scenario(a.ScenarioID)
+	if err != nil {
+		return nil, nil, m.errored(ctx, a, err)
+	}
+	if ok {
+		return lab, s, nil
+	}
+	c, err := m.provider.Get(ctx, a.Cluster)
+	if errors.Is(err, cluster.ErrNotFound) {
+		return nil, nil, m.errored(ctx, a, fmt.Errorf("cluster %s of attempt %d is gone: start the scenario again with 'svclab scenario reset %s'", a.Cluster, a.ID, a.ScenarioID))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("finding cluster %s of attempt %d: %w", a.Cluster, a.ID, err)
+	}
+	state, err := m.store.Baseline(ctx, a.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		err := fmt.Errorf("attempt %d never finished setting up (%s): start the scenario again with 'svclab scenario reset %s'", a.ID, orUnknown(a.Error), a.ScenarioID)
+		if a.State == store.Errored {
+			return nil, nil, err // keep the error that stopped the setup
+		}
+		return nil, nil, m.errored(ctx, a, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	lab, err = m.runner.Resume(s, c, state)
+	if err != nil {
+		return nil, nil, m.errored(ctx, a, fmt.Errorf("resuming attempt %d: %w", a.ID, err))
+	}
+	m.mu.Lock()
+	m.labs[a.ID] = lab
+	m.mu.Unlock()
+	return lab, s, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "no error was recorded"
+	}
+	return s
+}
+
+// errored records err on a running attempt and returns it.
+func (m *Manager) errored(ctx context.Context, a store.Attempt, err error) error {
+	if a.State == store.Running || a.State == store.Errored {
+		pctx, cancel := persist(ctx)
+		defer cancel()
+		if serr := m.store.SetState(pctx, a.ID, store.Errored, err.Error()); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+	return err
+}
+
+// usable returns attempt id if it can still be worked on.
+func (m *Manager) usable(ctx context.Context, id int64) (store.Attempt, error) {
+	a, err := m.store.Attempt(ctx, id)
+	if err != nil {
+		return a, err
+	}
+	if a.State == store.Abandoned {
+		return a, fmt.Errorf("attempt %d at %s was abandoned: start the scenario again with 'svclab scenario start %s'", a.ID, a.ScenarioID, a.ScenarioID)
+	}
+	return a, nil
+}
+
+// timeoutMarker is how lab/grade reports a check that ran out of time.
+const timeoutMarker = "did not finish within"
+
+// Check grades attempt id against its stored baseline and records the
+// check run (and the hints that failed checks unlock). When every check
+// passes the attempt is passed; a check that times out makes it errored,
+// with the cluster left as it is (a later check may pass).
+func (m *Manager) Check(ctx context.Context, attemptID int64) (*grade.Report, error) {
+	return m.grade(ctx, attemptID, store.TriggerLearner)
+}
+
+// Evaluate grades attempt id and records the run like Check, without
+// changing the attempt's state: continuous re-evaluation, as the web UI
+// does while the learner works ("checks passing" in Progress).
+func (m *Manager) Evaluate(ctx context.Context, attemptID int64) (*grade.Report, error) {
+	return m.grade(ctx, attemptID, store.TriggerAuto)
+}
+
+func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.Report, error) {
+	defer m.lock(fmt.Sprintf("attempt/%d", id))()
+	a, err := m.usable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	lab, _, err := m.lab(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	rep := lab.Grade(ctx)
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("grading attempt %d was interrupted: %w", id, ctx.Err())
+	}
+	run := store.CheckRun{AttemptID: id, Duration: rep.Duration, Passed: rep.Passed, Trigger: trigger}
+	var timedOut []string
+	for _, r := range rep.Results {
+		run.MaxScore += r.Weight
+		if r.Passed {
+			run.Score += r.Weight
+		}
+		if strings.Contains(r.Error, timeoutMarker) {
+			timedOut = append(timedOut, fmt.Sprintf("check %s: %s", r.ID, r.Error))
+		}
+		run.Results = append(run.Results, store.CheckResult{CheckID: r.ID, Kind: r.Kind, Weight: r.Weight, Passed: r.Passed,
+			Message: r.Message, Detail: r.Detail, Error: r.Error, Duration: r.Duration})
+	}
+	var then store.State
+	msg := ""
+	if trigger == store.TriggerLearner {
+		switch {
+		case a.State == store.Passed:
+		case rep.Passed:
+			then = store.Passed
+		case len(timedOut) > 0:
+			then = store.Errored
+			msg = fmt.Sprintf("grading timed out (%s); the cluster is as you left it: check again, or start over with 'svclab scenario reset %s'", strings.Join(timedOut, "; "), a.ScenarioID)
+		case a.State == store.Errored:
+			then = store.Running // grading works again
+		}
+	}
+	if _, err := m.store.RecordCheckRun(ctx, run, then, msg); err != nil {
+		return rep, err
+	}
+	for _, h := range rep.UnlockedHints {
+		if _, err := m.store.RecordHint(ctx, id, h, store.HintUnlocked); err != nil {
+			return rep, err
+		}
+	}
+	if msg != "" {
+		return rep, errors.New(msg)
+	}
+	return rep, nil
+}
+
+// ErrNoMoreHints is returned by Hint when every hint has been shown.
+var ErrNoMoreHints = errors.New("no more hints")
+
+// Hint returns the next hint of attempt id that its learner has not seen
+// (hints are 1-based; those that failed checks unlocked count as seen) and
+// records it. When all were shown it returns ErrNoMoreHints.
+func (m *Manager) Hint(ctx context.Context, attemptID int64) (index int, text string, err error) {
+	defer m.lock(fmt.Sprintf("attempt/%d", attemptID))()
+	a, err := m.store.Attempt(ctx, attemptID)
+	if err != nil {
+		return 0, "", err
+	}
+	s, err := m.Scenario(a.ScenarioID)
+	if err != nil {
+		return 0, "", err
+	}
+	shown, err := m.store.Hints(ctx, attemptID)
+	if err != nil {
+		return 0, "", err
+	}
+	seen := map[int]bool{}
+	for _, h := range shown {
+		seen[h.Hint] = true
+	}
+	for i, h := range s.Hints {
+		if seen[i+1] {
+			continue
+		}
+		if _, err := m.store.RecordHint(ctx, attemptID, i+1, store.HintRequested); err != nil {
+			return 0, "", err
+		}
+		return i + 1, h, nil
+	}
+	return 0, "", fmt.Errorf("you have seen all %d hints of %s: %w", len(s.Hints), s.ID, ErrNoMoreHints)
+}
+
+// Hint is a hint shown in an attempt.
+type Hint struct {
+	Index  int
+	Text   string
+	Shown  time.Time
+	Reason store.HintReason
+}
+
+// Hints lists the hints shown in attempt id, in the order shown.
+func (m *Manager) Hints(ctx context.Context, attemptID int64) ([]Hint, error) {
+	a, err := m.store.Attempt(ctx, attemptID)
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.Scenario(a.ScenarioID)
+	if err != nil {
+		return nil, err
+	}
+	shown, err := m.store.Hints(ctx, attemptID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Hint
+	for _, h := range shown {
+		if h.Hint >= 1 && h.Hint <= len(s.Hints) {
+			out = append(out, Hint{Index: h.Hint, Text: s.Hints[h.Hint-1], Shown: h.Shown, Reason: h.Reason})
+		}
+	}
+	return out, nil
+}
+
+// Solve applies the scenario's reference solution to attempt id, writing
+// the commands and their output to out, and records that it was used.
+func (m *Manager) Solve(ctx context.Context, attemptID int64, out io.Writer) error {
+	defer m.lock(fmt.Sprintf("attempt/%d", attemptID))()
+	a, err := m.usable(ctx, attemptID)
+	if err != nil {
+		return err
+	}
+	lab, _, err := m.lab(ctx, a)
+	if err != nil {
+		return err
+	}
+	bin, err := m.kubeBin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.store.MarkSolutionUsed(ctx, attemptID); err != nil {
+		return err
+	}
+	if err := lab.Solve(ctx, bin, out); err != nil {
+		return fmt.Errorf("the reference solution of %s failed: %w", a.ScenarioID, err)
+	}
+	return nil
+}
+
+// teardown removes attempt a's scenario from its cluster, if the cluster is
+// still there.
+func (m *Manager) teardown(ctx context.Context, a store.Attempt) error {
+	m.mu.Lock()
+	lab, ok := m.labs[a.ID]
+	delete(m.labs, a.ID)
+	m.mu.Unlock()
+	if !ok {
+		s, err := m.Scenario(a.ScenarioID)
+		if err != nil {
+			return nil // nothing of it can be on the cluster
+		}
+		c, err := m.provider.Get(ctx, a.Cluster)
+		if errors.Is(err, cluster.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("finding cluster %s: %w", a.Cluster, err)
+		}
+		if state, err := m.store.Baseline(ctx, a.ID); err == nil {
+			lab, err = m.runner.Resume(s, c, state)
+			if err != nil {
+				lab = nil
+			}
+		}
+		if lab == nil {
+			if lab, err = m.runner.Attach(s, c); err != nil {
+				return err
+			}
+		}
+	}
+	if err := lab.Teardown(ctx, false); err != nil {
+		return fmt.Errorf("removing scenario %s from cluster %s: %w", a.ScenarioID, a.Cluster, err)
+	}
+	return nil
+}
+
+// Abandon removes attempt id's scenario from its cluster and records the
+// attempt as abandoned (a passed attempt stays passed; its scenario is
+// still removed).
+func (m *Manager) Abandon(ctx context.Context, attemptID int64) error {
+	defer m.lock(fmt.Sprintf("attempt/%d", attemptID))()
+	a, err := m.store.Attempt(ctx, attemptID)
+	if err != nil {
+		return err
+	}
+	return m.abandon(ctx, a)
+}
+
+func (m *Manager) abandon(ctx context.Context, a store.Attempt) error {
+	if a.State == store.Abandoned {
+		return nil
+	}
+	terr := m.teardown(ctx, a)
+	if a.State != store.Passed {
+		pctx, cancel := persist(ctx)
+		defer cancel()
+		if err := m.store.SetState(pctx, a.ID, store.Abandoned, ""); err != nil {
+			return errors.Join(terr, err)
+		}
+	}
+	return terr
+}
+
+// Reset removes attempt id's scenario from its cluster, records the attempt
+// as abandoned (unless it passed) and starts the scenario again on the same
+// cluster as a new attempt.
+func (m *Manager) Reset(ctx context.Context, attemptID int64, progress cluster.Progress) (*Attempt, error) {
+	unlock := m.lock(fmt.Sprintf("attempt/%d", attemptID))
+	a, err := m.store.Attempt(ctx, attemptID)
+	if err == nil {
+		progress := cluster.OrNop(progress)
+		done := progress.Start(fmt.Sprintf("Removing attempt %d from cluster %s", a.ID, a.Cluster))
+		err = m.abandon(ctx, a)
+		done(err)
+	}
+	unlock()
+	if err != nil {
+		// The teardown failed: starting again removes what an earlier run
+		// left anyway, so carry on, but say what happened.
+		m.log.Warn("reset: removing the old attempt failed", "attempt", attemptID, "err", err)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return m.Start(ctx, a.Learner, a.ScenarioID, a.Cluster, progress)
+}
+
+// History lists the check runs of attempt id, oldest first.
+func (m *Manager) History(ctx context.Context, attemptID int64) ([]CheckRun, error) {
+	if _, err := m.store.Attempt(ctx, attemptID); err != nil {
+		return nil, err
+	}
+	return m.store.CheckRuns(ctx, attemptID)
+}
+
+// Progress states of a scenario for a learner.
+const (
+	NotStarted    = "not started"
+	Working       = "working"
+	ChecksPassing = "checks passing"
+	Solved        = "solved"
+)
+
+// Status is where a learner stands with one scenario.
+type Status struct {
+	ScenarioID string
+	// State is NotStarted, Working (an attempt is running or errored),
+	// ChecksPassing (its last check run passed, but the learner has not
+	// had it checked yet) or Solved (an attempt passed).
+	State string
+	// Attempts counts the learner's attempts; Latest is the newest (nil:
+	// none).
+	Attempts int
+	Latest   *Attempt
+	// BestScore is the best score of any attempt, of MaxScore.
+	BestScore, MaxScore int
+	// HintsUsed are the hints shown in the attempt that passed, or else in
+	// the latest one.
+	HintsUsed int
+	// LastCheck is when the checks last ran in any attempt;
+	// LastCheckPassed their verdict.
+	LastCheck       time.Time
+	LastCheckPassed bool
+	// Solved is when the first attempt that passed finished (zero: not
+	// solved).
+	Solved time.Time
+}
+
+// Progress is learner's status for every scenario of the catalog (and any
+// other scenario they attempted), by scenario id.
+func (m *Manager) Progress(ctx context.Context, learner string) (map[string]Status, error) {
+	if learner == "" {
+		learner = store.LocalLearner
+	}
+	list, err := m.store.Attempts(ctx, store.AttemptFilter{Learner: learner})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Status{}
+	for _, s := range m.catalog.Scenarios {
+		out[s.ID] = Status{ScenarioID: s.ID, State: NotStarted}
+	}
+	var passedBy = map[string]*Attempt{}
+	for _, rec := range list { // newest first
+		a := fromStore(rec)
+		st, ok := out[a.ScenarioID]
+		if !ok {
+			if m.catalog.Get(a.ScenarioID) == nil && a.State == StateErrored && rec.CheckRuns == 0 {
+				continue // an attempt at a scenario that does not exist
+			}
+			st = Status{ScenarioID: a.ScenarioID, State: NotStarted}
+		}
+		st.Attempts++
+		if st.Latest == nil {
+			st.Latest = a
+			switch a.State {
+			case StateRunning, StateErrored:
+				st.State = Working
+				if a.LastCheckPassed {
+					st.State = ChecksPassing
+				}
+			}
+		}
+		if a.MaxScore > 0 && (st.MaxScore == 0 || a.Score*st.MaxScore > st.BestScore*a.MaxScore) {
+			st.BestScore, st.MaxScore = a.Score, a.MaxScore
+		}
+		if a.LastCheck.After(st.LastCheck) {
+			st.LastCheck, st.LastCheckPassed = a.LastCheck, a.LastCheckPassed
+		}
+		if a.State == StatePassed {
+			st.State, st.Solved = Solved, a.Finished
+			passedBy[a.ScenarioID] = a
+		}
+		out[a.ScenarioID] = st
+	}
+	for id, st := range out {
+		switch {
+		case passedBy[id] != nil:
+			st.HintsUsed = passedBy[id].HintsShown
+		case st.Latest != nil:
+			st.HintsUsed = st.Latest.HintsShown
+		}
+		out[id] = st
+	}
+	return out, nil
+}
