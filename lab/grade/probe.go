@@ -280,16 +280,25 @@ func probeScript(p *scenario.ProbeCheck, t probeTarget, fromNode bool, n int, ti
 	case "udp":
 		b.WriteString("  printf 'hostname\\n' | timeout $((TS+1)) nc -u -w \"$TS\" \"$H\" \"$P\"\n")
 	case "dns":
-		fmt.Fprintf(&b, "  if command -v dig >/dev/null 2>&1; then dig +short +time=\"$TS\" +tries=1 -p \"$P\" @\"$H\" %s; else timeout $((TS+1)) nslookup %s \"$H\"; fi\n", shq(p.Query), shq(p.Query))
+		bind := ""
+		if p.SourcePort != 0 {
+			bind = fmt.Sprintf("-b 0.0.0.0#%d ", p.SourcePort)
+		}
+		fmt.Fprintf(&b, "  if command -v dig >/dev/null 2>&1; then dig %s+short +time=\"$TS\" +tries=1 -p \"$P\" @\"$H\" %s; else timeout $((TS+1)) nslookup %s \"$H\"; fi\n", bind, shq(p.Query), shq(p.Query))
 	}
 	b.WriteString("}\n")
+	// Attempts run in parallel, unless they share a source port.
+	bg := "&"
+	if p.SourcePort != 0 {
+		bg = ""
+	}
 	fmt.Fprintf(&b, `i=0
 while [ "$i" -lt %d ]; do
   i=$((i+1))
-  ( out=$(one 2>&1); rc=$?; printf '@@ %%s %%s %%s\n' "$i" "$rc" "$(printf '%%s' "$out" | tr '\n' ' ')" ) &
+  ( out=$(one 2>&1); rc=$?; printf '@@ %%s %%s %%s\n' "$i" "$rc" "$(printf '%%s' "$out" | tr '\n' ' ')" ) %s
 done
 wait
-`, n)
+`, n, bg)
 	return b.String()
 }
 

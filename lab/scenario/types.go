@@ -187,14 +187,15 @@ type APICheck struct {
 
 // ProbeCheck sends Attempts probes and compares the outcomes with Expect.
 type ProbeCheck struct {
-	From     ProbeSource `yaml:"from" rule:"required" doc:"Where the probes start."`
-	Protocol string      `yaml:"protocol" rule:"required,enum=protocols" doc:"What to send."`
-	Target   ProbeTarget `yaml:"target" rule:"required" doc:"Where the probes go."`
-	Path     string      `yaml:"path" rule:"pattern=httpPath" doc:"The HTTP path (http only; default /). agnhost netexec answers /hostname and /clientip."`
-	Query    string      `yaml:"query" doc:"The name to resolve (dns only)."`
-	Attempts int         `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10)."`
-	Timeout  string      `yaml:"timeout" rule:"pattern=duration" doc:"Each probe's timeout, such as 2s (default 2s)."`
-	Expect   ProbeExpect `yaml:"expect" rule:"required" doc:"The expected outcome."`
+	From       ProbeSource `yaml:"from" rule:"required" doc:"Where the probes start."`
+	Protocol   string      `yaml:"protocol" rule:"required,enum=protocols" doc:"What to send."`
+	Target     ProbeTarget `yaml:"target" rule:"required" doc:"Where the probes go."`
+	Path       string      `yaml:"path" rule:"pattern=httpPath" doc:"The HTTP path (http only; default /). agnhost netexec answers /hostname and /clientip."`
+	Query      string      `yaml:"query" doc:"The name to resolve (dns only)."`
+	Attempts   int         `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10)."`
+	SourcePort int         `yaml:"sourcePort" rule:"min=1,max=65535" doc:"dns probes from a node: send from this UDP source port, as a resolver that keeps its socket does; the attempts then run one after the other."`
+	Timeout    string      `yaml:"timeout" rule:"pattern=duration" doc:"Each probe's timeout, such as 2s (default 2s)."`
+	Expect     ProbeExpect `yaml:"expect" rule:"required" doc:"The expected outcome."`
 }
 
 // ProbeSource is a node, a named pod, or any pod matching a selector.

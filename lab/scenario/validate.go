@@ -367,6 +367,9 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 		}
 	}
 
+	if pr.SourcePort != 0 && (pr.Protocol != "dns" || from.Node == "") {
+		v.bad(p+".sourcePort", "only dns probes from a node have a source port")
+	}
 	if pr.Path != "" && pr.Protocol != "http" {
 		v.bad(p+".path", "only http probes have a path")
 	}

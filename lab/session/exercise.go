@@ -348,14 +348,13 @@ func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c
 			}
 			step("wrong fix "+w.ID, func() (string, *grade.Report, error) {
 				detail, rep, err := tryWrongFix(ctx, ses, w, bin)
-				if err != nil {
-					return detail, rep, err
-				}
+				// Undo even a wrong fix that was not rejected: the next
+				// steps need the broken scenario.
 				var buf bytes.Buffer
-				if err := ses.RunCommands(ctx, bin, w.Undo, &buf); err != nil {
-					return "", rep, fmt.Errorf("undoing it: %w\n%s", err, buf.String())
+				if uerr := ses.RunCommands(ctx, bin, w.Undo, &buf); uerr != nil {
+					return detail, rep, errors.Join(err, fmt.Errorf("undoing it: %w\n%s", uerr, buf.String()))
 				}
-				return detail, rep, ses.afterCommands(ctx)
+				return detail, rep, errors.Join(err, ses.afterCommands(ctx))
 			})
 		}
 	}
