@@ -11,6 +11,7 @@ import (
 	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
 )
@@ -34,8 +35,8 @@ func (o *options) provider(backend string) (cluster.Provider, error) {
 	switch backend {
 	case "", embedded.BackendName:
 		return embedded.New(o.stateDir, o.logger()), nil
-	case "kind":
-		return nil, fmt.Errorf("the kind backend is not available in this build yet: use --backend embedded")
+	case kind.BackendName:
+		return kind.New(o.stateDir, o.logger()), nil
 	default:
 		return nil, fmt.Errorf("unknown backend %q: use embedded or kind", backend)
 	}
