@@ -11,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
 // envSource reads what a container's environment refers to.
@@ -22,8 +24,13 @@ type envSource interface {
 	services(ctx context.Context, ns string) ([]corev1.Service, error)
 }
 
-// clientEnvSource reads them from the API server.
-type clientEnvSource struct{ client kubernetes.Interface }
+// clientEnvSource reads ConfigMaps and Secrets from the API server and
+// Services from the agent's cache, as the kubelet does (every container
+// start lists them).
+type clientEnvSource struct {
+	client kubernetes.Interface
+	svcs   corelisters.ServiceLister
+}
 
 func (s clientEnvSource) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	return s.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
@@ -34,11 +41,15 @@ func (s clientEnvSource) secret(ctx context.Context, ns, name string) (*corev1.S
 }
 
 func (s clientEnvSource) services(ctx context.Context, ns string) ([]corev1.Service, error) {
-	l, err := s.client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	l, err := s.svcs.Services(ns).List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	return l.Items, nil
+	out := make([]corev1.Service, 0, len(l))
+	for _, svc := range l {
+		out = append(out, *svc)
+	}
+	return out, nil
 }
 
 // envWarning is something about the environment the kubelet reports as an
