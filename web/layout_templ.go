@@ -471,7 +471,7 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</p><script>\n\t\t\t(function () {\n\t\t\t\tvar list = document.getElementById(\"steps\");\n\t\t\t\tif (list.dataset.done === \"true\") { return; }\n\t\t\t\tvar outcome = document.getElementById(\"outcome\");\n\t\t\t\tvar proto = location.protocol === \"https:\" ? \"wss://\" : \"ws://\";\n\t\t\t\tvar ws = new WebSocket(proto + location.host + \"/operations/\" + list.dataset.operation + \"/events\");\n\t\t\t\tvar first = true;\n\t\t\t\tws.onmessage = function (ev) {\n\t\t\t\t\tvar s = JSON.parse(ev.data);\n\t\t\t\t\t// The socket replays every step from the start: rebuild.\n\t\t\t\t\tif (first) { list.innerHTML = \"\"; first = false; }\n\t\t\t\t\tif (s.state === \"finished\") {\n\t\t\t\t\t\tif (list.dataset.next) { location.assign(list.dataset.next); return; }\n\t\t\t\t\t\toutcome.innerHTML = '<span class=\"state-running\">Done.</span> <a href=\"/\">Back to the clusters</a>'; return;\n\t\t\t\t\t}\n\t\t\t\t\tif (s.state === \"failed\" && !s.name) { outcome.textContent = \"Failed: \" + s.error; outcome.className = \"state-broken\"; return; }\n\t\t\t\t\tvar li = null;\n\t\t\t\t\tif (s.state === \"done\" || s.state === \"failed\") {\n\t\t\t\t\t\tfor (var i = list.children.length - 1; i >= 0; i--) {\n\t\t\t\t\t\t\tvar c = list.children[i];\n\t\t\t\t\t\t\tif (c.dataset.step === s.name && c.className === \"step-running\") { li = c; break; }\n\t\t\t\t\t\t}\n\t\t\t\t\t}\n\t\t\t\t\tif (!li) { li = document.createElement(\"li\"); list.appendChild(li); }\n\t\t\t\t\tli.dataset.step = s.name || \"\";\n\t\t\t\t\tli.className = \"step-\" + s.state;\n\t\t\t\t\tli.textContent = s.state === \"info\" ? s.detail : (s.name + (s.state === \"running\" ? \" …\" : s.state === \"failed\" ? \" ✗ \" + s.error : \" ✓ (\" + (s.took / 1e9).toFixed(1) + \"s)\"));\n\t\t\t\t};\n\t\t\t})();\n\t\t</script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</p><script>\n\t\t\t(function () {\n\t\t\t\tvar list = document.getElementById(\"steps\");\n\t\t\t\tif (list.dataset.done === \"true\") {\n\t\t\t\t\t// Finished before the page loaded: go on if it succeeded.\n\t\t\t\t\tif (list.dataset.next && !document.querySelector(\"#outcome .state-broken\")) { location.assign(list.dataset.next); }\n\t\t\t\t\treturn;\n\t\t\t\t}\n\t\t\t\tvar outcome = document.getElementById(\"outcome\");\n\t\t\t\tvar proto = location.protocol === \"https:\" ? \"wss://\" : \"ws://\";\n\t\t\t\tvar ws = new WebSocket(proto + location.host + \"/operations/\" + list.dataset.operation + \"/events\");\n\t\t\t\tvar first = true;\n\t\t\t\tws.onmessage = function (ev) {\n\t\t\t\t\tvar s = JSON.parse(ev.data);\n\t\t\t\t\t// The socket replays every step from the start: rebuild.\n\t\t\t\t\tif (first) { list.innerHTML = \"\"; first = false; }\n\t\t\t\t\tif (s.state === \"finished\") {\n\t\t\t\t\t\tif (list.dataset.next) { location.assign(list.dataset.next); return; }\n\t\t\t\t\t\toutcome.innerHTML = '<span class=\"state-running\">Done.</span> <a href=\"/\">Back to the clusters</a>'; return;\n\t\t\t\t\t}\n\t\t\t\t\tif (s.state === \"failed\" && !s.name) { outcome.textContent = \"Failed: \" + s.error; outcome.className = \"state-broken\"; return; }\n\t\t\t\t\tvar li = null;\n\t\t\t\t\tif (s.state === \"done\" || s.state === \"failed\") {\n\t\t\t\t\t\tfor (var i = list.children.length - 1; i >= 0; i--) {\n\t\t\t\t\t\t\tvar c = list.children[i];\n\t\t\t\t\t\t\tif (c.dataset.step === s.name && c.className === \"step-running\") { li = c; break; }\n\t\t\t\t\t\t}\n\t\t\t\t\t}\n\t\t\t\t\tif (!li) { li = document.createElement(\"li\"); list.appendChild(li); }\n\t\t\t\t\tli.dataset.step = s.name || \"\";\n\t\t\t\t\tli.className = \"step-\" + s.state;\n\t\t\t\t\tli.textContent = s.state === \"info\" ? s.detail : (s.name + (s.state === \"running\" ? \" …\" : s.state === \"failed\" ? \" ✗ \" + s.error : \" ✓ (\" + (s.took / 1e9).toFixed(1) + \"s)\"));\n\t\t\t\t};\n\t\t\t})();\n\t\t</script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -531,7 +531,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var26 string
 			templ_7745c5c3_Var26, templ_7745c5c3_Err = templruntime.NewAttributeExpression(s.Name).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 132, Col: 51}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 136, Col: 51}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var26)
 			if templ_7745c5c3_Err != nil {
@@ -559,7 +559,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var27 string
 			templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(s.Detail)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 134, Col: 13}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 138, Col: 13}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 			if templ_7745c5c3_Err != nil {
@@ -569,7 +569,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var28 string
 			templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(s.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 136, Col: 11}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 140, Col: 11}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
 			if templ_7745c5c3_Err != nil {
@@ -583,7 +583,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var29 string
 			templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(s.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 138, Col: 11}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 142, Col: 11}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 			if templ_7745c5c3_Err != nil {
@@ -596,7 +596,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var30 string
 			templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(s.Error)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 138, Col: 27}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 142, Col: 27}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 			if templ_7745c5c3_Err != nil {
@@ -606,7 +606,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var31 string
 			templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(s.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 140, Col: 11}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 144, Col: 11}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var31))
 			if templ_7745c5c3_Err != nil {
@@ -619,7 +619,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var32 string
 			templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(s.Took)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 140, Col: 27}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 144, Col: 27}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 			if templ_7745c5c3_Err != nil {

@@ -31,7 +31,9 @@ export class ProbeChart {
   draw() {
     const c = this.canvas, dpr = window.devicePixelRatio || 1;
     const labelW = 230, cell = 8, rowH = 16;
-    const w = labelW + this.max * (cell + 1), hgt = Math.max(rowH, this.rows.size * rowH);
+    const avail = (c.parentElement && c.parentElement.clientWidth) || 800;
+    const fit = Math.max(10, Math.floor((avail - labelW - 20) / (cell + 1)));
+    const w = labelW + fit * (cell + 1), hgt = Math.max(rowH, this.rows.size * rowH);
     c.width = w * dpr; c.height = hgt * dpr; c.style.width = w + "px"; c.style.height = hgt + "px";
     const g = c.getContext("2d");
     g.scale(dpr, dpr);
@@ -41,9 +43,10 @@ export class ProbeChart {
     for (const [k, row] of this.rows) {
       g.fillStyle = "#1b1f24";
       g.fillText(k.length > 38 ? k.slice(0, 37) + "…" : k, 0, y + rowH / 2);
-      row.forEach((r, i) => {
+      const shown = row.slice(-fit);
+      shown.forEach((r, i) => {
         g.fillStyle = this.color(r);
-        g.fillRect(labelW + (this.max - row.length + i) * (cell + 1), y + 3, cell, rowH - 6);
+        g.fillRect(labelW + i * (cell + 1), y + 3, cell, rowH - 6);
       });
       y += rowH;
     }

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The browser tests drive Debian's chromium (installed by svclab setup)
+// with chromedp. Screenshots go to $SVCLAB_TEST_ARTIFACTS (default
+// $TMPDIR/svclab-ui-artifacts), one per step, kept after the test.
+
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on this machine: run 'svclab setup' (go tool task setup) to install it")
+	return ""
+}
+
+func artifactsDir(t *testing.T) string {
+	dir := os.Getenv("SVCLAB_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "svclab-ui-artifacts")
+	}
+	dir = filepath.Join(dir, t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+// browser starts a headless chromium and returns a context for chromedp.
+func browser(t *testing.T, timeout time.Duration) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // root in a container
+		chromedp.WindowSize(1600, 1100),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	// The first action starts the browser under the untimed context; the
+	// steps then run under the timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	tctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	return tctx
+}
+
+type shots struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func (s *shots) take(name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		buf, err := chromedp.FullScreenshot(100)(ctx, t) // 100: PNG
+		if err != nil {
+			return err
+		}
+		s.n++
+		return os.WriteFile(filepath.Join(s.dir, fmt.Sprintf("%02d-%s.png", s.n, name)), buf, 0o644)
+	})
+}
+
+// waitText waits until the text of the element sel contains want.
+func waitText(sel, want string) chromedp.Action[chromedp.Void] {
+	expr := fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		last := ""
+		for {
+			txt, err := chromedp.Evaluate[string](expr)(ctx, t)
+			if err == nil && strings.Contains(txt, want) {
+				return nil
+			}
+			last = txt
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %q in %s (it says %q): %w", want, sel, last, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// waitJS waits until the JavaScript expression is true.
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for {
+			ok, err := chromedp.Evaluate[bool](expr)(ctx, t)
+			if err == nil && ok {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s: %w", expr, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// TestBrowserLiveViews walks the UI in chromium against a fake cluster:
+// the catalog, starting a scenario, the live panels following a rule
+// change, a hint, a failing and a passing check with the explanation.
+func TestBrowserLiveViews(t *testing.T) {
+	ctx := browser(t, 2*time.Minute)
+	l := newLabServer(t)
+	sh := &shots{t: t, dir: artifactsDir(t)}
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(l.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"]`)),
+		sh.take("catalog"),
+		// Filter by difficulty.
+		chromedp.SetValue(chromedp.CSS(`select[name="difficulty"]`), "hard"),
+		chromedp.Click(chromedp.CSS(`#catalog-filter button`)),
+		waitJS(`location.search.includes("difficulty=hard") && document.querySelector('[data-scenario]') !== null && document.querySelector('[data-scenario="selector-typo"]') === null`),
+		sh.take("catalog-hard"),
+		chromedp.Navigate(l.url+"/"),
+		chromedp.Click(chromedp.CSS(`[data-scenario="selector-typo"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#start-form`)),
+		sh.take("scenario"),
+		chromedp.Click(chromedp.CSS(`#start-form button`)),
+		// The operation page follows the setup, then goes on to the
+		// scenario.
+		chromedp.WaitVisible(chromedp.CSS(`#panels`)),
+		waitText(`#panel-slices`, "shop/web"),
+		waitText(`#panel-rules`, "rejected (no endpoints)"),
+		waitText(`#panel-probes .latest`, "success"),
+		waitText(`#panel-conntrack`, "10.244.2.2:8080"),
+		waitText(`#panel-timeline`, ""),
+		sh.take("panels"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.fc.SetRules(readTestdata(t, "nft-selector-typo-fixed.txt"))
+	err = chromedp.Do(ctx,
+		waitText(`#panel-rules`, "load-balanced to 2 endpoints"),
+		chromedp.WaitVisible(chromedp.CSS(`#panel-rules .chg-added`)),
+		sh.take("rules-changed"),
+		// The packet path from a node.
+		chromedp.Click(chromedp.CSS(`#path-form button`)),
+		waitText(`#panel-path`, "DNAT"),
+		// A hint, a failing check, a passing one.
+		chromedp.Click(chromedp.CSS(`#hint`)),
+		waitText(`#hints`, "Does the Service have any endpoints?"),
+		chromedp.Click(chromedp.CSS(`#check`)),
+		waitText(`#check-results`, "not there yet"),
+		sh.take("check-failed"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.fa.pass.Store(true)
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#check`)),
+		waitText(`#check-results`, "Every check passed"),
+		waitText(`#explanation`, "What broke."),
+		waitText(`#attempt-state`, "passed"),
+		sh.take("passed"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
