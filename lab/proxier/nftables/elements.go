@@ -1,7 +1,6 @@
 package nftables
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,13 +33,18 @@ func joinElem(parts []string) string { return strings.Join(parts, " . ") }
 
 func splitElem(s string) []string { return strings.Split(s, " . ") }
 
-// load replaces the store's content with the kernel's. If listing fails
-// (other than "not found"), the container is flushed in tx instead, so that
-// the sync re-adds everything.
-func (s *elementStore) load(ctx context.Context, tx *knftables.Transaction, nft knftables.Interface) error {
+// reset empties the store (the container does not exist).
+func (s *elementStore) reset() {
 	clear(s.elements)
 	s.gen++
-	elems, err := nft.ListElements(ctx, s.kind, s.name)
+}
+
+// load replaces the store's content with the kernel's, elems as
+// ListElements returned them with err. If listing failed (other than "not
+// found"), the container is flushed in tx instead, so that the sync re-adds
+// everything.
+func (s *elementStore) load(tx *knftables.Transaction, elems []*knftables.Element, err error) error {
+	s.reset()
 	if err != nil && !knftables.IsNotFound(err) {
 		if s.kind == "set" {
 			tx.Flush(&knftables.Set{Name: s.name})

@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -304,14 +307,20 @@ func (s *Syncer) Sync(ctx context.Context, snap *model.Snapshot) (*SyncResult, e
 
 	tx := s.nft.NewTransaction()
 	res.Transaction = tx
+	var sets []string
 	if res.Full {
 		clear(s.chainNames)
 		clear(s.ports)
-		s.setup(ctx, tx)
+		var exists bool
+		var err error
+		if sets, exists, err = s.listSets(ctx); err != nil {
+			s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
+		}
+		s.setup(ctx, tx, exists)
 	}
 	st := &syncState{tx: tx, activeChains: map[string]bool{}, activeAffinitySets: map[string]bool{}}
-	var chains, sets map[string]bool
-	res.StaleChainsFlushed, chains, sets = s.writeServices(ctx, st, snap, res.Full, changed, start)
+	var chains, affinitySets map[string]bool
+	res.StaleChainsFlushed, chains, affinitySets = s.writeServices(ctx, st, snap, res.Full, sets, changed, start)
 
 	s.logger.DebugContext(ctx, "running nftables transaction", "full", res.Full, "ports", len(snap.Ports), "operations", tx.NumOperations())
 	if err := s.nft.Run(ctx, tx); err != nil {
@@ -324,7 +333,7 @@ func (s *Syncer) Sync(ctx context.Context, snap *model.Snapshot) (*SyncResult, e
 	}
 	s.needFullSync = false
 	s.prev = snap
-	s.serviceChains, s.affinitySets = chains, sets
+	s.serviceChains, s.affinitySets = chains, affinitySets
 	return res, nil
 }
 
@@ -412,7 +421,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 // setup writes the static part of the ruleset (the full-sync prologue) and
 // reloads the element stores from the kernel.
-func (s *Syncer) setup(ctx context.Context, tx *knftables.Transaction) {
+func (s *Syncer) setup(ctx context.Context, tx *knftables.Transaction, tableExists bool) {
 	ipX, addr := s.ipX, s.addrType
 	tx.Add(&knftables.Table{Comment: ptrTo("rules for kube-proxy")})
 
@@ -589,18 +598,44 @@ func (s *Syncer) setup(ctx context.Context, tx *knftables.Transaction) {
 		})
 	}
 
-	for _, st := range s.stores() {
-		if err := st.load(ctx, tx, s.nft); err != nil {
+	// Read the sets and maps back from the kernel (an nft command each,
+	// so at once), unless there is no table yet, as on a fresh node.
+	stores := s.stores()
+	if !tableExists {
+		for _, st := range stores {
+			st.reset()
+		}
+		return
+	}
+	lists := make([][]*knftables.Element, len(stores))
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		wg.Go(func() { lists[i], errs[i] = s.nft.ListElements(ctx, st.kind, st.name) })
+	}
+	wg.Wait()
+	for i, st := range stores {
+		if err := st.load(tx, lists[i], errs[i]); err != nil {
 			s.logger.ErrorContext(ctx, "failed to list nftables elements; flushing", "err", err)
 		}
 	}
+}
+
+// listSets lists the table's sets; exists is false if there is no table.
+func (s *Syncer) listSets(ctx context.Context) (sets []string, exists bool, err error) {
+	sets, err = s.nft.List(ctx, "sets")
+	// The netlink lister reports a missing table as ENOENT, in text.
+	if err != nil && (knftables.IsNotFound(err) || errors.Is(err, syscall.ENOENT) || strings.HasSuffix(err.Error(), syscall.ENOENT.Error())) {
+		return nil, false, nil
+	}
+	return sets, true, err
 }
 
 // writeServices writes the per-ServicePort part of the transaction and the
 // cleanup of stale chains, affinity sets and elements.
 // It returns the chains it flushed as stale, and the per-service chains and
 // affinity sets the kernel will have if the transaction succeeds.
-func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.Snapshot, full bool, changed map[types.NamespacedName]bool, start time.Time) (flushed []string, chains, sets map[string]bool) {
+func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.Snapshot, full bool, listedSets []string, changed map[types.NamespacedName]bool, start time.Time) (flushed []string, chains, sets map[string]bool) {
 	ipX := s.ipX
 	tx := st.tx
 	// A full sync lists what the table holds; a partial one knows it
@@ -618,11 +653,12 @@ func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.S
 				existingChains[c] = true
 			}
 		}
-		list, err = s.nft.List(ctx, "sets")
-		if err != nil && !knftables.IsNotFound(err) {
-			s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
+		if !full {
+			if listedSets, _, err = s.listSets(ctx); err != nil {
+				s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
+			}
 		}
-		for _, set := range list {
+		for _, set := range listedSets {
 			if isAffinitySetName(set) {
 				existingSets[set] = true
 			}
