@@ -11,10 +11,14 @@
 //     nc, dig or nslookup) to a Service's ClusterIP, DNS name or NodePort,
 //     a node or a host. Each attempt ends as success, refused (a REJECT or
 //     an RST) or timeout (a DROP); HTTP probes to agnhost's /hostname learn
-//     which Pod answered, to /clientip which client address it saw;
+//     which Pod answered (and whether it ran on the client's node or in its
+//     zone), to /clientip which client address it saw. A probe may start
+//     from a Pod on a given node (onNode), target a node's secondary
+//     address, and send DNS from a fixed source port;
 //   - dataplane: what a node's proxy rules do with a Service's traffic
-//     (nft list table ip kube-proxy, or iptables-save), and what its
-//     conntrack table holds for the Service (conntrack -L);
+//     (nft list table ip kube-proxy, or iptables-save), what its
+//     conntrack table holds for the Service (conntrack -L), and which mode
+//     its kube-proxy runs in;
 //   - rightFix: the object still exists, is the same object (UID), or kept a
 //     field, compared with a Baseline recorded right after the faults were
 //     injected.

@@ -6,8 +6,10 @@
 //
 // A scenario names the cluster shape it needs, the manifests that set up a
 // working application, the faults that then break it, the task in exam
-// wording, progressive hints, weighted checks, a reference solution and the
-// explanation shown after solving.
+// wording, progressive hints, weighted checks, a reference solution, the
+// explanation shown after solving, and plausible wrong fixes that the checks
+// must reject (each with the checks that reject it and, where it can be
+// undone, the commands that undo it).
 //
 // Decoding is strict: unknown fields, wrong types and malformed YAML are
 // problems. Every problem names the file, the line and the field path, and a

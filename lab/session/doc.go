@@ -10,6 +10,17 @@
 // until the checks pass or time runs out; Teardown reverts the dataplane
 // faults and deletes what the setup created.
 //
+// Teardown also puts back what a scenario changed outside its namespaces
+// (kube-proxy's and CoreDNS's ConfigMaps and workloads, node labels and
+// taints), so one cluster serves scenario after scenario.
+//
+// Exercise is the self-grading run of many scenarios ("svclab exercise run
+// --all --solve --wrong-fixes"): scenarios of one cluster shape share a
+// cluster; for each, set up → the checks must fail → each wrong fix of
+// scenario.yaml must be rejected by the checks it names (undone by its undo
+// commands, or by setting the scenario up afresh) → the reference solution
+// must pass → tear down. PrintSummary and WriteJUnit report the outcomes.
+//
 // Everything goes through the cluster.Cluster interface, so a session runs
 // the same on every backend. NewCommand is "svclab exercise run".
 package session

@@ -1,0 +1,186 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func TestShapeClusterName(t *testing.T) {
+	zones := map[string]map[string]string{"worker": {"topology.kubernetes.io/zone": "zone-a"}}
+	for _, tc := range []struct {
+		shape scenario.ClusterShape
+		want  string
+	}{
+		{scenario.ClusterShape{Nodes: 3}, "lab"},
+		{scenario.ClusterShape{Nodes: 3, ProxyMode: "nftables"}, "lab"},
+		{scenario.ClusterShape{Nodes: 3, ProxyMode: "iptables"}, "lab-ipt"},
+		{scenario.ClusterShape{Nodes: 4}, "lab-n4"},
+		{scenario.ClusterShape{Nodes: 4, NodeLabels: zones}, "lab-n4-z"},
+	} {
+		if got := ShapeClusterName("lab", tc.shape); !strings.HasPrefix(got, tc.want) || (tc.shape.NodeLabels == nil && got != tc.want) {
+			t.Errorf("%+v: %s, want %s", tc.shape, got, tc.want)
+		}
+	}
+	a := ShapeClusterName("lab", scenario.ClusterShape{Nodes: 4, NodeLabels: zones})
+	b := ShapeClusterName("lab", scenario.ClusterShape{Nodes: 4, NodeLabels: map[string]map[string]string{"worker": {"topology.kubernetes.io/zone": "zone-b"}}})
+	if a == b {
+		t.Errorf("two label sets share the cluster name %s", a)
+	}
+}
+
+func TestGroupByShape(t *testing.T) {
+	sc := func(id string, c scenario.ClusterShape) *scenario.Scenario { return &scenario.Scenario{ID: id, Cluster: c} }
+	groups, err := groupByShape("ci", []*scenario.Scenario{
+		sc("a", scenario.ClusterShape{Nodes: 3}),
+		sc("b", scenario.ClusterShape{Nodes: 3, ProxyMode: "iptables"}),
+		sc("c", scenario.ClusterShape{Nodes: 3, ProxyMode: "nftables"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range groups {
+		got = append(got, g.cluster+":"+strings.Join(ids(g.scenarios), ","))
+	}
+	if strings.Join(got, " ") != "ci:a,c ci-ipt:b" {
+		t.Errorf("groups %v", got)
+	}
+	if _, err := groupByShape("a-very-long-cluster-name", []*scenario.Scenario{sc("x", scenario.ClusterShape{Nodes: 4, ProxyMode: "iptables"})}); err == nil || !strings.Contains(err.Error(), "use a shorter --cluster") {
+		t.Errorf("long name: %v", err)
+	}
+}
+
+func TestJudgeBroken(t *testing.T) {
+	s := &scenario.Scenario{ID: "x", Checks: []scenario.Check{
+		{ID: "probe", Probe: &scenario.ProbeCheck{}},
+		{ID: "kept", RightFix: &scenario.RightFixCheck{}},
+	}}
+	for _, tc := range []struct {
+		name    string
+		results []grade.Result
+		dur     time.Duration
+		wantErr string
+	}{
+		{"broken", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, time.Second, ""},
+		{"passes", []grade.Result{{ID: "probe", Passed: true}, {ID: "kept", Passed: true}}, time.Second, "every check passes although the faults are in place"},
+		{"right fix fails", []grade.Result{{ID: "probe"}, {ID: "kept", Detail: "gone"}}, time.Second, "right-fix rule kept fails before anything was changed: gone"},
+		{"errs", []grade.Result{{ID: "probe", Error: "timeout"}, {ID: "kept", Passed: true}}, time.Second, "check probe could not run: timeout"},
+		{"slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 6 * time.Second, "grading took 6s (budget 5s)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := judgeBroken(s, &grade.Report{Results: tc.results, Duration: tc.dur})
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestWriteJUnit(t *testing.T) {
+	outcomes := []Outcome{
+		{Scenario: "selector-typo", Cluster: "lab", Duration: 42 * time.Second, Steps: []Step{
+			{Name: "set up", Passed: true, Detail: "set up and broken", Duration: 6 * time.Second},
+			{Name: "wrong fix recreate-service", Passed: false, Detail: "Recreate the Service is not rejected: check service-kept passes", Duration: 3 * time.Second},
+			{Name: "solution", Passed: true, Detail: "every check passes", Duration: 4 * time.Second},
+		}},
+	}
+	var b bytes.Buffer
+	if err := WriteJUnit(&b, outcomes); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "junit.xml")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test -run TestWriteJUnit -update writes it)", err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("JUnit XML differs from %s:\n%s", golden, b.String())
+	}
+	var sum bytes.Buffer
+	PrintSummary(&sum, outcomes)
+	if !strings.Contains(sum.String(), " ✗  selector-typo  lab      2/3    42s   wrong fix recreate-service") || !strings.Contains(sum.String(), "0 of 1 scenarios passed in 42s") {
+		t.Errorf("summary:\n%s", sum.String())
+	}
+}
+
+func TestExerciseNeedsAGrader(t *testing.T) {
+	_, err := Exercise(context.Background(), ExerciseOptions{IDs: []string{"selector-typo"}})
+	if err == nil || !strings.Contains(err.Error(), "pass --solve, --wrong-fixes or both") {
+		t.Errorf("%v", err)
+	}
+	_, err = Exercise(context.Background(), ExerciseOptions{IDs: []string{"nope"}, Solve: true, KubeBin: func(context.Context) (string, error) { return "kubectl", nil }})
+	if err == nil || !strings.Contains(err.Error(), `no scenario "nope"`) {
+		t.Errorf("%v", err)
+	}
+	_, err = Exercise(context.Background(), ExerciseOptions{IDs: []string{"selector-typo"}, All: true, Solve: true})
+	if err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("%v", err)
+	}
+}
+
+// The guard puts back what a scenario changed in kube-system and on the
+// nodes, and leaves alone what it did not change.
+func TestGuardRestores(t *testing.T) {
+	ctx := context.Background()
+	two := int32(2)
+	cs := fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}, Data: map[string]string{"config.conf": "mode: nftables\n"}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
+			Spec:   appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy"}}}}},
+			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"},
+			Spec: appsv1.DeploymentSpec{Replicas: &two, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "coredns"}}}}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lab-worker", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}},
+	)
+	g, err := recordGuard(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, _ := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	cm.Data["config.conf"] = "mode: iptables\n"
+	cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
+	ds, _ := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	ds.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
+	cs.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{})
+	n, _ := cs.CoreV1().Nodes().Get(ctx, "lab-worker", metav1.GetOptions{})
+	n.Labels = map[string]string{"extra": "x"}
+	cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+
+	// The fake DaemonSet never becomes ready: restore reports that, after
+	// putting everything back.
+	err = g.restore(ctx, cs, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "DaemonSet kube-system/kube-proxy did not come back") {
+		t.Errorf("restore: %v", err)
+	}
+	cm, _ = cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	ds, _ = cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	n, _ = cs.CoreV1().Nodes().Get(ctx, "lab-worker", metav1.GetOptions{})
+	if cm.Data["config.conf"] != "mode: nftables\n" || ds.Spec.Template.Spec.Affinity != nil || n.Labels["topology.kubernetes.io/zone"] != "zone-a" || n.Labels["extra"] != "" {
+		t.Errorf("not restored: %v %v %v", cm.Data, ds.Spec.Template.Spec.Affinity, n.Labels)
+	}
+	d, _ := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if d.Generation != 0 || *d.Spec.Replicas != 2 {
+		t.Errorf("CoreDNS was touched: %+v", d.Spec)
+	}
+}
