@@ -399,7 +399,13 @@ func (s *Store) buildLayer(ctx context.Context, p cluster.Progress, name, key st
 		info.Mirror = s.mirror
 		err = s.buildTools(ctx, p, rootfs)
 	case layerSvclab:
-		err = copyFile(s.svclabBin, filepath.Join(rootfs, svclabPath), false)
+		// A hard link where it can be: containers then run the very
+		// file the cluster's supervisor and node agents run, so the
+		// kernel keeps one copy of its pages for all of them, not one
+		// more for kube-proxy and every agnhost or web server. A new
+		// build is a new file (go build replaces, never rewrites; a
+		// running binary cannot be rewritten in place) with a new key.
+		err = copyFile(s.svclabBin, filepath.Join(rootfs, svclabPath), true)
 	case layerKube:
 		// kubebin's cache never rewrites a binary in place, so a hard link
 		// is safe and saves 200 MB.

@@ -49,6 +49,10 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		return fmt.Errorf("reading the node's kubeconfig: %w", err)
 	}
 	restCfg.UserAgent = "kubelet/" + "v1.37.2 (svclab node agent)"
+	// The kubelet's defaults (kubeAPIQPS, kubeAPIBurst): client-go's
+	// own (5, 10) hold a node starting a few pods at once to a crawl,
+	// each pod taking several status updates, events and a token.
+	restCfg.QPS, restCfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -69,9 +73,10 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	recorder := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.NodeName})
 
 	// ConfigMaps and Secrets from a cache: volumes are refreshed from
-	// them every few seconds.
+	// them every few seconds; Services for containers' environment.
 	scm := informers.NewSharedInformerFactory(client, 0)
 	cmLister, secretLister := scm.Core().V1().ConfigMaps().Lister(), scm.Core().V1().Secrets().Lister()
+	svcLister := scm.Core().V1().Services().Lister()
 	scm.Start(ctx.Done())
 	defer scm.Shutdown()
 	scm.WaitForCacheSync(ctx.Done())
@@ -96,7 +101,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		net:     pn,
 		rt:      rt,
 		images:  images,
-		env:     clientEnvSource{client},
+		env:     clientEnvSource{client: client, svcs: svcLister},
 		vols:    volumeSource{client: client, nodeDir: filepath.Join(cfg.StateDir, "rootfs"), cms: cmLister, secrets: secretLister},
 		events:  recorder,
 		nodeCtx: ctx,

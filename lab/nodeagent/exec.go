@@ -25,11 +25,18 @@ func execOutput(ctx context.Context, stdin []byte, name string, args ...string) 
 // Runner runs host commands; the seam for tests of the network code.
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) error
+	// RunInput runs a command with stdin (ip -batch -).
+	RunInput(ctx context.Context, stdin string, name string, args ...string) error
 }
 
 type execRunner struct{}
 
 func (execRunner) Run(ctx context.Context, name string, args ...string) error {
 	_, err := execOutput(ctx, nil, name, args...)
+	return err
+}
+
+func (execRunner) RunInput(ctx context.Context, stdin string, name string, args ...string) error {
+	_, err := execOutput(ctx, []byte(stdin), name, args...)
 	return err
 }

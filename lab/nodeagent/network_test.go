@@ -17,6 +17,20 @@ type recordingRunner struct {
 	failOn string
 }
 
+// RunInput records the command, then each line of its input indented.
+func (r *recordingRunner) RunInput(ctx context.Context, stdin string, name string, args ...string) error {
+	if err := r.Run(ctx, name, args...); err != nil {
+		return err
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(stdin, "\n"), "\n") {
+		r.cmds = append(r.cmds, "  "+l)
+		if r.failOn != "" && strings.Contains(l, r.failOn) {
+			return errors.New("RTNETLINK answers: File exists")
+		}
+	}
+	return nil
+}
+
 func (r *recordingRunner) Run(_ context.Context, name string, args ...string) error {
 	cmd := name + " " + strings.Join(args, " ")
 	r.cmds = append(r.cmds, cmd)
@@ -46,17 +60,19 @@ func TestPodNetworkSetup(t *testing.T) {
 		"ip netns del " + netns,
 		"ip -n svclab-lab-worker link del " + veth,
 		"ip netns add " + netns,
-		"ip -n svclab-lab-worker link add " + veth + " type veth peer name eth0 netns " + netns,
-		"ip -n " + netns + " link set lo up",
-		"ip -n " + netns + " addr add 10.244.1.2/24 dev eth0",
-		"ip -n " + netns + " link set eth0 up",
-		"ip -n " + netns + " route del 10.244.1.0/24 dev eth0",
-		"ip -n " + netns + " route replace 10.244.1.1/32 dev eth0 scope link src 10.244.1.2",
-		"ip -n " + netns + " route replace 10.244.1.0/24 via 10.244.1.1 dev eth0 src 10.244.1.2",
-		"ip -n " + netns + " route replace default via 10.244.1.1 dev eth0",
-		"ip -n svclab-lab-worker addr replace 10.244.1.1/32 dev " + veth,
-		"ip -n svclab-lab-worker link set " + veth + " up",
-		"ip -n svclab-lab-worker route replace 10.244.1.2/32 dev " + veth + " src 10.244.1.1",
+		"ip -n svclab-lab-worker -batch -",
+		"  link add " + veth + " type veth peer name eth0 netns " + netns,
+		"  addr replace 10.244.1.1/32 dev " + veth,
+		"  link set " + veth + " up",
+		"  route replace 10.244.1.2/32 dev " + veth + " src 10.244.1.1",
+		"ip -n " + netns + " -batch -",
+		"  link set lo up",
+		"  addr add 10.244.1.2/24 dev eth0",
+		"  link set eth0 up",
+		"  route del 10.244.1.0/24 dev eth0",
+		"  route replace 10.244.1.1/32 dev eth0 scope link src 10.244.1.2",
+		"  route replace 10.244.1.0/24 via 10.244.1.1 dev eth0 src 10.244.1.2",
+		"  route replace default via 10.244.1.1 dev eth0",
 	}
 	if !slices.Equal(r.cmds, want) {
 		t.Errorf("commands:\n%s\nwant\n%s", strings.Join(r.cmds, "\n"), strings.Join(want, "\n"))
