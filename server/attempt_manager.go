@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/svclab/svclab/lab/attempt"
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/grade"
+)
+
+// AttemptManager is lab/attempt's Manager as the pages use it: attempts
+// recorded in SQLite, so a learner's attempt survives page reloads and
+// server restarts.
+type AttemptManager struct{ M *attempt.Manager }
+
+var _ Attempts = AttemptManager{}
+
+func fromAttempt(a *attempt.Attempt) *Attempt {
+	if a == nil {
+		return nil
+	}
+	return &Attempt{ID: a.ID, Learner: a.Learner, ScenarioID: a.ScenarioID, Cluster: a.Cluster, State: a.State,
+		Started: a.Started, Finished: a.Finished, Score: a.Score, MaxScore: a.MaxScore, HintsShown: a.HintsShown}
+}
+
+func (m AttemptManager) Start(ctx context.Context, learner, scenarioID, clusterName string, p cluster.Progress) (*Attempt, error) {
+	a, err := m.M.Start(ctx, learner, scenarioID, clusterName, p)
+	return fromAttempt(a), err
+}
+
+// Current is the learner's latest attempt in any state (a passed one shows
+// its explanation).
+func (m AttemptManager) Current(ctx context.Context, learner, scenarioID string) (*Attempt, error) {
+	a, err := m.M.Latest(ctx, learner, scenarioID)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, ErrNoAttempt
+	}
+	return fromAttempt(a), nil
+}
+
+func (m AttemptManager) Check(ctx context.Context, id int64) (*grade.Report, error) {
+	return m.M.Check(ctx, id)
+}
+
+func (m AttemptManager) Hint(ctx context.Context, id int64) (int, string, error) {
+	i, text, err := m.M.Hint(ctx, id)
+	if errors.Is(err, attempt.ErrNoMoreHints) {
+		return 0, "", errors.New("you have seen every hint of this scenario")
+	}
+	return i, text, err
+}
+
+func (m AttemptManager) Solve(ctx context.Context, id int64, out io.Writer) error {
+	return m.M.Solve(ctx, id, out)
+}
+
+func (m AttemptManager) Reset(ctx context.Context, id int64, p cluster.Progress) (*Attempt, error) {
+	a, err := m.M.Reset(ctx, id, p)
+	return fromAttempt(a), err
+}
+
+// Progress maps the learner's status per scenario to the catalog's marks:
+// passed once solved, else the latest attempt's state.
+func (m AttemptManager) Progress(ctx context.Context, learner string) (map[string]string, error) {
+	st, err := m.M.Progress(ctx, learner)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for id, s := range st {
+		switch {
+		case s.State == attempt.Solved:
+			out[id] = StatePassed
+		case s.State == attempt.NotStarted || s.Latest == nil:
+		default:
+			out[id] = s.Latest.State
+		}
+	}
+	return out, nil
+}
