@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -122,7 +123,10 @@ type IPTablesApplier struct {
 	run          IPTablesRunner
 	logger       *slog.Logger
 	prev         *model.Snapshot
-	needFull     bool
+	// serviceChains are the per-service nat chains after the last
+	// successful sync (nil: unknown).
+	serviceChains map[string]bool
+	needFull      bool
 	largeCluster bool
 	lastCleanup  time.Time
 }
@@ -152,6 +156,7 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	out := &Applied{Full: full}
 	fail := func(err error) (*Applied, error) {
 		a.needFull = true
+		a.serviceChains = nil
 		return out, err
 	}
 	if full {
@@ -188,7 +193,14 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		}
 		slices.SortFunc(out.Rewritten, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
 	}
-	if !a.largeCluster || time.Since(a.lastCleanup) > a.StaleChainCleanupPeriod {
+	switch {
+	case !full && a.serviceChains != nil:
+		// Only this proxier writes service chains: it knows which exist
+		// since its last full sync, without an iptables-save (which takes
+		// as long as the restore on a large node). Upstream saves the nat
+		// table at every sync (outside large-cluster mode).
+		opts.ExistingNATChains = slices.Collect(maps.Keys(a.serviceChains))
+	case !a.largeCluster || time.Since(a.lastCleanup) > a.StaleChainCleanupPeriod:
 		if nat, err := a.run.Save(ctx, "nat"); err == nil {
 			opts.ExistingNATChains = chainsOf(nat)
 			a.lastCleanup = time.Now()
@@ -210,6 +222,7 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	a.prev = snap
 	a.needFull = false
 	a.largeCluster = res.LargeClusterMode
+	a.serviceChains = res.ServiceChains
 	return out, nil
 }
 

@@ -27,6 +27,7 @@ type fakeIPTables struct {
 	mu          sync.Mutex
 	chains      map[string]map[string][]string // table → chain → rules
 	restores    []string
+	saves       int
 	ensureRules int
 	failRestore error
 }
@@ -102,6 +103,7 @@ func (f *fakeIPTables) Restore(_ context.Context, data []byte) error {
 func (f *fakeIPTables) Save(_ context.Context, table string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.saves++
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%s\n", table)
 	names := make([]string, 0, len(f.chains[table]))
@@ -196,7 +198,9 @@ func TestIPTablesApplier(t *testing.T) {
 		t.Errorf("rules %v", rules)
 	}
 
-	// Partial sync: only the changed Service's chains are in the input.
+	// Partial sync: only the changed Service's chains are in the input,
+	// and the applier knows the existing chains without iptables-save.
+	saves := run.saves
 	applied, err = a.Apply(context.Background(), moved, false)
 	if err != nil {
 		t.Fatal(err)
@@ -210,6 +214,9 @@ func TestIPTablesApplier(t *testing.T) {
 	}
 	if run.ensureRules != len(iptables.JumpRules()) {
 		t.Error("a partial sync re-ensured the jump rules")
+	}
+	if run.saves != saves {
+		t.Errorf("a partial sync ran iptables-save %d times", run.saves-saves)
 	}
 	// The old endpoint chain was deleted.
 	rules, _ = a.Rules(context.Background())

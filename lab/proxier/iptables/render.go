@@ -290,6 +290,10 @@ type Result struct {
 	LargeClusterMode bool
 	// DeletedChains are the stale service chains the input deletes.
 	DeletedChains []string
+	// ServiceChains are the per-service nat chains the rules use once the
+	// input is applied (those of unchanged Services included): with
+	// DeletedChains gone, the service chains the nat table then holds.
+	ServiceChains map[string]bool
 }
 
 // Render produces the iptables-restore input kube-proxy v1.37 writes for
@@ -368,7 +372,7 @@ func (r *renderer) render() *Result {
 		r.writeServicePort(sp)
 	}
 
-	res := &Result{LargeClusterMode: r.largeMode}
+	res := &Result{LargeClusterMode: r.largeMode, ServiceChains: r.activeNAT}
 	existing := slices.Clone(r.opts.ExistingNATChains)
 	slices.Sort(existing)
 	for _, c := range slices.Compact(existing) {
