@@ -229,13 +229,17 @@ func container(spec *corev1.PodSpec, name string) (*corev1.Container, error) {
 type failingReadinessProbe struct{ scenario.FaultSpec }
 
 func (f failingReadinessProbe) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
-	path := p.String("path", "/not-ready")
+	path, port := p.String("path", "/not-ready"), p.Int("port", 0)
 	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
 		ctr, err := container(&d.Spec.Template.Spec, p.String("container", ""))
 		if err != nil {
 			return err
 		}
 		switch {
+		case ctr.ReadinessProbe != nil && ctr.ReadinessProbe.HTTPGet != nil && port != 0:
+			if err := wrongProbePort(ctr, port); err != nil {
+				return err
+			}
 		case ctr.ReadinessProbe != nil && ctr.ReadinessProbe.HTTPGet != nil:
 			if ctr.ReadinessProbe.HTTPGet.Path == path {
 				return fmt.Errorf("container %s's readiness probe already asks for %s", ctr.Name, path)
@@ -583,7 +587,7 @@ func (f trafficPolicy) Inject(ctx context.Context, c cluster.Cluster, p scenario
 type stuckRollout struct{ scenario.FaultSpec }
 
 func (f stuckRollout) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
-	version, path := p.String("version", "v2"), p.String("path", "/ready")
+	version, path, port := p.String("version", "v2"), p.String("path", "/ready"), p.Int("port", 0)
 	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
 		ctr, err := container(&d.Spec.Template.Spec, p.String("container", ""))
 		if err != nil {
@@ -592,7 +596,12 @@ func (f stuckRollout) Inject(ctx context.Context, c cluster.Cluster, p scenario.
 		if ctr.ReadinessProbe == nil || ctr.ReadinessProbe.HTTPGet == nil {
 			return fmt.Errorf("container %s has no HTTP readiness probe to break", ctr.Name)
 		}
-		if ctr.ReadinessProbe.HTTPGet.Path == path {
+		if port != 0 {
+			if err := wrongProbePort(ctr, port); err != nil {
+				return err
+			}
+			path = ctr.ReadinessProbe.HTTPGet.Path
+		} else if ctr.ReadinessProbe.HTTPGet.Path == path {
 			return fmt.Errorf("container %s's readiness probe already asks for %s", ctr.Name, path)
 		}
 		if d.Spec.Template.Labels["version"] == version {
@@ -619,4 +628,16 @@ func (f rolloutRestart) Inject(ctx context.Context, c cluster.Cluster, p scenari
 		d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339)
 		return nil
 	})
+}
+
+// wrongProbePort points ctr's HTTP readiness probe at port, which must not
+// be one the container declares.
+func wrongProbePort(ctr *corev1.Container, port int) error {
+	for _, cp := range ctr.Ports {
+		if int(cp.ContainerPort) == port {
+			return fmt.Errorf("container %s listens on port %d; the readiness probe must ask a port where nothing listens", ctr.Name, port)
+		}
+	}
+	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(int32(port))
+	return nil
 }

@@ -281,6 +281,24 @@ func TestAPIFaults(t *testing.T) {
 					t.Errorf("template %+v", d.Spec.Template)
 				}
 			}},
+		{name: "failing readiness probe on a wrong port", fault: "failing-readiness-probe",
+			params: scenario.Params{"deployment": "web", "namespace": "shop", "port": 8000},
+			check: func(t *testing.T, f *fakeCluster) {
+				p := getDeploy(t, f).Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet
+				if p.Port != intstr.FromInt32(8000) || p.Path != "/healthz" {
+					t.Errorf("probe %+v", p)
+				}
+			}},
+		{name: "failing readiness probe on the container's own port", fault: "failing-readiness-probe",
+			params: scenario.Params{"deployment": "web", "namespace": "shop", "port": 8080}, wantErr: "must ask a port where nothing listens"},
+		{name: "stuck rollout on a wrong port", fault: "stuck-rollout",
+			params: scenario.Params{"deployment": "web", "namespace": "shop", "port": 8000},
+			check: func(t *testing.T, f *fakeCluster) {
+				d := getDeploy(t, f)
+				if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet; p.Port != intstr.FromInt32(8000) || d.Spec.Template.Labels["version"] != "v2" {
+					t.Errorf("template %+v", d.Spec.Template)
+				}
+			}},
 		{name: "rollout restart", fault: "rollout-restart",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
 			check: func(t *testing.T, f *fakeCluster) {

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -51,9 +53,11 @@ func logReport(t *testing.T, when string, rep *grade.Report) {
 	t.Logf("%s: score %.0f%% in %s%s", when, rep.Score, rep.Duration.Round(time.Millisecond), b.String())
 }
 
-// e2eProvider returns a provider in a temporary state directory and a
-// random base name for the test's clusters, or skips the test.
-func e2eProvider(t *testing.T) (cluster.Provider, string) {
+// e2eProvider returns a provider in a temporary state directory, a random
+// base name for the test's clusters and the svclab command line that
+// solutions and wrong fixes use ("svclab node exec ..."), built from this
+// tree; or it skips the test.
+func e2eProvider(t *testing.T) (cluster.Provider, string, []string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
@@ -67,7 +71,20 @@ func e2eProvider(t *testing.T) (cluster.Provider, string) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b := make([]byte, 3)
 	rand.Read(b)
-	return embedded.New(t.TempDir(), log), "ex-" + hex.EncodeToString(b)
+	state := t.TempDir()
+	return embedded.New(state, log), "ex-" + hex.EncodeToString(b), buildSvclab(t, state)
+}
+
+// buildSvclab builds svclab from this tree for the "svclab node exec" of
+// solutions and wrong fixes, and returns its command line for clusters in
+// the state directory state.
+func buildSvclab(tb testing.TB, state string) []string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "svclab")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/svclab/svclab/cmd/svclab").CombinedOutput(); err != nil {
+		tb.Fatalf("building svclab for the solutions' svclab node exec: %v\n%s", err, out)
+	}
+	return []string{bin, "--state-dir", state}
 }
 
 // deleteClusters deletes the clusters of the outcomes and checks that they
@@ -111,7 +128,7 @@ func checkOutcomes(t *testing.T, outcomes []Outcome, err error, want int) {
 // reference solution (every check passes) and removed again; then the
 // dataplane faults one by one, and the clusters are deleted.
 func TestExercisesEndToEnd(t *testing.T) {
-	p, base := e2eProvider(t)
+	p, base, svclab := e2eProvider(t)
 	ctx := context.Background()
 	start := time.Now()
 	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry()})
@@ -119,7 +136,7 @@ func TestExercisesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: true, Solve: true, Cluster: base, Keep: true, Out: &out})
+	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: true, Solve: true, Cluster: base, Keep: true, Out: &out, Svclab: svclab})
 	var clusters []string
 	for _, o := range outcomes {
 		if !slices.Contains(clusters, o.Cluster) {
@@ -151,10 +168,10 @@ func TestExercisesEndToEnd(t *testing.T) {
 // every plausible wrong fix of every scenario is rejected by the checks it
 // names, each with a message for the learner.
 func TestWrongFixesEndToEnd(t *testing.T) {
-	p, base := e2eProvider(t)
+	p, base, svclab := e2eProvider(t)
 	cat, _ := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry()})
 	var out bytes.Buffer
-	outcomes, err := Exercise(context.Background(), ExerciseOptions{Provider: p, All: true, WrongFixes: true, Cluster: base, Out: &out})
+	outcomes, err := Exercise(context.Background(), ExerciseOptions{Provider: p, All: true, WrongFixes: true, Cluster: base, Out: &out, Svclab: svclab})
 	var clusters []string
 	for _, o := range outcomes {
 		clusters = append(clusters, o.Cluster)

@@ -44,13 +44,13 @@ func BenchmarkGrade(b *testing.B) {
 	if err := problems.Err(); err != nil {
 		b.Fatal(err)
 	}
-	var p cluster.Provider
 	existing := os.Getenv("SVCLAB_BENCH_CLUSTER")
+	state := b.TempDir()
 	if existing != "" {
-		p = embedded.New(embedded.DefaultStateDir(), log)
-	} else {
-		p = embedded.New(b.TempDir(), log)
+		state = embedded.DefaultStateDir()
 	}
+	p := embedded.New(state, log)
+	svclab := buildSvclab(b, state)
 	clusters := map[string]cluster.Cluster{}
 	var created []string
 	defer func() {
@@ -86,7 +86,7 @@ func BenchmarkGrade(b *testing.B) {
 					clusters[name] = c
 				}
 			}
-			ses, err := Start(ctx, s, c, Options{Faults: reg, Log: log})
+			ses, err := Start(ctx, s, c, Options{Faults: reg, Log: log, Svclab: svclab})
 			if err != nil {
 				b.Fatal(err)
 			}
