@@ -13,6 +13,14 @@
 //     checks DNAT targets and their spread, REJECT versus DROP, masquerade,
 //     hairpin, session affinity and its expiry, traffic policies, the
 //     serving+terminating fallback, topology hints and NodePort addresses.
+//   - conntrack_test.go runs the daemon ("svclab proxier run --objects",
+//     this test binary re-executed in the node namespace) in both modes
+//     and keeps UDP flows to a ClusterIP (from a pod) and to a NodePort
+//     (from outside) pinned in conntrack to endpoint A; when A leaves the
+//     EndpointSlice the stale entries go and the same flows reach B, while
+//     under the skip-conntrack-cleanup fault they keep reaching A; a
+//     Service left without endpoints loses its ClusterIP flows (rejected
+//     from then on) but keeps its NodePort ones, as v1.37 does.
 //   - differential_test.go runs upstream kube-proxy v1.37.2 (svclab-kube
 //     kube-proxy) against an embedded cluster in a namespace of its own and
 //     compares its ruleset with ours for the same objects, after
