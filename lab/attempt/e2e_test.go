@@ -1,0 +1,182 @@
+package attempt
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/session"
+	"github.com/svclab/svclab/lab/store"
+)
+
+func TestMain(m *testing.M) {
+	embedded.Init()
+	os.Exit(m.Run())
+}
+
+// A learner's way through selector-typo on a real embedded cluster, every
+// step in a new Manager as in a new svclab process: start (creating the
+// cluster) → a check that fails (exit code 1) → hint → the reference
+// solution → a check that passes → status says solved → the database holds
+// the attempt and its check runs.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	if err := embedded.Preflight(); err != nil {
+		t.Skipf("end-to-end test: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := kubebin.Locate(ctx, nil); err != nil {
+		t.Skipf("end-to-end test: %v", err)
+	}
+	stateDir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	provider := embedded.New(stateDir, log)
+	b := make([]byte, 3)
+	rand.Read(b)
+	name := "at-" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		if err := provider.Delete(context.Background(), name); err != nil && !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("deleting cluster %s: %v", name, err)
+		}
+		if _, err := provider.Get(context.Background(), name); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("cluster %s still there after delete: %v", name, err)
+		}
+	})
+	env := Env{
+		StateDir: func() string { return stateDir },
+		Provider: func() (cluster.Provider, error) { return provider, nil },
+		Log:      func() *slog.Logger { return log },
+	}
+	svclab := func(args ...string) (string, int) {
+		t.Helper()
+		root := &cobra.Command{Use: "scenario", SilenceErrors: true, SilenceUsage: true}
+		AddCommands(root, env)
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(args)
+		start := time.Now()
+		err := root.ExecuteContext(ctx)
+		t.Logf("svclab scenario %s (%s):\n%s", strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond), out.String())
+		var exit *session.ExitError
+		switch {
+		case errors.As(err, &exit):
+			return out.String(), exit.Code
+		case err != nil:
+			t.Fatalf("svclab scenario %s: %v", strings.Join(args, " "), err)
+		}
+		return out.String(), 0
+	}
+
+	out, code := svclab("start", "selector-typo", "--cluster", name)
+	if code != 0 || !strings.Contains(out, "── Task ──") {
+		t.Fatalf("start: exit %d", code)
+	}
+	out, code = svclab("check", "selector-typo")
+	if code != 1 || !regexpLine(out, `✗ +clusterip-answers`) || !strings.Contains(out, "not yet") {
+		t.Fatalf("check of the broken scenario: exit %d", code)
+	}
+	if strings.Contains(out, "could not check") {
+		t.Errorf("a check could not run")
+	}
+
+	// A new process, through the API the web UI uses.
+	st, err := store.Open(ctx, store.DefaultPath(stateDir), store.Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := New(Options{Store: st, Provider: provider, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Current(ctx, "", "selector-typo")
+	if err != nil || a == nil || a.Cluster != name || a.State != StateRunning {
+		t.Fatalf("current attempt: %+v, %v", a, err)
+	}
+	// The first check unlocked hints 1 and 2; the next one is 3.
+	i, text, err := m.Hint(ctx, a.ID)
+	if err != nil || i != 3 || !strings.Contains(text, "app=wbe") {
+		t.Fatalf("hint: %d %q %v", i, text, err)
+	}
+	var sol bytes.Buffer
+	if err := m.Solve(ctx, a.ID, &sol); err != nil {
+		t.Fatalf("solve: %v\n%s", err, sol.String())
+	}
+	t.Logf("solution:\n%s", sol.String())
+
+	// The dataplane follows within seconds; a learner would check again.
+	deadline := time.Now().Add(session.SolveGradeTimeout)
+	for {
+		out, code = svclab("check", "selector-typo")
+		if code == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if code != 0 || !strings.Contains(out, "Score: 100%") || !strings.Contains(out, "── Explanation ──") {
+		t.Fatalf("check after the solution: exit %d", code)
+	}
+	out, _ = svclab("status")
+	if !regexpLine(out, `selector-typo +solved +9/9 +3 +1 `) {
+		t.Errorf("status does not show selector-typo solved with 3 hints")
+	}
+
+	rec, err := st.Attempt(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != store.Passed || rec.Finished.IsZero() || rec.SolutionUsed.IsZero() || rec.HintsShown != 3 || rec.Score != rec.MaxScore || rec.Backend != "embedded" {
+		t.Errorf("recorded attempt: %+v", rec)
+	}
+	runs, err := st.CheckRuns(ctx, a.ID)
+	if err != nil || len(runs) < 2 {
+		t.Fatalf("check runs: %d, %v", len(runs), err)
+	}
+	first, last := runs[0], runs[len(runs)-1]
+	if first.Passed || !last.Passed || len(first.Results) != 6 || len(last.Results) != 6 {
+		t.Errorf("first run %+v\nlast run %+v", first, last)
+	}
+	for _, r := range first.Results {
+		if r.CheckID == "clusterip-answers" && (r.Passed || r.Detail == "") {
+			t.Errorf("the probe's result before the fix: %+v", r)
+		}
+		if r.Error != "" {
+			t.Errorf("check %s could not run: %s", r.CheckID, r.Error)
+		}
+	}
+	if b, err := st.Baseline(ctx, a.ID); err != nil || !strings.Contains(string(b), `"service-kept"`) {
+		t.Errorf("baseline %s, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, store.FileName)); err != nil {
+		t.Error(err)
+	}
+
+	// Abandoning removes the scenario from the cluster, which stays usable.
+	if err := m.Abandon(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	c, err := provider.Get(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := c.Client()
+	if err := waitNamespaceGone(ctx, cs, "shop"); err != nil {
+		t.Error(err)
+	}
+}
