@@ -137,13 +137,17 @@ func (c *Cluster) node(ctx context.Context, name string) (Node, error) {
 	return nil, fmt.Errorf("kind cluster %s has no node %q; its nodes are %s", c.name, name, strings.Join(names, ", "))
 }
 
-// NodeExec runs cmd on the node through kind's node API (docker exec).
+// NodeExec runs cmd on the node through kind's node API (docker exec), in
+// the node's tools container (see NodeToolsContainer).
 func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	if len(cmd) == 0 {
+		return errors.New("no command to run")
+	}
 	n, err := c.node(ctx, node)
 	if err != nil {
 		return err
 	}
-	return n.Exec(ctx, cmd, stdio)
+	return n.Exec(ctx, inNodeTools(cmd), stdio)
 }
 
 // LoadImages imports the image archive at path into every node.

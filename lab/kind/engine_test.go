@@ -138,7 +138,7 @@ func (f fakeResolver) Resolve(ref string) (images.Image, error) {
 		return images.Image{}, err
 	}
 	switch r.Name {
-	case "busybox", "registry.k8s.io/e2e-test-images/agnhost", "nginx", images.ImageProxier:
+	case "busybox", "registry.k8s.io/e2e-test-images/agnhost", "nginx", images.ImageProxier, images.ImageTools:
 		return images.Image{Name: "svclab/" + r.Name, Layers: []string{f.layer}, Cmd: []string{r.Name}}, nil
 	}
 	return images.Image{}, images.ErrNotFound
@@ -163,6 +163,7 @@ func TestArchiveEntries(t *testing.T) {
 		"svclab/registry.k8s.io/e2e-test-images/agnhost": {"registry.k8s.io/e2e-test-images/agnhost:latest", "registry.k8s.io/e2e-test-images/agnhost:2.53"},
 		"svclab/nginx":          {"nginx:latest", "nginx:1.25"},
 		"svclab/svclab/proxier": {proxier},
+		"svclab/svclab/tools":   {"svclab/tools:latest"},
 	}
 	for k, v := range want {
 		if strings.Join(got[k], ",") != strings.Join(v, ",") {

@@ -189,18 +189,45 @@ type fakeNode struct {
 	execs          [][]string
 	loaded         []string
 	loadErr        error
+	// tools says whether the tools container runs; toolsErr makes
+	// starting it fail.
+	tools    bool
+	toolsErr error
 }
 
 func (n *fakeNode) Name() string          { return n.name }
 func (n *fakeNode) Role() (string, error) { return n.role, nil }
 func (n *fakeNode) IP() (string, error)   { return n.ip, nil }
 
-// Exec echoes its command; "false" fails with exit status 1 as a real
+// Exec plays containerd's ctr for the tools container (run, task exec)
+// and echoes other commands; "false" fails with exit status 1 as a real
 // command would.
 func (n *fakeNode) Exec(ctx context.Context, argv []string, stdio cluster.Stdio) error {
 	n.mu.Lock()
 	n.execs = append(n.execs, argv)
 	n.mu.Unlock()
+	if len(argv) == 3 && argv[0] == "sh" && strings.Contains(argv[2], "ctr -n k8s.io run -d --privileged --net-host") {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.toolsErr != nil {
+			fmt.Fprintln(stdio.Stderr, n.toolsErr)
+			return fmt.Errorf("sh on %s: %w", n.name, exec.CommandContext(ctx, "false").Run())
+		}
+		n.tools = true
+		return nil
+	}
+	if len(argv) > 7 && strings.Join(argv[:5], " ") == "ctr -n k8s.io task exec" && argv[5] == "--exec-id" && argv[7] == NodeToolsContainer {
+		n.mu.Lock()
+		running := n.tools
+		n.mu.Unlock()
+		if !running {
+			if stdio.Stderr != nil {
+				fmt.Fprintln(stdio.Stderr, "ctr: no running task found: task svclab-node not found: not found")
+			}
+			return fmt.Errorf("ctr on %s: %w", n.name, exec.CommandContext(ctx, "false").Run())
+		}
+		argv = argv[8:]
+	}
 	if stdio.Stdout != nil {
 		fmt.Fprintf(stdio.Stdout, "%s: %s\n", n.name, strings.Join(argv, " "))
 	}

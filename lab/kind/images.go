@@ -72,6 +72,9 @@ type resolver interface {
 // (the upstream kube-proxy shape runs kind's kube-proxy).
 var nodeImageNames = []string{"registry.k8s.io/coredns/coredns", "coredns/coredns", "registry.k8s.io/kube-proxy"}
 
+// NodeToolsImage is the tools image the nodes' tools containers run.
+const NodeToolsImage = "svclab/tools:latest"
+
 // ProxierRepository is the repository of the bundled proxier's image in
 // kind clusters; its tag is a hash of the image's layers, so a new svclab
 // binary rolls the DaemonSet.
@@ -80,7 +83,8 @@ const ProxierRepository = "svclab/proxier"
 // archiveEntries lists the archive's images: every upstream name lab/images
 // serves (but those the node image brings), tagged "latest" and with every
 // tag the built-in scenarios use, plus the extra references, and the
-// bundled proxier as svclab/proxier:HASH.
+// bundled proxier as svclab/proxier:HASH, and the tools image for the
+// nodes' tools containers.
 func archiveEntries(res resolver, extra []string) ([]ociimage.Entry, string, error) {
 	tags := map[string][]string{}
 	var order []string
@@ -149,6 +153,11 @@ func archiveEntries(res resolver, extra []string) ([]ociimage.Entry, string, err
 	}
 	proxierRef := ProxierRepository + ":" + hex.EncodeToString(h.Sum(nil))[:12]
 	entries = append(entries, ociimage.Entry{Image: proxier, Tags: []string{proxierRef}})
+	tools, err := res.Resolve(images.ImageTools)
+	if err != nil {
+		return nil, "", err
+	}
+	entries = append(entries, ociimage.Entry{Image: tools, Tags: []string{NodeToolsImage}})
 	return entries, proxierRef, nil
 }
 

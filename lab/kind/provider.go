@@ -194,6 +194,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		{Name: "Loading the lab's images into the nodes", Run: func(ctx context.Context) error {
 			return c.loadArchive(ctx, archive)
 		}},
+		{Name: "Starting the nodes' tools containers (nft, iptables, conntrack, tcpdump, curl, dig)", Run: c.startNodeTools},
 	}
 	if st.Proxier != "" {
 		actions = append(actions, cluster.Action{Name: fmt.Sprintf("Installing kube-proxy (the bundled proxier, %s mode)", st.Proxier), Run: func(ctx context.Context) error {
@@ -433,6 +434,7 @@ func (p *Provider) LoadImages(ctx context.Context, name string, extra []string, 
 		{Name: "Loading the lab's images into the nodes", Run: func(ctx context.Context) error {
 			return c.loadArchive(ctx, archive)
 		}},
+		{Name: "Restarting the nodes' tools containers", Run: c.startNodeTools},
 	}
 	if c.st.Proxier != "" {
 		actions = append(actions, cluster.Action{Name: "Updating kube-proxy (the bundled proxier)", Run: func(ctx context.Context) error {

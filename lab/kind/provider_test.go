@@ -116,6 +116,9 @@ func TestCreateUseDelete(t *testing.T) {
 	if out.String() != "lab-worker: nft list ruleset\n" {
 		t.Errorf("NodeExec output %q", out.String())
 	}
+	if last := eng.node("lab", "lab-worker").execs; !strings.HasPrefix(strings.Join(last[len(last)-1], " "), "ctr -n k8s.io task exec --exec-id svclab-") {
+		t.Errorf("NodeExec ran %q, not in the node's tools container", last[len(last)-1])
+	}
 	var ee *exec.ExitError
 	if err := got.NodeExec(ctx, "lab-worker", []string{"false"}, cluster.Stdio{}); !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Errorf("NodeExec(false) = %v, want an exit status the CLI can pass on", err)
@@ -133,6 +136,14 @@ func TestCreateUseDelete(t *testing.T) {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}
 
+	// A restarted node has lost its tools container: NodeExec says so,
+	// and images load starts it again.
+	eng.node("lab", "lab-worker").tools = false
+	var stderr bytes.Buffer
+	if err := got.NodeExec(ctx, "lab-worker", []string{"nft", "list", "ruleset"}, cluster.Stdio{Stderr: &stderr}); err == nil || !strings.Contains(stderr.String(), "no running task") {
+		t.Errorf("NodeExec without the tools container: %v, %q", err, stderr.String())
+	}
+
 	// Loading images again with a new proxier image moves the DaemonSet.
 	imgs.ref = "svclab/proxier:fedcba987654"
 	if err := p.LoadImages(ctx, "lab", []string{"nginx:1.25"}, nil); err != nil {
@@ -145,8 +156,8 @@ func TestCreateUseDelete(t *testing.T) {
 	if img := ds.Spec.Template.Spec.Containers[0].Image; img != imgs.ref {
 		t.Errorf("after images load kube-proxy runs %s, want %s", img, imgs.ref)
 	}
-	if n := eng.node("lab", "lab-worker"); len(n.loaded) != 2 {
-		t.Errorf("worker loaded %d archives, want 2", len(n.loaded))
+	if n := eng.node("lab", "lab-worker"); len(n.loaded) != 2 || !n.tools {
+		t.Errorf("worker loaded %d archives, want 2; tools container running: %v", len(n.loaded), n.tools)
 	}
 
 	if err := p.Delete(ctx, "lab"); err != nil {
@@ -269,6 +280,10 @@ func TestCreateErrors(t *testing.T) {
 			eng.onCreate = func() { eng.clusters["lab"][1].loadErr = errors.New("ctr: content digest not found") }
 			return context.Background()
 		}, want: "loading images into node lab-worker: ctr: content digest not found", creates: true},
+		{name: "tools container fails", setup: func(_ *testing.T, _ *Provider, eng *fakeEngine, _ *fakeImages, _ *fakeAPI) context.Context {
+			eng.onCreate = func() { eng.clusters["lab"][0].toolsErr = errors.New("ctr: image \"docker.io/svclab/tools:latest\": not found") }
+			return context.Background()
+		}, want: `starting the tools container on node lab-control-plane: sh on lab-control-plane: exit status 1: ctr: image "docker.io/svclab/tools:latest": not found`, creates: true},
 		{name: "nodes never Ready", setup: func(_ *testing.T, p *Provider, _ *fakeEngine, _ *fakeImages, api *fakeAPI) context.Context {
 			api.notReady, p.ReadyTimeout = true, 600e6
 			return context.Background()
