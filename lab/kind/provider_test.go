@@ -281,7 +281,9 @@ func TestCreateErrors(t *testing.T) {
 			return context.Background()
 		}, want: "loading images into node lab-worker: ctr: content digest not found", creates: true},
 		{name: "tools container fails", setup: func(_ *testing.T, _ *Provider, eng *fakeEngine, _ *fakeImages, _ *fakeAPI) context.Context {
-			eng.onCreate = func() { eng.clusters["lab"][0].toolsErr = errors.New("ctr: image \"docker.io/svclab/tools:latest\": not found") }
+			eng.onCreate = func() {
+				eng.clusters["lab"][0].toolsErr = errors.New("ctr: image \"docker.io/svclab/tools:latest\": not found")
+			}
 			return context.Background()
 		}, want: `starting the tools container on node lab-control-plane: sh on lab-control-plane: exit status 1: ctr: image "docker.io/svclab/tools:latest": not found`, creates: true},
 		{name: "nodes never Ready", setup: func(_ *testing.T, p *Provider, _ *fakeEngine, _ *fakeImages, api *fakeAPI) context.Context {
