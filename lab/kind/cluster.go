@@ -42,6 +42,9 @@ type Cluster struct {
 	st     *State
 	engine Engine
 	client ClientFunc
+
+	mu    sync.Mutex
+	nodes []Node // cached: a cluster's nodes do not change
 }
 
 var _ cluster.Cluster = (*Cluster)(nil)
@@ -120,12 +123,24 @@ func (c *Cluster) Nodes(ctx context.Context) ([]cluster.Node, error) {
 	return out, nil
 }
 
-// node finds a node by name.
+// node finds a node by name. Graders run many commands: the nodes are
+// listed (docker ps) once, and again only for a name not seen.
 func (c *Cluster) node(ctx context.Context, name string) (Node, error) {
+	c.mu.Lock()
+	for _, n := range c.nodes {
+		if n.Name() == name {
+			c.mu.Unlock()
+			return n, nil
+		}
+	}
+	c.mu.Unlock()
 	list, err := c.engine.Nodes(ctx, c.name)
 	if err != nil {
 		return nil, fmt.Errorf("listing the nodes of kind cluster %s: %w", c.name, err)
 	}
+	c.mu.Lock()
+	c.nodes = list
+	c.mu.Unlock()
 	var names []string
 	for _, n := range list {
 		if n.Name() == name {

@@ -194,3 +194,18 @@ func TestArchiveEntries(t *testing.T) {
 		}
 	}
 }
+
+// The real engine runs "docker info" and reads its answer; a docker
+// script on PATH stands in for Docker.
+func TestDockerCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\n[ \"$1 $2 $3\" = 'info --format {{json .}}' ] || { echo \"unexpected: $*\" >&2; exit 2; }\necho '{\"ServerVersion\":\"27.5.1\",\"CgroupVersion\":\"1\",\"Driver\":\"overlay2\"}'\n"
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":/usr/bin:/bin")
+	info, err := Docker{}.Check(context.Background())
+	if err != nil || info != (DockerInfo{ServerVersion: "27.5.1", CgroupVersion: "1"}) {
+		t.Errorf("Check = %+v, %v", info, err)
+	}
+}

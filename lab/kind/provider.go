@@ -243,10 +243,7 @@ func (p *Provider) List(ctx context.Context) ([]cluster.Summary, error) {
 	if err != nil || len(states) == 0 {
 		return nil, err
 	}
-	existing, err := p.Engine.Clusters(ctx)
-	if err != nil {
-		return nil, err
-	}
+	existing, listErr := p.Engine.Clusters(ctx)
 	var out []cluster.Summary
 	for _, st := range states {
 		s := cluster.Summary{Name: st.Name, Backend: BackendName}
@@ -254,6 +251,10 @@ func (p *Provider) List(ctx context.Context) ([]cluster.Summary, error) {
 		s.Server, _ = c.server()
 		exists := slices.Contains(existing, st.Name)
 		switch {
+		case listErr != nil:
+			// Docker is down: say so, and let the embedded clusters be
+			// listed all the same.
+			s.State, s.Detail = "unknown", "Docker does not answer: "+firstLine(listErr.Error())
 		case st.creating():
 			s.State = "creating"
 		case !st.Complete:

@@ -447,3 +447,18 @@ func TestDeleteErrors(t *testing.T) {
 		t.Errorf("LoadImages(nope) = %v", err)
 	}
 }
+
+// With Docker down, List still answers (so that "svclab cluster list"
+// shows the embedded clusters) and says what is wrong.
+func TestListDockerDown(t *testing.T) {
+	p, eng, _, _ := testProvider(t)
+	ctx := context.Background()
+	if _, err := p.Create(ctx, cluster.CreateOptions{Name: "lab", Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	eng.listErr = errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?")
+	list, err := p.List(ctx)
+	if err != nil || len(list) != 1 || list[0].State != "unknown" || !strings.Contains(list[0].Detail, "Docker does not answer: Cannot connect") {
+		t.Errorf("List = %+v, %v", list, err)
+	}
+}
