@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/attempt"
+	"github.com/svclab/svclab/lab/class"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/kind"
@@ -63,6 +64,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.stateDir }, Provider: func() (cluster.Provider, error) { return o.provider("") }, Log: o.logger})
 	root.AddCommand(scenarioCmd)
 	root.AddCommand(session.NewCommand())
+	root.AddCommand(class.NewCommand())
 	return root
 }
 

@@ -170,6 +170,12 @@ var (
 	ErrNoLab  = errors.New("no lab")
 )
 
+// noLab says why there is no lab to act on; it matches ErrNoLab.
+type noLab string
+
+func (e noLab) Error() string        { return string(e) }
+func (e noLab) Is(target error) bool { return target == ErrNoLab }
+
 // Stats count the manager's clusters.
 type Stats struct {
 	Queued, Starting, Ready, Warm, Creating, Deleting int
@@ -372,13 +378,13 @@ func (m *Manager) Cluster(learner string) (cluster.Cluster, error) {
 	l := m.labs[learner]
 	switch {
 	case l == nil:
-		return nil, fmt.Errorf("you have no lab yet: start one first: %w", ErrNoLab)
+		return nil, noLab("you have no lab yet: start one first")
 	case l.State == Queued:
-		return nil, fmt.Errorf("your lab has not started: you are number %d in the queue: %w", m.position(learner), ErrNoLab)
+		return nil, noLab(fmt.Sprintf("your lab has not started: you are number %d in the queue", m.position(learner)))
 	case l.State == Starting:
-		return nil, fmt.Errorf("your lab is still starting: %w", ErrNoLab)
+		return nil, noLab("your lab is still starting")
 	case l.State != Ready:
-		return nil, fmt.Errorf("your lab has %s (%s): start a new one: %w", l.State, l.Reason, ErrNoLab)
+		return nil, noLab(fmt.Sprintf("your lab has %s (%s): start a new one", l.State, l.Reason))
 	}
 	return l.cluster, nil
 }
@@ -404,7 +410,7 @@ func (m *Manager) Extend(learner string, d time.Duration) (Lab, error) {
 	defer m.mu.Unlock()
 	l := m.labs[learner]
 	if l == nil || l.State != Ready {
-		return Lab{}, fmt.Errorf("learner %s has no running lab to extend: %w", learner, ErrNoLab)
+		return Lab{}, noLab(fmt.Sprintf("learner %s has no running lab to extend", learner))
 	}
 	if !l.ExpiresAt.IsZero() {
 		l.ExpiresAt = l.ExpiresAt.Add(d)
@@ -429,7 +435,7 @@ func (m *Manager) Reset(learner string) (Lab, error) {
 	}
 	l := m.labs[learner]
 	if l == nil || (l.State != Ready && l.State != Starting) {
-		return Lab{}, fmt.Errorf("learner %s has no running lab to reset: %w", learner, ErrNoLab)
+		return Lab{}, noLab(fmt.Sprintf("learner %s has no running lab to reset", learner))
 	}
 	old := l.Cluster
 	m.drop(old)
@@ -448,7 +454,7 @@ func (m *Manager) Release(learner string) error {
 	defer m.mu.Unlock()
 	l := m.labs[learner]
 	if l == nil || l.State == Ended || l.State == Failed {
-		return fmt.Errorf("learner %s has no lab: %w", learner, ErrNoLab)
+		return noLab(fmt.Sprintf("learner %s has no lab", learner))
 	}
 	m.end(l, ReasonReleased, "Your lab was closed.")
 	m.schedule()

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svclab/svclab/lab/class/internal/fakecluster"
 	"github.com/svclab/svclab/lab/cluster"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	p, l := newFakeProvider(), newFakeLedger()
+	p, l := fakecluster.NewProvider(), newFakeLedger()
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -77,11 +78,11 @@ func TestWarmPool(t *testing.T) {
 			if s.Warm != tc.wantWarmAfter || s.Ready != tc.learners {
 				t.Errorf("stats %+v: want %d warm, %d ready", s, tc.wantWarmAfter, tc.learners)
 			}
-			if len(r.p.created) != tc.wantCreated {
-				t.Errorf("created %d clusters, want %d", len(r.p.created), tc.wantCreated)
+			if len(r.p.Created) != tc.wantCreated {
+				t.Errorf("created %d clusters, want %d", len(r.p.Created), tc.wantCreated)
 			}
-			for _, n := range r.p.names() {
-				if o := r.p.options(n); o.Workers != 2 || !strings.HasPrefix(n, "cls1-") {
+			for _, n := range r.p.Names() {
+				if o := r.p.Options(n); o.Workers != 2 || !strings.HasPrefix(n, "cls1-") {
 					t.Errorf("cluster %s made with %+v", n, o)
 				}
 			}
@@ -91,7 +92,7 @@ func TestWarmPool(t *testing.T) {
 
 func TestLearnerTakesOverAPoolClusterBeingCreated(t *testing.T) {
 	r := newRig(t, Config{Capacity: 2, PoolSize: 1})
-	gate := r.p.setGate()
+	gate := r.p.SetGate()
 	if err := r.m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +115,8 @@ func TestLearnerTakesOverAPoolClusterBeingCreated(t *testing.T) {
 		t.Errorf("ann's lab is %s", l.State)
 	}
 	// The pool refills behind her (capacity 2, one lab).
-	if s := r.m.Stats(); s.Warm != 1 || len(r.p.created) != 2 {
-		t.Errorf("stats %+v, created %v", s, r.p.created)
+	if s := r.m.Stats(); s.Warm != 1 || len(r.p.Created) != 2 {
+		t.Errorf("stats %+v, created %v", s, r.p.Created)
 	}
 }
 
@@ -155,7 +156,7 @@ func TestQueue(t *testing.T) {
 	}
 	r.m.settle()
 	r.wantEvents("ended cid")
-	if got := r.p.names(); len(got) != 1 {
+	if got := r.p.Names(); len(got) != 1 {
 		t.Errorf("clusters %v: want bob's only (ann's deleted)", got)
 	}
 	if err := r.m.Release("cid"); !errors.Is(err, ErrNoLab) {
@@ -254,8 +255,8 @@ func TestExpiry(t *testing.T) {
 					t.Errorf("Cluster after reclaim: %v", err)
 				}
 				// The reclaimed cluster is gone; the pool refilled.
-				if s := r.m.Stats(); s.Warm != 1 || len(r.p.names()) != 1 || len(r.p.deleted) != 1 {
-					t.Errorf("after reclaim: %+v, clusters %v, deleted %v", s, r.p.names(), r.p.deleted)
+				if s := r.m.Stats(); s.Warm != 1 || len(r.p.Names()) != 1 || len(r.p.Deleted) != 1 {
+					t.Errorf("after reclaim: %+v, clusters %v, deleted %v", s, r.p.Names(), r.p.Deleted)
 				}
 			}
 		})
@@ -302,8 +303,8 @@ func TestReset(t *testing.T) {
 	if after.State != Ready || after.Cluster == before.Cluster || !after.ExpiresAt.Equal(before.ExpiresAt) {
 		t.Errorf("after reset %+v (before %+v): want a new cluster and the same deadline", after, before)
 	}
-	if !slices.Contains(r.p.deleted, before.Cluster) {
-		t.Errorf("old cluster %s not deleted: %v", before.Cluster, r.p.deleted)
+	if !slices.Contains(r.p.Deleted, before.Cluster) {
+		t.Errorf("old cluster %s not deleted: %v", before.Cluster, r.p.Deleted)
 	}
 	if _, err := r.m.Reset("bob"); !errors.Is(err, ErrNoLab) {
 		t.Errorf("reset without a lab: %v", err)
@@ -354,7 +355,7 @@ func TestAdmission(t *testing.T) {
 func TestAdmissionCountsClustersBeingCreated(t *testing.T) {
 	r := newRig(t, Config{Capacity: 5})
 	r.start()
-	gate := r.p.setGate()
+	gate := r.p.SetGate()
 	r.mem.set(DefaultLabMemory + DefaultReserveMemory + DefaultLabMemory/2)
 	if l, err := r.m.Request("ann"); err != nil || l.State != Starting {
 		t.Fatalf("ann: %+v, %v", l, err)
@@ -393,7 +394,7 @@ func TestQueueWaitsForMemory(t *testing.T) {
 func TestCreateFailure(t *testing.T) {
 	r := newRig(t, Config{Capacity: 2, PoolSize: 0})
 	r.start()
-	r.p.failWith(errors.New("etcd did not start"))
+	r.p.FailWith(errors.New("etcd did not start"))
 	r.m.Request("ann")
 	r.m.settle()
 	l, _ := r.m.Lab("ann")
@@ -415,13 +416,13 @@ func TestCreateFailure(t *testing.T) {
 
 func TestPoolFailureBacksOff(t *testing.T) {
 	r := newRig(t, Config{Capacity: 2, PoolSize: 1, RetryAfter: time.Minute})
-	r.p.failWith(errors.New("no images"))
+	r.p.FailWith(errors.New("no images"))
 	r.start()
 	r.wantEvents("pool-error")
 	r.m.Tick(r.clock.Advance(30 * time.Second))
 	r.m.settle()
-	if len(r.p.created) != 1 {
-		t.Errorf("retried before the back-off: %v", r.p.created)
+	if len(r.p.Created) != 1 {
+		t.Errorf("retried before the back-off: %v", r.p.Created)
 	}
 	r.m.Tick(r.clock.Advance(30 * time.Second))
 	r.m.settle()
@@ -438,19 +439,19 @@ func TestSweepAndClose(t *testing.T) {
 	r.ledger.Record(context.Background(), "cls1-aaaa")
 	r.ledger.Record(context.Background(), "cls1-gone") // deleted by hand
 	r.start()
-	if got := r.p.names(); len(got) != 3 || !slices.Contains(got, "other-cccc") || !slices.Contains(got, "cls10-dddd") {
+	if got := r.p.Names(); len(got) != 3 || !slices.Contains(got, "other-cccc") || !slices.Contains(got, "cls10-dddd") {
 		t.Errorf("after the sweep: %v", got)
 	}
 	r.m.Request("ann")
 	r.m.Request("bob")
-	r.p.setGate() // cid's cluster hangs in creation
+	r.p.SetGate() // cid's cluster hangs in creation
 	if l, _ := r.m.Request("cid"); l.State != Starting {
 		t.Fatalf("cid: %+v", l)
 	}
 	if err := r.m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.p.names(); !slices.Equal(got, []string{"cls10-dddd", "other-cccc"}) {
+	if got := r.p.Names(); !slices.Equal(got, []string{"cls10-dddd", "other-cccc"}) {
 		t.Errorf("after close: %v", got)
 	}
 	if owned, _ := r.ledger.Owned(context.Background()); len(owned) != 0 {

@@ -1,0 +1,355 @@
+package class
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab/class/labs"
+	"github.com/svclab/svclab/lab/class/stream"
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/scenario"
+)
+
+// Options configure a running Classroom.
+type Options struct {
+	DB       *DB
+	Provider cluster.Provider
+	Catalog  *scenario.Catalog
+	// Labs overrides parts of the lab manager's configuration (memory
+	// estimate, warnings, tick interval); Provider, Ledger, Shape, Prefix,
+	// Capacity, PoolSize, TimeLimit, IdleTimeout and Now come from the
+	// class.
+	Labs labs.Config
+	// FinalGrade, when set, grades a learner's exam task once more when
+	// the exam ends (lab/attempt's check); the last check run counts when
+	// it is nil or fails.
+	FinalGrade func(ctx context.Context, learner, scenario string) (*grade.Report, error)
+	Now        func() time.Time
+	Log        *slog.Logger
+}
+
+// Classroom is one open class while svclab serves it: its learners' labs,
+// its board and its exams. The web UI mounts it; every learner-scoped
+// call takes the Principal making it and authorizes it.
+type Classroom struct {
+	Class *Class
+	Board *Board
+	Labs  *labs.Manager
+	opts  Options
+	tasks []Task
+
+	mu   sync.Mutex
+	stop chan struct{}
+	done chan struct{}
+}
+
+// OpenClassroom starts serving class ref: it sweeps clusters an earlier
+// run left, starts the warm pool and the lab deadlines, and loads the
+// board.
+func OpenClassroom(ctx context.Context, ref string, o Options) (*Classroom, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	c, err := o.DB.Class(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Open() {
+		return nil, fmt.Errorf("class %s was closed at %s", c.Name, c.ClosedAt.Format(time.RFC3339))
+	}
+	spec := c.Spec
+	shape, err := spec.Normalize(o.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("class %s: %w", c.Name, err)
+	}
+	board, err := newBoard(ctx, o.DB, c, o.Now)
+	if err != nil {
+		return nil, err
+	}
+	lc := o.Labs
+	lc.Provider, lc.Ledger, lc.Shape, lc.Prefix = o.Provider, o.DB.Ledger(c.ID), shape, c.ClusterPrefix()
+	lc.Capacity, lc.PoolSize, lc.TimeLimit, lc.IdleTimeout, lc.Now = c.Capacity, c.PoolSize, c.TimeLimit, c.IdleTimeout, o.Now
+	if lc.Log == nil {
+		lc.Log = o.Log
+	}
+	m, err := labs.New(lc)
+	if err != nil {
+		return nil, err
+	}
+	cr := &Classroom{Class: c, Board: board, Labs: m, opts: o, tasks: ExamTasks(c, o.Catalog), stop: make(chan struct{}), done: make(chan struct{})}
+	events := m.Subscribe("", 1024)
+	if err := m.Start(ctx); err != nil {
+		events.Cancel()
+		m.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("class %s: %w", c.Name, err)
+	}
+	go cr.follow(events)
+	return cr, nil
+}
+
+// follow shows the labs' events on the board and ends exams whose time
+// ran out.
+func (cr *Classroom) follow(events *stream.Subscription[labs.Event]) {
+	defer close(cr.done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case e, ok := <-events.C:
+			if !ok {
+				return
+			}
+			if e.Learner != "" {
+				cr.Board.LabChanged(e)
+			}
+		case <-t.C:
+			cr.FinishDueExams(context.Background())
+		case <-cr.stop:
+			events.Cancel()
+			return
+		}
+	}
+}
+
+// Close closes the class: nobody joins any more, every lab ends and every
+// cluster of the class is deleted.
+func (cr *Classroom) Close(ctx context.Context) error {
+	err := cr.opts.DB.CloseClass(ctx, cr.Class.ID)
+	return errors.Join(err, cr.Shutdown(ctx))
+}
+
+// Shutdown stops serving the class (svclab is exiting) and deletes its
+// clusters; the class stays open for the next run.
+func (cr *Classroom) Shutdown(ctx context.Context) error {
+	cr.mu.Lock()
+	select {
+	case <-cr.stop:
+	default:
+		close(cr.stop)
+	}
+	cr.mu.Unlock()
+	err := cr.Labs.Close(ctx)
+	<-cr.done
+	return err
+}
+
+// Join adds a learner to this class.
+func (cr *Classroom) Join(ctx context.Context, code, name string) (JoinedLearner, error) {
+	j, c, err := cr.opts.DB.Join(ctx, code, name)
+	if err != nil {
+		return JoinedLearner{}, err
+	}
+	if c.ID != cr.Class.ID {
+		// The code is another class's: join it there.
+		return JoinedLearner{}, ErrBadCode
+	}
+	cr.Board.AddLearner(j.Learner)
+	return j, nil
+}
+
+// Authenticate tells who holds token.
+func (cr *Classroom) Authenticate(ctx context.Context, token string) (Principal, error) {
+	return Authenticate(ctx, cr.opts.DB, cr.Class, token)
+}
+
+// StartLab gives the learner p their lab (see labs.Manager.Request).
+func (cr *Classroom) StartLab(p Principal) (labs.Lab, error) {
+	if err := Authorize(p, cr.Class.ID, p.LearnerID, Write); err != nil {
+		return labs.Lab{}, err
+	}
+	return cr.Labs.Request(p.LearnerID)
+}
+
+// Lab returns learnerID's lab for p.
+func (cr *Classroom) Lab(p Principal, learnerID string) (labs.Lab, error) {
+	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {
+		return labs.Lab{}, err
+	}
+	l, ok := cr.Labs.Lab(learnerID)
+	if !ok {
+		return labs.Lab{}, fmt.Errorf("no lab started yet (%w)", labs.ErrNoLab)
+	}
+	return l, nil
+}
+
+// Cluster returns learnerID's cluster for p with access a, and counts
+// as activity in the lab when the learner acts on it.
+func (cr *Classroom) Cluster(p Principal, learnerID string, a Access) (cluster.Cluster, error) {
+	if err := Authorize(p, cr.Class.ID, learnerID, a); err != nil {
+		return nil, err
+	}
+	c, err := cr.Labs.Cluster(learnerID)
+	if err == nil && p.Role == LearnerRole {
+		cr.Labs.Touch(learnerID)
+	}
+	return c, err
+}
+
+// Subscribe returns the stream p may see: the whole board for the
+// instructor, their own row, lab and messages for a learner.
+func (cr *Classroom) Subscribe(p Principal, buffer int) (*stream.Subscription[Update], error) {
+	switch p.Role {
+	case InstructorRole:
+		if err := AuthorizeInstructor(p, cr.Class.ID); err != nil {
+			return nil, err
+		}
+		return cr.Board.subscribe("", buffer), nil
+	case LearnerRole:
+		if err := Authorize(p, cr.Class.ID, p.LearnerID, Read); err != nil {
+			return nil, err
+		}
+		return cr.Board.subscribe(p.LearnerID, buffer), nil
+	}
+	return nil, ErrUnauthenticated
+}
+
+// Snapshot is the board as p may see it.
+func (cr *Classroom) Snapshot(ctx context.Context, p Principal) (Snapshot, error) {
+	if p.Role == InstructorRole {
+		if err := AuthorizeInstructor(p, cr.Class.ID); err != nil {
+			return Snapshot{}, err
+		}
+		return cr.Board.Snapshot(ctx)
+	}
+	if err := Authorize(p, cr.Class.ID, p.LearnerID, Read); err != nil {
+		return Snapshot{}, err
+	}
+	return cr.Board.LearnerSnapshot(ctx, p.LearnerID)
+}
+
+// Extend gives learnerID's lab more time (instructor only).
+func (cr *Classroom) Extend(p Principal, learnerID string, d time.Duration) (labs.Lab, error) {
+	if err := AuthorizeInstructor(p, cr.Class.ID); err != nil {
+		return labs.Lab{}, err
+	}
+	return cr.Labs.Extend(learnerID, d)
+}
+
+// Reset gives learnerID's lab a fresh cluster (instructor only).
+func (cr *Classroom) Reset(p Principal, learnerID string) (labs.Lab, error) {
+	if err := AuthorizeInstructor(p, cr.Class.ID); err != nil {
+		return labs.Lab{}, err
+	}
+	return cr.Labs.Reset(learnerID)
+}
+
+// Push sends a message or hint to one learner (to) or all (to "")
+// (instructor only).
+func (cr *Classroom) Push(ctx context.Context, p Principal, to, kind, scenarioID, body string) (Message, error) {
+	if err := AuthorizeInstructor(p, cr.Class.ID); err != nil {
+		return Message{}, err
+	}
+	return cr.Board.Push(ctx, to, kind, scenarioID, body)
+}
+
+// StartExam starts p's exam: its clock runs from now for the class's
+// time limit. Starting again returns the running exam.
+func (cr *Classroom) StartExam(ctx context.Context, p Principal) (ExamSession, error) {
+	if err := Authorize(p, cr.Class.ID, p.LearnerID, Write); err != nil {
+		return ExamSession{}, err
+	}
+	if !cr.Class.Exam {
+		return ExamSession{}, errors.New("this class is not an exam")
+	}
+	now := cr.opts.Now().UTC().Truncate(time.Millisecond)
+	return cr.opts.DB.startExam(ctx, p.LearnerID, now, now.Add(cr.Class.TimeLimit))
+}
+
+// Exam returns learnerID's exam for p.
+func (cr *Classroom) Exam(ctx context.Context, p Principal, learnerID string) (ExamSession, error) {
+	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {
+		return ExamSession{}, err
+	}
+	e, err := cr.opts.DB.exam(ctx, learnerID)
+	if errors.Is(err, ErrNotFound) {
+		return ExamSession{}, fmt.Errorf("the exam has not started: %w", ErrNotFound)
+	}
+	return e, err
+}
+
+// FinishExam ends p's exam now (the learner submits) and scores it.
+func (cr *Classroom) FinishExam(ctx context.Context, p Principal) (ExamSession, error) {
+	if err := Authorize(p, cr.Class.ID, p.LearnerID, Write); err != nil {
+		return ExamSession{}, err
+	}
+	return cr.finishExam(ctx, p.LearnerID)
+}
+
+func (cr *Classroom) finishExam(ctx context.Context, learner string) (ExamSession, error) {
+	e, err := cr.opts.DB.exam(ctx, learner)
+	if err != nil {
+		return ExamSession{}, fmt.Errorf("the exam has not started: %w", err)
+	}
+	if !e.FinishedAt.IsZero() {
+		return e, nil
+	}
+	if cr.opts.FinalGrade != nil {
+		for _, t := range cr.tasks {
+			rep, err := cr.opts.FinalGrade(ctx, learner, t.Scenario)
+			if err != nil {
+				cr.opts.Log.Warn("final grading of an exam task failed; its last check counts", "learner", learner, "scenario", t.Scenario, "err", err)
+				continue
+			}
+			if err := cr.Board.Checked(ctx, learner, t.Scenario, rep); err != nil {
+				return ExamSession{}, err
+			}
+		}
+	}
+	at := cr.opts.Now().UTC().Truncate(time.Millisecond)
+	if at.After(e.Deadline) {
+		at = e.Deadline
+	}
+	score := ScoreExam(cr.tasks, cr.Board.lastChecks(learner), cr.opts.Catalog)
+	if err := cr.opts.DB.finishExam(ctx, learner, at, &score); err != nil {
+		return ExamSession{}, err
+	}
+	return cr.opts.DB.exam(ctx, learner)
+}
+
+// FinishDueExams scores the exams whose time ran out.
+func (cr *Classroom) FinishDueExams(ctx context.Context) {
+	if !cr.Class.Exam {
+		return
+	}
+	now := cr.opts.Now()
+	learners, err := cr.opts.DB.Learners(ctx, cr.Class.ID)
+	if err != nil {
+		cr.opts.Log.Error("listing learners for exam deadlines", "err", err)
+		return
+	}
+	for _, l := range learners {
+		e, err := cr.opts.DB.exam(ctx, l.ID)
+		if err != nil || !e.FinishedAt.IsZero() || now.Before(e.Deadline) {
+			continue
+		}
+		if _, err := cr.finishExam(ctx, l.ID); err != nil {
+			cr.opts.Log.Error("scoring an exam whose time ran out", "learner", l.ID, "err", err)
+		}
+	}
+}
+
+// Review is learnerID's exam review for p: the score, the reference
+// solutions and the explanations. It opens once the exam is over.
+func (cr *Classroom) Review(ctx context.Context, p Principal, learnerID string) (Review, error) {
+	e, err := cr.Exam(ctx, p, learnerID)
+	if err != nil {
+		return Review{}, err
+	}
+	if e.Score == nil {
+		if !e.Finished(cr.opts.Now()) {
+			return Review{}, fmt.Errorf("the review opens when the exam ends (%s left)", e.Remaining(cr.opts.Now()).Round(time.Second))
+		}
+		if e, err = cr.finishExam(ctx, learnerID); err != nil {
+			return Review{}, err
+		}
+	}
+	return BuildReview(learnerID, *e.Score, cr.opts.Catalog), nil
+}

@@ -1,0 +1,545 @@
+package class
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+// DBFileName is the database's name in the state directory: the same
+// file lab/store uses (svclab.db).
+const DBFileName = "svclab.db"
+
+// DefaultDBPath is the database in stateDir.
+func DefaultDBPath(stateDir string) string { return filepath.Join(stateDir, DBFileName) }
+
+// migration moves the class tables from Version-1 to Version. The class
+// tables share svclab.db with lab/store's but keep their own history
+// (class_schema_migrations): lab/store's migrations are its own, and it
+// refuses versions it does not know.
+type migration struct {
+	Version int
+	Name    string
+	SQL     []string
+}
+
+var migrations = []migration{
+	{1, "classes, learners, owned clusters, progress, messages, exams", []string{
+		`CREATE TABLE classes (
+			id TEXT PRIMARY KEY,
+			name TEXT NOT NULL UNIQUE,
+			spec TEXT NOT NULL,
+			join_code TEXT NOT NULL UNIQUE,
+			code_expires_at INTEGER NOT NULL,
+			instructor_token_hash TEXT NOT NULL,
+			created_at INTEGER NOT NULL,
+			closed_at INTEGER
+		)`,
+		`CREATE TABLE class_learners (
+			id TEXT PRIMARY KEY,
+			class_id TEXT NOT NULL REFERENCES classes(id) ON DELETE CASCADE,
+			name TEXT NOT NULL,
+			name_key TEXT NOT NULL,
+			token_hash TEXT NOT NULL UNIQUE,
+			joined_at INTEGER NOT NULL,
+			UNIQUE (class_id, name_key)
+		)`,
+		`CREATE TABLE class_clusters (
+			name TEXT PRIMARY KEY,
+			class_id TEXT NOT NULL REFERENCES classes(id) ON DELETE CASCADE,
+			recorded_at INTEGER NOT NULL
+		)`,
+		`CREATE TABLE class_progress (
+			learner_id TEXT NOT NULL REFERENCES class_learners(id) ON DELETE CASCADE,
+			scenario_id TEXT NOT NULL,
+			cell TEXT NOT NULL,
+			PRIMARY KEY (learner_id, scenario_id)
+		)`,
+		`CREATE TABLE class_messages (
+			id INTEGER PRIMARY KEY,
+			class_id TEXT NOT NULL REFERENCES classes(id) ON DELETE CASCADE,
+			learner_id TEXT NOT NULL,
+			kind TEXT NOT NULL CHECK (kind IN ('message', 'hint')),
+			scenario_id TEXT NOT NULL,
+			body TEXT NOT NULL,
+			at INTEGER NOT NULL
+		)`,
+		`CREATE INDEX class_messages_by_class ON class_messages (class_id, id)`,
+		`CREATE TABLE class_exams (
+			learner_id TEXT PRIMARY KEY REFERENCES class_learners(id) ON DELETE CASCADE,
+			started_at INTEGER NOT NULL,
+			deadline INTEGER NOT NULL,
+			finished_at INTEGER,
+			result TEXT NOT NULL DEFAULT ''
+		)`,
+	}},
+}
+
+// DB holds classes in SQLite.
+type DB struct {
+	db   *sql.DB
+	path string
+	now  func() time.Time
+}
+
+// OpenDB opens (creating when missing) the database at path and brings
+// the class tables up to date. now is the clock (time.Now when nil).
+func OpenDB(ctx context.Context, path string, now func() time.Time) (*DB, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("the database path %q contains ? or #; choose a --state-dir without them", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the directory of the database %s: %w (choose another with --state-dir)", path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	sdb, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening the database %s: %w", path, err)
+	}
+	sdb.SetMaxOpenConns(4)
+	d := &DB{db: sdb, path: path, now: now}
+	if err := d.migrate(ctx); err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	_ = os.Chmod(path, 0o600) // it holds token hashes
+	return d, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+func (d *DB) migrate(ctx context.Context) error {
+	if _, err := d.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS class_schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return d.fail("preparing the class tables", err)
+	}
+	known := migrations[len(migrations)-1].Version
+	for _, m := range migrations {
+		err := d.tx(ctx, func(tx *sql.Tx) error {
+			var have int
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM class_schema_migrations`).Scan(&have); err != nil {
+				return err
+			}
+			if have > known {
+				return fmt.Errorf("the class tables were written by a newer svclab (version %d; this svclab knows up to %d): upgrade svclab", have, known)
+			}
+			if have >= m.Version {
+				return nil
+			}
+			for _, stmt := range m.SQL {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return err
+				}
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO class_schema_migrations VALUES (?, ?, ?)`, m.Version, m.Name, d.now().UnixMilli())
+			return err
+		})
+		if err != nil {
+			return d.fail(fmt.Sprintf("migrating the class tables to version %d", m.Version), err)
+		}
+	}
+	return nil
+}
+
+func (d *DB) fail(op string, err error) error {
+	return fmt.Errorf("database %s: %s: %w", d.path, op, err)
+}
+
+func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64).UTC()
+}
+
+// Created is what creating a class returns: the class and its secrets,
+// shown once.
+type Created struct {
+	Class           *Class
+	InstructorToken string
+}
+
+// CreateClass stores a new class with a fresh join code and instructor
+// token. spec must be normalized.
+func (d *DB) CreateClass(ctx context.Context, spec Spec) (Created, error) {
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return Created{}, err
+	}
+	now := d.now().UTC().Truncate(time.Millisecond)
+	token := newToken(InstructorTokenPrefix)
+	c := &Class{ID: newID(6), Spec: spec, CreatedAt: now, CodeExpiresAt: now.Add(spec.CodeTTL), tokenHash: hashToken(token)}
+	for range 5 { // a join code that collides is drawn again
+		c.JoinCode = newJoinCode()
+		err = d.tx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM classes WHERE name = ?`, spec.Name).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("a class named %q exists already: choose another --name (svclab class list)", spec.Name)
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO classes (id, name, spec, join_code, code_expires_at, instructor_token_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				c.ID, spec.Name, string(specJSON), c.JoinCode, ms(c.CodeExpiresAt), c.tokenHash, ms(now))
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "UNIQUE") {
+			break
+		}
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "exists already") {
+			return Created{}, err
+		}
+		return Created{}, d.fail("creating class "+spec.Name, err)
+	}
+	return Created{Class: c, InstructorToken: token}, nil
+}
+
+const classColumns = `id, spec, join_code, code_expires_at, instructor_token_hash, created_at, closed_at`
+
+func scanClass(r interface{ Scan(...any) error }) (*Class, error) {
+	var (
+		c        Class
+		spec     string
+		exp, cre int64
+		closed   sql.NullInt64
+	)
+	if err := r.Scan(&c.ID, &spec, &c.JoinCode, &exp, &c.tokenHash, &cre, &closed); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(spec), &c.Spec); err != nil {
+		return nil, fmt.Errorf("class %s: %w", c.ID, err)
+	}
+	c.CodeExpiresAt, c.CreatedAt, c.ClosedAt = time.UnixMilli(exp).UTC(), time.UnixMilli(cre).UTC(), fromMS(closed)
+	return &c, nil
+}
+
+// Class returns the class with id or name ref.
+func (d *DB) Class(ctx context.Context, ref string) (*Class, error) {
+	c, err := scanClass(d.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE id = ? OR name = ?`, ref, ref))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("no class %q (svclab class list): %w", ref, ErrNotFound)
+	}
+	if err != nil {
+		return nil, d.fail("reading class "+ref, err)
+	}
+	return c, nil
+}
+
+// Classes lists every class, newest first.
+func (d *DB) Classes(ctx context.Context) ([]*Class, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT `+classColumns+` FROM classes ORDER BY created_at DESC, id`)
+	if err != nil {
+		return nil, d.fail("listing classes", err)
+	}
+	defer rows.Close()
+	var out []*Class
+	for rows.Next() {
+		c, err := scanClass(rows)
+		if err != nil {
+			return nil, d.fail("listing classes", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// CloseClass marks the class closed: nobody can join any more.
+func (d *DB) CloseClass(ctx context.Context, id string) error {
+	_, err := d.db.ExecContext(ctx, `UPDATE classes SET closed_at = ? WHERE id = ? AND closed_at IS NULL`, ms(d.now()), id)
+	if err != nil {
+		return d.fail("closing class "+id, err)
+	}
+	return nil
+}
+
+// JoinedLearner is a new learner and their token, shown once (it goes
+// into the browser's cookie).
+type JoinedLearner struct {
+	Learner Learner
+	Token   string
+}
+
+// Join adds a learner called name to the class whose join code is code.
+func (d *DB) Join(ctx context.Context, code, name string) (JoinedLearner, *Class, error) {
+	name, err := CleanName(name)
+	if err != nil {
+		return JoinedLearner{}, nil, err
+	}
+	code = NormalizeCode(code)
+	c, err := scanClass(d.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE join_code = ?`, code))
+	if errors.Is(err, sql.ErrNoRows) {
+		return JoinedLearner{}, nil, ErrBadCode
+	}
+	if err != nil {
+		return JoinedLearner{}, nil, d.fail("finding the class of a join code", err)
+	}
+	now := d.now().UTC().Truncate(time.Millisecond)
+	switch {
+	case !c.Open():
+		return JoinedLearner{}, c, ErrClassClosed
+	case !now.Before(c.CodeExpiresAt):
+		return JoinedLearner{}, c, ErrCodeExpired
+	}
+	token := newToken(LearnerTokenPrefix)
+	l := Learner{ID: newID(12), ClassID: c.ID, Name: name, JoinedAt: now}
+	err = d.tx(ctx, func(tx *sql.Tx) error {
+		var seats, taken int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM class_learners WHERE class_id = ?`, c.ID).Scan(&seats); err != nil {
+			return err
+		}
+		if seats >= c.Seats {
+			return ErrClassFull
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM class_learners WHERE class_id = ? AND name_key = ?`, c.ID, nameKey(name)).Scan(&taken); err != nil {
+			return err
+		}
+		if taken > 0 {
+			return ErrNameTaken
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO class_learners (id, class_id, name, name_key, token_hash, joined_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			l.ID, c.ID, name, nameKey(name), hashToken(token), ms(now))
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrClassFull), errors.Is(err, ErrNameTaken):
+		return JoinedLearner{}, c, err
+	case err != nil:
+		return JoinedLearner{}, c, d.fail("adding a learner to class "+c.Name, err)
+	}
+	return JoinedLearner{Learner: l, Token: token}, c, nil
+}
+
+// LearnerByToken returns the learner whose token is token.
+func (d *DB) LearnerByToken(ctx context.Context, token string) (Learner, error) {
+	if !strings.HasPrefix(token, LearnerTokenPrefix) {
+		return Learner{}, ErrNotFound
+	}
+	// The lookup is by hash: its timing says nothing about the token.
+	var l Learner
+	var joined int64
+	err := d.db.QueryRowContext(ctx, `SELECT id, class_id, name, joined_at FROM class_learners WHERE token_hash = ?`, hashToken(token)).Scan(&l.ID, &l.ClassID, &l.Name, &joined)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Learner{}, ErrNotFound
+	}
+	if err != nil {
+		return Learner{}, d.fail("finding a learner", err)
+	}
+	l.JoinedAt = time.UnixMilli(joined).UTC()
+	return l, nil
+}
+
+// Learners lists a class's learners in the order they joined.
+func (d *DB) Learners(ctx context.Context, classID string) ([]Learner, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT id, class_id, name, joined_at FROM class_learners WHERE class_id = ? ORDER BY joined_at, name`, classID)
+	if err != nil {
+		return nil, d.fail("listing learners", err)
+	}
+	defer rows.Close()
+	var out []Learner
+	for rows.Next() {
+		var l Learner
+		var joined int64
+		if err := rows.Scan(&l.ID, &l.ClassID, &l.Name, &joined); err != nil {
+			return nil, d.fail("listing learners", err)
+		}
+		l.JoinedAt = time.UnixMilli(joined).UTC()
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// Ledger is the labs.Ledger of one class: the clusters it owns.
+func (d *DB) Ledger(classID string) *Ledger { return &Ledger{d: d, class: classID} }
+
+// Ledger records a class's clusters in class_clusters.
+type Ledger struct {
+	d     *DB
+	class string
+}
+
+func (l *Ledger) Record(ctx context.Context, name string) error {
+	_, err := l.d.db.ExecContext(ctx, `INSERT INTO class_clusters (name, class_id, recorded_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`, name, l.class, ms(l.d.now()))
+	if err != nil {
+		return l.d.fail("recording cluster "+name, err)
+	}
+	return nil
+}
+
+func (l *Ledger) Forget(ctx context.Context, name string) error {
+	_, err := l.d.db.ExecContext(ctx, `DELETE FROM class_clusters WHERE name = ? AND class_id = ?`, name, l.class)
+	if err != nil {
+		return l.d.fail("forgetting cluster "+name, err)
+	}
+	return nil
+}
+
+func (l *Ledger) Owned(ctx context.Context) ([]string, error) {
+	rows, err := l.d.db.QueryContext(ctx, `SELECT name FROM class_clusters WHERE class_id = ? ORDER BY name`, l.class)
+	if err != nil {
+		return nil, l.d.fail("listing the class's clusters", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// saveCell stores one board cell.
+func (d *DB) saveCell(ctx context.Context, learner string, c Cell) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = d.db.ExecContext(ctx, `INSERT INTO class_progress (learner_id, scenario_id, cell) VALUES (?, ?, ?)
+		ON CONFLICT (learner_id, scenario_id) DO UPDATE SET cell = excluded.cell`, learner, c.Scenario, string(b))
+	if err != nil {
+		return d.fail("recording progress", err)
+	}
+	return nil
+}
+
+// cells loads the board cells of a class's learners.
+func (d *DB) cells(ctx context.Context, classID string) (map[string][]Cell, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT p.learner_id, p.cell FROM class_progress p JOIN class_learners l ON l.id = p.learner_id WHERE l.class_id = ?`, classID)
+	if err != nil {
+		return nil, d.fail("reading progress", err)
+	}
+	defer rows.Close()
+	out := map[string][]Cell{}
+	for rows.Next() {
+		var learner, cell string
+		if err := rows.Scan(&learner, &cell); err != nil {
+			return nil, err
+		}
+		var c Cell
+		if err := json.Unmarshal([]byte(cell), &c); err != nil {
+			return nil, fmt.Errorf("progress of %s: %w", learner, err)
+		}
+		out[learner] = append(out[learner], c)
+	}
+	return out, rows.Err()
+}
+
+// addMessage stores a message or hint pushed by the instructor.
+func (d *DB) addMessage(ctx context.Context, classID string, m *Message) error {
+	res, err := d.db.ExecContext(ctx, `INSERT INTO class_messages (class_id, learner_id, kind, scenario_id, body, at) VALUES (?, ?, ?, ?, ?, ?)`,
+		classID, m.To, m.Kind, m.Scenario, m.Body, ms(m.At))
+	if err != nil {
+		return d.fail("recording a message", err)
+	}
+	m.ID, _ = res.LastInsertId()
+	return nil
+}
+
+// messages lists the messages for learner (and to everyone); learner ""
+// lists them all.
+func (d *DB) messages(ctx context.Context, classID, learner string) ([]Message, error) {
+	q := `SELECT id, learner_id, kind, scenario_id, body, at FROM class_messages WHERE class_id = ?`
+	args := []any{classID}
+	if learner != "" {
+		q += ` AND learner_id IN ('', ?)`
+		args = append(args, learner)
+	}
+	rows, err := d.db.QueryContext(ctx, q+` ORDER BY id`, args...)
+	if err != nil {
+		return nil, d.fail("reading messages", err)
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		var m Message
+		var at int64
+		if err := rows.Scan(&m.ID, &m.To, &m.Kind, &m.Scenario, &m.Body, &at); err != nil {
+			return nil, err
+		}
+		m.At = time.UnixMilli(at).UTC()
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// exam rows
+
+func (d *DB) startExam(ctx context.Context, learner string, start, deadline time.Time) (ExamSession, error) {
+	_, err := d.db.ExecContext(ctx, `INSERT INTO class_exams (learner_id, started_at, deadline) VALUES (?, ?, ?) ON CONFLICT (learner_id) DO NOTHING`, learner, ms(start), ms(deadline))
+	if err != nil {
+		return ExamSession{}, d.fail("starting the exam", err)
+	}
+	return d.exam(ctx, learner)
+}
+
+func (d *DB) exam(ctx context.Context, learner string) (ExamSession, error) {
+	var (
+		e         ExamSession
+		start, dl int64
+		finished  sql.NullInt64
+		result    string
+	)
+	err := d.db.QueryRowContext(ctx, `SELECT started_at, deadline, finished_at, result FROM class_exams WHERE learner_id = ?`, learner).Scan(&start, &dl, &finished, &result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ExamSession{}, ErrNotFound
+	}
+	if err != nil {
+		return ExamSession{}, d.fail("reading the exam", err)
+	}
+	e.Learner, e.StartedAt, e.Deadline, e.FinishedAt = learner, time.UnixMilli(start).UTC(), time.UnixMilli(dl).UTC(), fromMS(finished)
+	if result != "" {
+		e.Score = &Score{}
+		if err := json.Unmarshal([]byte(result), e.Score); err != nil {
+			return ExamSession{}, fmt.Errorf("exam result of %s: %w", learner, err)
+		}
+	}
+	return e, nil
+}
+
+func (d *DB) finishExam(ctx context.Context, learner string, at time.Time, s *Score) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = d.db.ExecContext(ctx, `UPDATE class_exams SET finished_at = ?, result = ? WHERE learner_id = ? AND finished_at IS NULL`, ms(at), string(b), learner)
+	if err != nil {
+		return d.fail("recording the exam's score", err)
+	}
+	return nil
+}
