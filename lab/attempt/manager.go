@@ -187,24 +187,28 @@ func (m *Manager) Start(ctx context.Context, learner, scenarioID, clusterName st
 	}
 	unlock := m.lock("cluster/" + clusterName)
 	defer unlock()
-	if busy, err := m.store.Attempts(ctx, store.AttemptFilter{States: []store.State{store.Running, store.Errored}}); err != nil {
+	busy, err := m.store.Attempts(ctx, store.AttemptFilter{States: []store.State{store.Running, store.Errored}})
+	if err != nil {
 		return nil, err
-	} else {
-		for _, a := range busy {
-			if a.Cluster != clusterName || (a.State == store.Errored && !m.hasBaseline(ctx, a.ID)) {
-				continue
-			}
-			if a.Learner == learner && a.ScenarioID == scenarioID {
-				return nil, fmt.Errorf("you are already working on scenario %s (attempt %d on cluster %s): check it with 'svclab scenario check %s', or start over with 'svclab scenario reset %s'", scenarioID, a.ID, a.Cluster, scenarioID, scenarioID)
-			}
-			who := ""
-			if a.Learner != learner {
-				who = " of " + a.Learner
-			}
-			return nil, fmt.Errorf("cluster %s is busy with scenario %s (attempt %d%s): finish it, abandon it with 'svclab scenario abandon %s', or use another cluster (--cluster)", clusterName, a.ScenarioID, a.ID, who, a.ScenarioID)
+	}
+	for _, a := range busy {
+		set := m.hasBaseline(ctx, a.ID)
+		if a.State == store.Errored && !set {
+			continue // its setup failed: it holds nothing
+		}
+		if a.Learner == learner && a.ScenarioID == scenarioID {
+			return nil, fmt.Errorf("you are already working on scenario %s (attempt %d on cluster %s): check it with 'svclab scenario check %s', or start over with 'svclab scenario reset %s'", scenarioID, a.ID, a.Cluster, scenarioID, scenarioID)
+		}
+		if a.Cluster == clusterName && a.Backend == m.backend {
+			return nil, busyError(a, learner, set)
 		}
 	}
 	rec, err := m.store.CreateAttempt(ctx, store.NewAttempt{Learner: learner, ScenarioID: scenarioID, Cluster: clusterName, Backend: m.backend})
+	var be *store.BusyError
+	if errors.As(err, &be) {
+		// Another process started on the cluster just now.
+		return nil, busyError(be.Attempt, learner, false)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -250,6 +254,18 @@ func (m *Manager) Start(ctx context.Context, learner, scenarioID, clusterName st
 	m.labs[rec.ID] = lab
 	m.mu.Unlock()
 	return m.attempt(ctx, rec.ID)
+}
+
+// busyError says that attempt a holds the cluster.
+func busyError(a store.Attempt, learner string, set bool) error {
+	who, what := "", ""
+	if a.Learner != learner {
+		who = " of " + a.Learner
+	}
+	if !set && a.State == store.Running {
+		what = ", being set up — or its setup was interrupted: 'svclab scenario reset " + a.ScenarioID + "' starts it over"
+	}
+	return fmt.Errorf("cluster %s is busy with scenario %s (attempt %d%s%s): finish it, abandon it with 'svclab scenario abandon %s', or use another cluster (--cluster)", a.Cluster, a.ScenarioID, a.ID, who, what, a.ScenarioID)
 }
 
 func (m *Manager) hasBaseline(ctx context.Context, id int64) bool {

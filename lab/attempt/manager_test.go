@@ -181,7 +181,7 @@ func (r cancelingRunner) Start(ctx context.Context, s *scenario.Scenario, c clus
 func TestBusyCluster(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEnv(t, "lab", "other")
-	m, _ := e.manager()
+	m, st := e.manager()
 	if _, err := m.Start(ctx, "", "selector-typo", "lab", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +192,18 @@ func TestBusyCluster(t *testing.T) {
 		{"", "targetport-mismatch", "lab", "cluster lab is busy with scenario selector-typo (attempt 1): finish it, abandon it with 'svclab scenario abandon selector-typo', or use another cluster (--cluster)"},
 		{"bob", "targetport-mismatch", "lab", "cluster lab is busy with scenario selector-typo (attempt 1 of local)"},
 		{"", "selector-typo", "Bad_Name", "is not valid"},
+		{"", "selector-typo", "other", "you are already working on scenario selector-typo (attempt 1 on cluster lab)"},
 		{"", "targetport-mismatch", "other", ""},
+		{"bob", "selector-typo", "stuck", "cluster stuck is busy with scenario etp-local-drop (attempt 3 of carol, being set up — or its setup was interrupted: 'svclab scenario reset etp-local-drop' starts it over)"},
 	} {
+		if tc.cluster == "stuck" {
+			// A setup that another process runs, or that crashed: a
+			// running attempt without a baseline.
+			st.EnsureLearner(ctx, "carol", "")
+			if _, err := st.CreateAttempt(ctx, store.NewAttempt{Learner: "carol", ScenarioID: "etp-local-drop", Cluster: "stuck", Backend: "embedded"}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		_, err := m.Start(ctx, tc.learner, tc.id, tc.cluster, nil)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("Start(%s, %s, %s) = %v, want %q", tc.learner, tc.id, tc.cluster, err, tc.want)

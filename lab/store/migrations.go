@@ -83,6 +83,13 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX web_sessions_by_last_seen ON web_sessions (last_seen_at)`,
 	}},
+	{4, "one running attempt per cluster", []string{
+		// Earlier versions only checked this in code, so two processes
+		// could both start on one cluster: the newest attempt keeps it.
+		`UPDATE attempts SET state = 'abandoned', finished_at = COALESCE(finished_at, started_at)
+			WHERE state = 'running' AND id NOT IN (SELECT MAX(id) FROM attempts WHERE state = 'running' GROUP BY backend, cluster)`,
+		`CREATE UNIQUE INDEX attempts_one_running_per_cluster ON attempts (backend, cluster) WHERE state = 'running'`,
+	}},
 }
 
 // SchemaVersion is the schema version this svclab writes.

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // LocalLearner is the learner of single-user use: no login, one per
@@ -152,13 +154,32 @@ func (s *Store) CreateAttempt(ctx context.Context, n NewAttempt) (Attempt, error
 		if err != nil {
 			return err
 		}
-		return tx.QueryRowContext(ctx, `INSERT INTO attempts (learner_id, scenario_id, cluster, backend, started_at, state) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+		err = tx.QueryRowContext(ctx, `INSERT INTO attempts (learner_id, scenario_id, cluster, backend, started_at, state) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
 			lid, n.ScenarioID, n.Cluster, n.Backend, s.now(), Running).Scan(&id)
+		if code(err) == sqlite3.SQLITE_CONSTRAINT {
+			var other Attempt
+			if other, err = scanAttempt(tx.QueryRowContext(ctx, `SELECT `+attemptColumns+` WHERE a.state = 'running' AND a.backend = ? AND a.cluster = ?`, n.Backend, n.Cluster)); err != nil {
+				return err
+			}
+			return &BusyError{Cluster: n.Cluster, Attempt: other}
+		}
+		return err
 	})
 	if err != nil {
 		return Attempt{}, err
 	}
 	return s.Attempt(ctx, id)
+}
+
+// BusyError is returned by CreateAttempt when another attempt runs on the
+// cluster: one cluster runs one attempt at a time.
+type BusyError struct {
+	Cluster string
+	Attempt Attempt
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("cluster %s is busy with attempt %d (%s at %s)", e.Cluster, e.Attempt.ID, e.Attempt.Learner, e.Attempt.ScenarioID)
 }
 
 const attemptColumns = `a.id, l.name, a.scenario_id, a.cluster, a.backend, a.state, a.started_at, a.finished_at,

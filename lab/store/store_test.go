@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -378,7 +379,7 @@ func TestAttempts(t *testing.T) {
 		t.Errorf("new attempt: %+v", a)
 	}
 	b, _ := s.CreateAttempt(ctx, NewAttempt{Learner: "bob", ScenarioID: "selector-typo", Cluster: "bob", Backend: "embedded"})
-	c, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "etp-local-drop", Cluster: "lab", Backend: "embedded"})
+	c, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "etp-local-drop", Cluster: "lab2", Backend: "embedded"})
 
 	// Baselines.
 	if _, err := s.Baseline(ctx, a.ID); !errors.Is(err, ErrNotFound) {
@@ -529,8 +530,10 @@ func TestStateTransitions(t *testing.T) {
 		{path: []State{Abandoned, Abandoned}, bad: true},
 		{path: []State{"bogus"}, bad: true},
 	} {
-		a, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
-		var err error
+		a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: fmt.Sprint(tc.path), Backend: "embedded"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, st := range tc.path {
 			if err = s.SetState(ctx, a.ID, st, "setup failed"); err != nil {
 				break
@@ -556,7 +559,7 @@ func TestStateTransitions(t *testing.T) {
 	if err := s.SetState(ctx, 999, Passed, ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown attempt: %v", err)
 	}
-	a, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
+	a, _ := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "last", Backend: "embedded"})
 	s.SetState(ctx, a.ID, Abandoned, "")
 	if _, err := s.RecordCheckRun(ctx, CheckRun{AttemptID: a.ID}, "", ""); err == nil {
 		t.Error("a check run of an abandoned attempt was recorded")
@@ -600,5 +603,64 @@ func TestWebSessions(t *testing.T) {
 	}
 	if _, err := s.WebSession(ctx, a.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("deleted session: %v", err)
+	}
+}
+
+// One cluster runs one attempt at a time, also when two processes start at
+// once: the database refuses the second.
+func TestOneRunningAttemptPerCluster(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	s.EnsureLearner(ctx, LocalLearner, "")
+	a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "y", Cluster: "lab", Backend: "embedded"})
+	var busy *BusyError
+	if !errors.As(err, &busy) || busy.Attempt.ID != a.ID || busy.Attempt.ScenarioID != "x" || !strings.Contains(err.Error(), "cluster lab is busy with attempt 1 (local at x)") {
+		t.Fatalf("second attempt on one cluster: %v", err)
+	}
+	if _, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "y", Cluster: "lab", Backend: "kind"}); err != nil {
+		t.Errorf("a kind cluster of the same name: %v", err)
+	}
+	s.SetState(ctx, a.ID, Errored, "setup failed")
+	if _, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "y", Cluster: "lab", Backend: "embedded"}); err != nil {
+		t.Errorf("after the first errored: %v", err)
+	}
+}
+
+// Databases of earlier versions could hold two running attempts on one
+// cluster; migrating keeps the newest running.
+func TestMigrateDuplicateRunning(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	old, err := open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.migrate(ctx, migrations, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO learners (id, name, display_name, created_at) VALUES (1, 'local', 'local', 1000)`,
+		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, state) VALUES (1, 1, 'a', 'lab', 'embedded', 2000, 'running')`,
+		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, state) VALUES (2, 1, 'b', 'lab', 'embedded', 3000, 'running')`,
+		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, state) VALUES (3, 1, 'c', 'other', 'embedded', 3000, 'running')`,
+	} {
+		if _, err := old.db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for id, want := range map[int64]State{1: Abandoned, 2: Running, 3: Running} {
+		if a, err := s.Attempt(ctx, id); err != nil || a.State != want || (want == Abandoned && a.Finished.IsZero()) {
+			t.Errorf("attempt %d: %+v, %v; want %s", id, a, err, want)
+		}
 	}
 }
