@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func BenchmarkCreateToReady(b *testing.B) {
 		time.Sleep(15 * time.Second) // let the controllers settle
 		r, s := memory(c.(*Cluster).dir, p.leftoverNetns(name))
 		rss, pss = rss+r, pss+s
+		b.Logf("idle cluster: PSS %.0f MiB, RSS %.0f MiB; by process:\n%s", s, r, memoryByProcess(c.(*Cluster).dir, p.leftoverNetns(name)))
 		cpPSS += controlPlanePSS(b, c.(*Cluster).dir)
 		if err := p.Delete(ctx, name); err != nil {
 			b.Fatal(err)
@@ -89,9 +91,9 @@ func pssOf(pid int) float64 {
 	return 0
 }
 
-// memory sums RSS and PSS (MiB) of every process of the cluster in dir:
-// those svclab started and those running in the cluster's namespaces.
-func memory(dir string, netns []string) (rss, pss float64) {
+// clusterProcesses are the PIDs of the cluster in dir: those svclab
+// started and those running in the cluster's namespaces.
+func clusterProcesses(dir string, netns []string) map[int]bool {
 	pids := map[int]bool{}
 	for _, pid := range markedProcesses(func(d string) bool { return d == dir }) {
 		pids[pid] = true
@@ -99,7 +101,53 @@ func memory(dir string, netns []string) (rss, pss float64) {
 	for _, pid := range processesInNetns(netns) {
 		pids[pid] = true
 	}
-	for pid := range pids {
+	return pids
+}
+
+// memoryByProcess lists each process of the cluster with its PSS (MiB),
+// anonymous and file-backed, largest first.
+func memoryByProcess(dir string, netns []string) string {
+	type row struct {
+		name           string
+		pss, anon, fil float64
+	}
+	var rows []row
+	for pid := range clusterProcesses(dir, netns) {
+		f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		args := strings.Fields(strings.ReplaceAll(string(cmd), "\x00", " "))
+		r := row{name: strings.Join(args[:min(2, len(args))], " ")}
+		for _, line := range strings.Split(string(f), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) < 2 {
+				continue
+			}
+			kb, _ := strconv.ParseFloat(fields[1], 64)
+			switch fields[0] {
+			case "Pss:":
+				r.pss = kb / 1024
+			case "Pss_Anon:":
+				r.anon = kb / 1024
+			case "Pss_File:":
+				r.fil = kb / 1024
+			}
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return int(b.pss*100 - a.pss*100) })
+	var out strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&out, "%7.1f (anon %5.1f, file %5.1f)  %s\n", r.pss, r.anon, r.fil, r.name)
+	}
+	return out.String()
+}
+
+// memory sums RSS and PSS (MiB) of every process of the cluster in dir.
+func memory(dir string, netns []string) (rss, pss float64) {
+	for pid := range clusterProcesses(dir, netns) {
 		f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
 		if err != nil {
 			continue

@@ -17,6 +17,21 @@
 // process is marked with SVCLAB_CLUSTER_DIR so that Delete and Sweep find
 // them even after a crash of svclab itself.
 //
+// The nodes' agents (package nodeagent) run in one more supervised process
+// ("kubelet"): each node keeps its own kubelet endpoint, Node, Lease and
+// pods, and its agent can be stopped and started on its own
+// (Cluster.StopNodeAgent), as stopping the kubelet service on a kind node:
+// the node's containers run on, and the node-lifecycle controller, with
+// upstream's defaults (node-monitor-grace-period 50s, unreachable taints,
+// eviction after the pods' tolerationSeconds), takes it from there.
+// Containers run detached from their agent; the supervisor is the child
+// subreaper that reaps those of an agent that died and records their exit
+// codes (exits/) for the restarted agent, which adopts them.
+//
+// An idle cluster's memory is kept low on purpose: GOGC=25 for every Go
+// process (10 for the API server, whose heap is mostly built once), a
+// short etcd raft log, no process left per container.
+//
 // State lives under the state directory (/var/lib/svclab for root):
 //
 //	clusters/NAME/cluster.json   layout: nodes, IPs, bridge, fabric index
@@ -25,5 +40,7 @@
 //	clusters/NAME/config/        component kubeconfigs
 //	clusters/NAME/etcd/          etcd data
 //	clusters/NAME/logs/          one log per component and the supervisor's
+//	clusters/NAME/nodes/NODE/    the node's agent state, pods and own container
+//	clusters/NAME/exits/         exit codes of containers of a dead agent
 //	clusters/NAME/status.json    the supervisor's view of the components
 package embedded

@@ -942,7 +942,8 @@ spec:
 
 	// The node's Ready pods as the API reports them: IP, restart counts
 	// and container IDs, which an agent that restarts must keep (pods
-	// crash-looping on purpose change on their own).
+	// crash-looping on purpose change on their own; a container with
+	// stdin or a terminal is held by its agent, and runs again).
 	podsOn := func(t *testing.T, node string) map[string]string {
 		pods, err := cl.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
@@ -950,7 +951,8 @@ spec:
 		}
 		out := map[string]string{}
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil || !podIsReady(&p) {
+			interactive := slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Stdin || c.TTY })
+			if p.DeletionTimestamp != nil || !podIsReady(&p) || interactive {
 				continue
 			}
 			v := p.Status.PodIP

@@ -1,11 +1,18 @@
 // Package nodeagent is the kubelet of an embedded node. One agent runs per
-// node: it registers the Node (addresses, capacity, kubelet endpoint, Ready
-// condition, Lease heartbeats), programs the node's routes to the other
-// nodes' pod CIDRs (as kindnet does), gives each pod bound to the node a
-// network namespace with a veth and an address from the node's pod CIDR, and
-// runs the pod's containers with runc. It serves the kubelet API (exec,
-// attach, logs, port-forward) on the node's address, port 10250, with a
-// certificate signed by the cluster CA.
+// node (several may share a process): it registers the Node (addresses,
+// capacity, kubelet endpoint, Ready condition, Lease heartbeats), programs
+// the node's routes to the other nodes' pod CIDRs (as kindnet does), gives
+// each pod bound to the node a network namespace with a veth and an address
+// from the node's pod CIDR, and runs the pod's containers with runc. It
+// serves the kubelet API (exec, attach, logs, port-forward) on the node's
+// address, port 10250, with a certificate signed by the cluster CA.
+//
+// Containers run detached (runc create and start; no process per container
+// besides the container's own) and outlive their agent, as under
+// containerd: an agent that restarts, or starts again after a stop, adopts the pods its
+// node runs, with their addresses, restart counts and readiness, so neither
+// clients nor EndpointSlices notice. The agent also keeps the node's own
+// container (node shells) running.
 //
 // The agent runs in the host's namespaces and reaches into the node's
 // network namespace by name (ip -n, setns for its listener), so that the
