@@ -128,8 +128,12 @@ func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 	text = strings.TrimSpace(text)
 	rc, convErr := strconv.Atoi(strings.TrimSpace(rcs))
 	switch {
-	case err != nil && convErr != nil:
-		r.Outcome, r.Detail = "error", "cannot run a probe in Pod "+pod+": "+err.Error()
+	case convErr != nil:
+		why := text
+		if err != nil {
+			why = err.Error()
+		}
+		r.Outcome, r.Detail = "error", "cannot run a probe in Pod "+pod+": "+why
 	case rc == 0:
 		r.Outcome, r.Backend = "success", backendName(text)
 	case strings.Contains(text, "refused"):
