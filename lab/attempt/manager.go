@@ -212,7 +212,7 @@ func (m *Manager) Start(ctx context.Context, learner, scenarioID, clusterName st
 	if err != nil {
 		return nil, err
 	}
-	m.log.Info("starting attempt", "attempt", rec.ID, "learner", learner, "scenario", scenarioID, "cluster", clusterName)
+	m.log.Debug("starting attempt", "attempt", rec.ID, "learner", learner, "scenario", scenarioID, "cluster", clusterName)
 	fail := func(err error) (*Attempt, error) {
 		pctx, cancel := persist(ctx)
 		defer cancel()

@@ -179,7 +179,7 @@ func (s *Store) migrate(ctx context.Context, migs []migration, target int) error
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.Version, m.Name, s.now())
 			if err == nil {
-				s.opts.Log.Info("migrated the database schema", "path", s.path, "version", m.Version, "name", m.Name)
+				s.opts.Log.Debug("migrated the database schema", "path", s.path, "version", m.Version, "name", m.Name)
 			}
 			return err
 		})
