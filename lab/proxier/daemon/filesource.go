@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/svclab/svclab/lab/proxier/manifest"
@@ -37,6 +38,10 @@ func (f *ObjectsFile) Load(ctx context.Context) error {
 		return err
 	}
 	f.last = sha256.Sum256(data)
+	// Decoding a large file leaves far more garbage than objects; collect
+	// it now rather than during the sync this load starts, where the
+	// collector would compete with nft or iptables-restore for the CPUs.
+	runtime.GC()
 	node := objs.Node(f.NodeName)
 	if node == nil {
 		f.logger().WarnContext(ctx, "no Node object for this node in the objects file: /healthz will report the node ineligible", "node", f.NodeName, "file", f.Path)

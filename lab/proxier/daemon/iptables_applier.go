@@ -126,6 +126,7 @@ type IPTablesApplier struct {
 	// serviceChains are the per-service nat chains after the last
 	// successful sync (nil: unknown).
 	serviceChains map[string]bool
+	names         iptables.NameCache
 	needFull      bool
 	largeCluster bool
 	lastCleanup  time.Time
@@ -185,8 +186,10 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 			}
 		}
 	}
-	var opts iptables.Options
-	if !full {
+	opts := iptables.Options{Names: &a.names}
+	if full {
+		a.names.Reset()
+	} else {
 		opts.Changed = model.ChangedServices(a.prev, snap)
 		for n := range opts.Changed {
 			out.Rewritten = append(out.Rewritten, n)

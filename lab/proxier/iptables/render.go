@@ -191,6 +191,58 @@ func EndpointChain(name model.ServicePortName, ep model.Endpoint) string {
 	return sepChainPrefix + base32.StdEncoding.EncodeToString(hash[:])[:16]
 }
 
+// NameCache remembers chain names across renders (each is a SHA-256), as
+// upstream keeps them in its service and endpoint infos. The zero value is
+// ready; a NameCache is not safe for concurrent use.
+type NameCache struct {
+	suffixes map[model.ServicePortName]string
+	seps     map[sepKey]string
+}
+
+type sepKey struct {
+	name model.ServicePortName
+	ep   string
+}
+
+// Reset forgets every name (a full sync does, so that removed Services'
+// names go).
+func (c *NameCache) Reset() {
+	if c != nil {
+		c.suffixes, c.seps = nil, nil
+	}
+}
+
+func (c *NameCache) suffix(name model.ServicePortName) string {
+	if c == nil {
+		return ServiceChainSuffix(name)
+	}
+	if s, ok := c.suffixes[name]; ok {
+		return s
+	}
+	if c.suffixes == nil {
+		c.suffixes = map[model.ServicePortName]string{}
+	}
+	s := ServiceChainSuffix(name)
+	c.suffixes[name] = s
+	return s
+}
+
+func (c *NameCache) endpointChain(name model.ServicePortName, ep model.Endpoint) string {
+	if c == nil {
+		return EndpointChain(name, ep)
+	}
+	k := sepKey{name, ep.String()}
+	if s, ok := c.seps[k]; ok {
+		return s
+	}
+	if c.seps == nil {
+		c.seps = map[sepKey]string{}
+	}
+	s := EndpointChain(name, ep)
+	c.seps[k] = s
+	return s
+}
+
 func isServiceChainName(chain string) bool {
 	for _, p := range []string{svcChainPrefix, svlChainPrefix, sepChainPrefix, fwChainPrefix, extChainPrefix} {
 		if strings.HasPrefix(chain, p) {
@@ -278,6 +330,8 @@ type Options struct {
 	// ExistingNATChains are the chains currently in the nat table (from
 	// iptables-save); unused per-service chains among them are deleted.
 	ExistingNATChains []string
+	// Names, if set, caches chain names from one render to the next.
+	Names *NameCache
 }
 
 // Result is the output of Render.
@@ -426,7 +480,7 @@ func (r *renderer) writeServicePort(sp *model.ServicePort) {
 	name := sp.Name.String()
 	protocol := sp.ProtocolLower()
 	port := strconv.Itoa(sp.Port)
-	suffix := ServiceChainSuffix(sp.Name)
+	suffix := r.opts.Names.suffix(sp.Name)
 	clusterChain, localChain := svcChainPrefix+suffix, svlChainPrefix+suffix
 	extChain, fwChain := extChainPrefix+suffix, fwChainPrefix+suffix
 	cat := r.snap.Categorize(sp)
@@ -535,7 +589,18 @@ func (r *renderer) writeServicePort(sp *model.ServicePort) {
 	// on a full sync); they are still marked active so they are not
 	// deleted.
 	if r.opts.Changed != nil && !r.opts.Changed[sp.Name.NamespacedName] {
-		nat = newTable("discard") // written to, never output
+		for _, c := range []struct {
+			name string
+			used bool
+		}{{extChain, usesExtChain}, {fwChain, usesFWChain}, {clusterChain, usesClusterChain}, {localChain, usesLocalChain}} {
+			if c.used {
+				r.activeNAT[c.name] = true
+			}
+		}
+		for _, ep := range cat.AllReachable {
+			r.activeNAT[r.opts.Names.endpointChain(sp.Name, ep)] = true
+		}
+		return
 	}
 
 	if hasInternal {
@@ -602,7 +667,7 @@ func (r *renderer) writeServicePort(sp *model.ServicePort) {
 	}
 
 	for _, ep := range cat.AllReachable {
-		sep := EndpointChain(sp.Name, ep)
+		sep := r.opts.Names.endpointChain(sp.Name, ep)
 		nat.chain(sep)
 		r.activeNAT[sep] = true
 		base := r.commentArgs(name)
@@ -621,7 +686,7 @@ func (r *renderer) writeEndpointJumps(nat *table, sp *model.ServicePort, chain s
 	name := sp.Name.String()
 	if sp.SessionAffinityClientIP {
 		for _, ep := range eps {
-			sep := EndpointChain(sp.Name, ep)
+			sep := r.opts.Names.endpointChain(sp.Name, ep)
 			nat.rule(chain, join(r.commentArgs(quote(name+" -> "+ep.String())),
 				[]string{"-m", "recent", "--name", sep, "--rcheck", "--seconds", strconv.Itoa(sp.StickyMaxAgeSeconds), "--reap", "-j", sep})...)
 		}
@@ -631,7 +696,7 @@ func (r *renderer) writeEndpointJumps(nat *table, sp *model.ServicePort, chain s
 		if i < len(eps)-1 {
 			args = append(args, "-m", "statistic", "--mode", "random", "--probability", probability(len(eps)-i))
 		}
-		nat.rule(chain, append(args, "-j", EndpointChain(sp.Name, ep))...)
+		nat.rule(chain, append(args, "-j", r.opts.Names.endpointChain(sp.Name, ep))...)
 	}
 }
 
