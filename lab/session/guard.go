@@ -102,10 +102,13 @@ func (g *guard) restore(ctx context.Context, cs kubernetes.Interface, timeout ti
 	if dnsConfigChanged && !dnsRollout {
 		errs = append(errs, deletePods(ctx, cs, "k8s-app=kube-dns"))
 	}
-	if proxyConfigChanged || proxyRollout {
+	// Wait even when nothing was restored here: a fault's Revert or the
+	// learner may have started a rollout that the next scenario must not
+	// run into.
+	if g.proxyTemplate != nil {
 		errs = append(errs, waitDaemonSet(ctx, cs, kubeProxyName, timeout))
 	}
-	if dnsConfigChanged || dnsRollout {
+	if g.dnsTemplate != nil {
 		errs = append(errs, waitDeployment(ctx, cs, coreDNSName, timeout))
 	}
 	return errors.Join(errs...)

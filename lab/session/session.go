@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
@@ -197,8 +199,15 @@ func checkProxyMode(ctx context.Context, c cluster.Cluster, want string) error {
 	if err != nil || len(nodes) == 0 {
 		return fmt.Errorf("listing the nodes of cluster %s: %w", c.Name(), err)
 	}
-	got, err := faults.ProxyMode(ctx, c, nodes[0].Name)
+	// A proxier that is restarting (the end of an earlier scenario) answers
+	// within seconds.
+	var got string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err = faults.ProxyMode(ctx, c, nodes[0].Name)
+		return err == nil, nil
+	})
 	if err != nil {
+		_, err = faults.ProxyMode(ctx, c, nodes[0].Name)
 		return err
 	}
 	if got != want {
