@@ -119,17 +119,17 @@ type IPTablesApplier struct {
 	// supports nfacct.
 	NFAcct nfacct.Interface
 
-	cfg          iptables.Config
-	run          IPTablesRunner
-	logger       *slog.Logger
-	prev         *model.Snapshot
+	cfg    iptables.Config
+	run    IPTablesRunner
+	logger *slog.Logger
+	prev   *model.Snapshot
 	// serviceChains are the per-service nat chains after the last
 	// successful sync (nil: unknown).
 	serviceChains map[string]bool
 	names         iptables.NameCache
 	needFull      bool
-	largeCluster bool
-	lastCleanup  time.Time
+	largeCluster  bool
+	lastCleanup   time.Time
 }
 
 // NewIPTablesApplier returns an applier for cfg.
