@@ -23,9 +23,13 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// Applier runs an nft script in the node's network namespace.
+// Applier runs an nft script in the node's network namespace, and lists
+// the table as the kernel has it.
 type Applier interface {
 	Apply(ctx context.Context, script string) error
+	// List returns the table without stateful parts (counters), as
+	// nft -s list table prints it.
+	List(ctx context.Context) (string, error)
 }
 
 // NetnsApplier runs nft -f - inside the named network namespace.
@@ -43,6 +47,17 @@ func (a NetnsApplier) Apply(ctx context.Context, script string) error {
 	return nil
 }
 
+// List implements Applier.
+func (a NetnsApplier) List(ctx context.Context) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", a.Netns, "nft", "-s", "list", "table", Family, Table)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("nft list table in %s: %w: %s", a.Netns, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
 // Controller keeps one node's NetworkPolicy table in step with the cluster.
 type Controller struct {
 	node    string
@@ -56,6 +71,9 @@ type Controller struct {
 
 	mu      sync.Mutex
 	applied *Ruleset
+	// listing is the kernel's table right after the last apply; the
+	// periodic check compares with it to find hand edits.
+	listing string
 	// reported holds the problem last reported per policy UID, so an
 	// event is recorded once per change, not once per sync.
 	reported map[string]string
@@ -114,21 +132,23 @@ func (c *Controller) kick() {
 	}
 }
 
-// loop syncs on every change, and every minute to repair what someone
+// checkEvery is how often the agent compares the kernel's table with what
+// it wrote.
+const checkEvery = 30 * time.Second
+
+// loop syncs on every change, and rewrites the table when it finds it
 // changed by hand (a learner's nft delete, say).
 func (c *Controller) loop(ctx context.Context) {
 	c.kick()
-	resync := time.NewTicker(time.Minute)
-	defer resync.Stop()
+	check := time.NewTicker(checkEvery)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.trigger:
-		case <-resync.C:
-			c.mu.Lock()
-			c.applied = nil // rewrite the whole table
-			c.mu.Unlock()
+		case <-check.C:
+			c.CheckTable(ctx)
 		}
 		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
 			c.log.Error("applying NetworkPolicy rules", "err", err)
@@ -172,7 +192,26 @@ func (c *Controller) Sync(ctx context.Context) error {
 		}
 	}
 	c.applied = r
+	// What the kernel made of it, for CheckTable; without it the next
+	// check rewrites the table.
+	c.listing, _ = c.apply.List(ctx)
 	return nil
+}
+
+// CheckTable compares the kernel's table with the listing taken after the
+// last apply; when they differ (someone edited or deleted it), the next
+// sync rewrites it whole. Counters are left alone when nothing differs.
+func (c *Controller) CheckTable(ctx context.Context) {
+	cur, err := c.apply.List(ctx)
+	c.mu.Lock()
+	changed := err != nil || cur != c.listing
+	if changed {
+		c.applied = nil
+	}
+	c.mu.Unlock()
+	if changed {
+		c.log.Warn("the NetworkPolicy table differs from what the agent wrote (edited by hand?); rewriting it", "err", err)
+	}
 }
 
 // report records an event for each newly broken policy, and one when a

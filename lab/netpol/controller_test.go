@@ -15,10 +15,12 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// fakeApplier records scripts and fails the ones it is told to.
+// fakeApplier records scripts and fails the ones it is told to; its
+// listing is the last script (or what a test sets).
 type fakeApplier struct {
 	scripts []string
 	fail    func(script string) bool
+	listing string
 }
 
 func (f *fakeApplier) Apply(_ context.Context, script string) error {
@@ -26,8 +28,11 @@ func (f *fakeApplier) Apply(_ context.Context, script string) error {
 	if f.fail != nil && f.fail(script) {
 		return errors.New("nft: Error: Could not process rule")
 	}
+	f.listing = script
 	return nil
 }
+
+func (f *fakeApplier) List(context.Context) (string, error) { return f.listing, nil }
 
 func newTestController(t *testing.T, ap Applier, objs ...*networkingv1.NetworkPolicy) (*Controller, *record.FakeRecorder, cache.Store) {
 	t.Helper()
@@ -132,5 +137,31 @@ func TestControllerFallsBackToWholeTable(t *testing.T) {
 	}
 	if last := ap.scripts[len(ap.scripts)-1]; !strings.Contains(last, "delete table") {
 		t.Errorf("after a failure the next sync is not whole:\n%s", last)
+	}
+}
+
+// The periodic check leaves an intact table alone and rewrites one edited
+// by hand.
+func TestControllerRepairsHandEdits(t *testing.T) {
+	ap := &fakeApplier{}
+	c, _, _ := newTestController(t, ap, policy("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: tIngress}))
+	ctx := context.Background()
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.CheckTable(ctx)
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(ap.scripts) != 1 {
+		t.Fatalf("an intact table was rewritten: %d scripts", len(ap.scripts))
+	}
+	ap.listing = "table inet kube-network-policies {}" // a learner flushed it
+	c.CheckTable(ctx)
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(ap.scripts) != 2 || !strings.Contains(ap.scripts[1], "delete table") || !strings.Contains(ap.scripts[1], "ingress-pod-x/a") {
+		t.Fatalf("the edited table was not rewritten whole: %q", ap.scripts[1:])
 	}
 }

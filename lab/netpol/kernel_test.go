@@ -114,3 +114,33 @@ func normalize(s string) string {
 	sort.Strings(blocks)
 	return strings.Join(blocks, "\n")
 }
+
+// The listing the agent compares to find hand edits is stable while
+// nothing changes, and changes with a hand edit.
+func TestListingFindsHandEdits(t *testing.T) {
+	ns := scratchNetns(t)
+	ap := NetnsApplier{Netns: ns}
+	ctx := context.Background()
+	tc := compileCases()[3] // egress, ports and ipBlocks
+	r, _ := Compile(Input{Node: "n1", Pods: tc.pods, Namespaces: namespaces("x", "y", "z"), Policies: tc.policies})
+	if err := ap.Apply(ctx, Render(r)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := ap.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Traffic would move the counters; -s leaves them out.
+	if out, err := exec.Command("ip", "netns", "exec", ns, "nft", "reset", "counters", "table", Family, Table).CombinedOutput(); err != nil {
+		t.Logf("nft reset counters: %v: %s", err, out)
+	}
+	if again, _ := ap.List(ctx); again != first {
+		t.Fatalf("two listings of an unchanged table differ:\n%s\n---\n%s", first, again)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", ns, "nft", "flush", "chain", Family, Table, "egress-policy-x/egress").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if edited, _ := ap.List(ctx); edited == first {
+		t.Fatal("a flushed chain does not show in the listing")
+	}
+}
