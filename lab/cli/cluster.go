@@ -50,6 +50,9 @@ func newClusterCreate(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := o.nameTaken(cmd.Context(), backend, name); err != nil {
+				return err
+			}
 			workers, err := kf.prepare(cmd, p, nodes-1)
 			if err != nil {
 				return err

@@ -37,6 +37,28 @@ func (o *options) findCluster(ctx context.Context, name string) (cluster.Cluster
 	return nil, first
 }
 
+// nameTaken refuses a name that a cluster of the other backend has, so
+// that kubectl, node and kubeconfig commands, which find a cluster on
+// either backend by name, never have to choose.
+func (o *options) nameTaken(ctx context.Context, backend, name string) error {
+	if backend == "" {
+		backend = "embedded"
+	}
+	for _, b := range backends {
+		if b == backend {
+			continue
+		}
+		p, err := o.provider(b)
+		if err != nil {
+			return err
+		}
+		if _, err := p.Get(ctx, name); err == nil {
+			return fmt.Errorf("a cluster named %q exists already on the %s backend: choose another --name, or delete it with 'svclab cluster delete --backend %s --name %s': %w", name, b, b, name, cluster.ErrExists)
+		}
+	}
+	return nil
+}
+
 // kindFlags are cluster create's kind-only flags.
 type kindFlags struct {
 	config, nodeImage string

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -63,5 +65,21 @@ func TestKindBadInvocations(t *testing.T) {
 				t.Fatalf("err = %v (output %q), want %q", err, out, tc.want)
 			}
 		})
+	}
+}
+
+// A name one backend has is refused on the other, before anything else.
+func TestKindNameTakenOnOtherBackend(t *testing.T) {
+	state := t.TempDir()
+	dir := filepath.Join(state, "kind", "lab")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), []byte(`{"name":"lab","shape":"nftables","complete":true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "--state-dir", state, "cluster", "create", "--name", "lab")
+	if err == nil || !strings.Contains(err.Error(), `a cluster named "lab" exists already on the kind backend`) || out != "" {
+		t.Errorf("create on embedded = %v (output %q)", err, out)
 	}
 }
