@@ -9,6 +9,12 @@
 // into an image archive by lab/ociimage and imported into every node with
 // kind's loader (no docker build, no registry, so scenarios work offline).
 //
+// Node commands (NodeExec, svclab node exec|shell) run in each node's tools
+// container: the lab's tools image under the node's containerd, in the
+// node's network namespace, as an embedded node's node container — so
+// graders, faults and learners find nft, conntrack and tcpdump on both
+// backends (kind's node image has no nft).
+//
 // Everything that touches Docker or kind goes through Engine, a small
 // interface with one real implementation (Docker's CLI for the checks,
 // kind's library for the rest) and a hand-written fake in the tests.

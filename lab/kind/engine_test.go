@@ -109,7 +109,6 @@ func TestProgressLogger(t *testing.T) {
 	l.V(0).Infof(" • %s  ...\n", "Starting control-plane 🕹️")
 	l.Close(errors.New("kubeadm init failed"))
 	want := []string{
-		`info Creating cluster "lab" ...`,
 		"start Ensuring node image (kindest/node:v1.37.0) 🖼",
 		"done Ensuring node image (kindest/node:v1.37.0) 🖼",
 		"start Preparing nodes 📦",

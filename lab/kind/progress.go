@@ -54,7 +54,8 @@ func (l *progressLogger) line(s string) {
 		l.end(nil)
 	case strings.HasPrefix(trimmed, "✗ "):
 		l.end(errKindStep)
-	case trimmed == "":
+	case trimmed == "", strings.HasPrefix(trimmed, "Creating cluster "):
+		// The caller says it already.
 	default:
 		for _, part := range strings.Split(trimmed, "\n") {
 			if part = strings.TrimSpace(part); part != "" {

@@ -42,7 +42,7 @@ func TestCreateUseDelete(t *testing.T) {
 	}
 	for _, want := range []string{"start Preparing the lab's images", "start Ensuring node image (kindest/node:v1.37.0) 🖼", "done Preparing nodes 📦 📦 📦",
 		"done Starting control-plane 🕹️", "done Loading the lab's images into the nodes", "done Installing kube-proxy (the bundled proxier, iptables mode)",
-		"done Waiting for the nodes, kube-proxy and CoreDNS to be ready", "info Creating cluster \"lab\" ...", "info kubeconfig: "} {
+		"done Waiting for the nodes, kube-proxy and CoreDNS to be ready", "info kubeconfig: "} {
 		if !progress.has(want) {
 			t.Errorf("progress lacks %q:\n%s", want, strings.Join(progress.lines, "\n"))
 		}
