@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/class/stream"
 	"github.com/svclab/svclab/lab/cluster"
@@ -25,9 +26,12 @@ type Options struct {
 	// Capacity, PoolSize, TimeLimit, IdleTimeout and Now come from the
 	// class.
 	Labs labs.Config
-	// FinalGrade, when set, grades a learner's exam task once more when
-	// the exam ends (lab/attempt's check); the last check run counts when
-	// it is nil or fails.
+	// Attempts runs the learners' scenarios on their labs (StartScenario,
+	// Check, Hint, Solve).
+	Attempts *attempt.Manager
+	// FinalGrade grades a learner's exam task once more when the exam
+	// ends (default: Attempts.Evaluate of the running attempt); the last
+	// check run counts when there is none or it fails.
 	FinalGrade func(ctx context.Context, learner, scenario string) (*grade.Report, error)
 	Now        func() time.Time
 	Log        *slog.Logger
@@ -291,9 +295,9 @@ func (cr *Classroom) finishExam(ctx context.Context, learner string) (ExamSessio
 	if !e.FinishedAt.IsZero() {
 		return e, nil
 	}
-	if cr.opts.FinalGrade != nil {
+	if cr.opts.FinalGrade != nil || cr.opts.Attempts != nil {
 		for _, t := range cr.tasks {
-			rep, err := cr.opts.FinalGrade(ctx, learner, t.Scenario)
+			rep, err := cr.finalGrade(ctx, learner, t.Scenario)
 			if err != nil {
 				cr.opts.Log.Warn("final grading of an exam task failed; its last check counts", "learner", learner, "scenario", t.Scenario, "err", err)
 				continue

@@ -23,17 +23,21 @@ type room struct {
 	annTok     string
 }
 
-func openRoom(t *testing.T, spec Spec) *room {
+func openRoom(t *testing.T, spec Spec, customize ...func(*Options)) *room {
 	t.Helper()
 	ctx := context.Background()
 	clk := newClock()
 	db := openTestDB(t, clk.Now)
 	created := newClass(t, db, spec)
 	p := fakecluster.NewProvider()
-	cr, err := OpenClassroom(ctx, created.Class.ID, Options{
+	o := Options{
 		DB: db, Provider: p, Catalog: catalog(t), Now: clk.Now,
 		Labs: labs.Config{Memory: func() (uint64, error) { return 64 << 30, nil }, TickInterval: time.Hour},
-	})
+	}
+	for _, c := range customize {
+		c(&o)
+	}
+	cr, err := OpenClassroom(ctx, created.Class.ID, o)
 	if err != nil {
 		t.Fatal(err)
 	}
