@@ -93,7 +93,7 @@ func provider(log kindlog.Logger) *kindcluster.Provider {
 func (Docker) Clusters(context.Context) ([]string, error) {
 	names, err := provider(nil).List()
 	if err != nil {
-		return nil, fmt.Errorf("listing kind clusters: %w", err)
+		return nil, fmt.Errorf("listing kind clusters: %w", runErrorDetail(err))
 	}
 	return names, nil
 }

@@ -319,6 +319,9 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if st, err := loadState(paths{p.dir(name)}); err == nil && st.creating() {
 		return fmt.Errorf("kind cluster %q is being created by process %d; stop that first", name, st.Creator)
 	}
+	if _, err := p.Preflight(ctx); err != nil {
+		return err
+	}
 	return p.destroy(ctx, name)
 }
 
@@ -362,7 +365,10 @@ func (p *Provider) Collect(ctx context.Context) error {
 // clusters svclab did not make stay.
 func (p *Provider) DeleteAll(ctx context.Context) error {
 	states, err := p.states()
-	if err != nil {
+	if err != nil || len(states) == 0 {
+		return err
+	}
+	if _, err := p.Preflight(ctx); err != nil {
 		return err
 	}
 	var (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -460,5 +461,25 @@ func TestListDockerDown(t *testing.T) {
 	list, err := p.List(ctx)
 	if err != nil || len(list) != 1 || list[0].State != "unknown" || !strings.Contains(list[0].Detail, "Docker does not answer: Cannot connect") {
 		t.Errorf("List = %+v, %v", list, err)
+	}
+}
+
+func TestDeleteDockerDown(t *testing.T) {
+	p, eng, _, _ := testProvider(t)
+	ctx := context.Background()
+	if _, err := p.Create(ctx, cluster.CreateOptions{Name: "lab", Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	eng.checkErr = fmt.Errorf("%w: Cannot connect to the Docker daemon", ErrDockerDown)
+	for name, del := range map[string]func() error{
+		"Delete":    func() error { return p.Delete(ctx, "lab") },
+		"DeleteAll": func() error { return p.DeleteAll(ctx) },
+	} {
+		if err := del(); !errors.Is(err, ErrDockerDown) || !strings.Contains(err.Error(), "start it (sudo systemctl start docker") {
+			t.Errorf("%s with Docker down = %v", name, err)
+		}
+	}
+	if _, err := p.Get(ctx, "lab"); err != nil {
+		t.Errorf("the cluster's state went: %v", err)
 	}
 }
