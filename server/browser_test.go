@@ -41,8 +41,9 @@ func artifactsDir(t *testing.T) string {
 	return dir
 }
 
-// browser starts a headless chromium and returns a context for chromedp.
-func browser(t *testing.T, timeout time.Duration) context.Context {
+// browser starts a headless chromium and returns a context for chromedp
+// (bound steps with a timeout derived from it).
+func browser(t *testing.T) context.Context {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox, // root in a container
@@ -51,14 +52,13 @@ func browser(t *testing.T, timeout time.Duration) context.Context {
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	// The first action starts the browser under the untimed context; the
-	// steps then run under the timeout.
+	// The first action starts the browser, under a context without a
+	// timeout (a timeout there would stop the browser).
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("starting chromium: %v", err)
 	}
-	tctx, cancelTimeout := context.WithTimeout(ctx, timeout)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
-	return tctx
+	return ctx
 }
 
 type shots struct {
@@ -119,7 +119,8 @@ func waitJS(expr string) chromedp.Action[chromedp.Void] {
 // the catalog, starting a scenario, the live panels following a rule
 // change, a hint, a failing and a passing check with the explanation.
 func TestBrowserLiveViews(t *testing.T) {
-	ctx := browser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(browser(t), 2*time.Minute)
+	defer cancel()
 	l := newLabServer(t)
 	sh := &shots{t: t, dir: artifactsDir(t)}
 	err := chromedp.Do(ctx,

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+
+	"github.com/svclab/svclab/lab/attempt"
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/store"
+	"github.com/svclab/svclab/lab/views"
+)
+
+// TestBrowserSelectorTypo is the acceptance walk: in chromium, a learner
+// opens the catalog, starts selector-typo (a real embedded cluster is
+// created), types the fix into the browser terminal's control-plane tab,
+// watches the EndpointSlice and rules panels change, checks, and passes.
+func TestBrowserSelectorTypo(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("end-to-end: needs root for an embedded cluster")
+	}
+	bctx := browser(t)
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p := embedded.New(stateDir, log)
+	const name = "uie2e"
+	t.Cleanup(func() {
+		if err := p.Delete(context.Background(), name); err != nil && !strings.Contains(err.Error(), "not found") {
+			t.Errorf("deleting cluster %s: %v", name, err)
+		}
+	})
+	st, err := store.Open(ctx, store.DefaultPath(stateDir), store.Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{
+		Clusters: p, Log: log, Background: ctx, Catalog: m.Catalog(), Attempts: AttemptManager{M: m},
+		Learner: store.LocalLearner, DefaultCluster: name,
+		KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
+		PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer func() { ts.Close(); s.Wait() }()
+	sh := &shots{t: t, dir: artifactsDir(t)}
+
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		start := time.Now()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			sh.take("failed-"+strings.ReplaceAll(what, " ", "-"))(bctx, chromedp.FromContext(bctx).Target)
+			t.Fatalf("%s: %v", what, err)
+		}
+		t.Logf("%s (%s)", what, time.Since(start).Round(100*time.Millisecond))
+	}
+	step("open the catalog",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"]`)),
+		sh.take("catalog"))
+	step("open selector-typo and start it",
+		chromedp.Click(chromedp.CSS(`[data-scenario="selector-typo"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#start-form`)),
+		chromedp.Click(chromedp.CSS(`#start-form button`)),
+		waitText(`#steps`, "Creating"),
+		sh.take("cluster-starting"))
+	step("the scenario is set up and the panels show the broken state",
+		waitJS(`document.querySelector("#panels") !== null`),
+		waitText(`#panel-slices`, "No endpoints"),
+		waitText(`#panel-rules`, "rejected (no endpoints)"),
+		waitText(`#panel-probes .latest`, "refused"),
+		sh.take("broken"))
+	step("the control-plane terminal opens with kubectl",
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "control-plane"),
+		typeLine("kubectl -n shop get svc web -o jsonpath='{.spec.selector}'; echo"),
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, `{"app":"wbe"}`))
+	step("type the fix; the EndpointSlice and rules panels change",
+		typeLine(`kubectl -n shop patch service web --type=merge -p '{"spec":{"selector":{"app":"web"}}}'`),
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "service/web patched"),
+		waitJS(`document.querySelectorAll('#panel-slices tr[data-endpoint]').length === 2`),
+		waitText(`#panel-rules`, "load-balanced to 2 endpoints"),
+		chromedp.WaitVisible(chromedp.CSS(`#panel-rules .chg-added`)),
+		waitText(`#panel-timeline`, "kubectl -n shop patch service web"),
+		sh.take("fixed"))
+	step("the probes succeed from every source",
+		waitJS(`(() => { const ps = [...document.querySelectorAll('#panel-probes .latest .probe')]; return ps.length >= 4 && ps.every(p => p.dataset.outcome === "success"); })()`),
+		chromedp.Click(chromedp.CSS(`#path-form button`)),
+		waitText(`#panel-path`, "DNAT"),
+		sh.take("traffic"))
+	step("Check my work passes and explains",
+		chromedp.Click(chromedp.CSS(`#check`)),
+		waitText(`#check-results`, "Every check passed"),
+		waitText(`#explanation`, "What broke."),
+		waitText(`#attempt-state`, "passed"),
+		sh.take("passed"))
+	step("the catalog marks it solved",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"][data-progress="passed"]`)),
+		sh.take("catalog-solved"))
+}
+
+// typeLine types a command into the visible terminal tab and presses
+// Enter: the text goes in as text input (Input.insertText, as a paste or an
+// input method would deliver it), Enter as a key press.
+func typeLine(line string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Focus(chromedp.CSS(`.term-pane:not([hidden]) textarea.xterm-helper-textarea`)),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: line})
+			return err
+		}),
+		chromedp.KeyEvent("\r"),
+	)
+}
