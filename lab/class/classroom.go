@@ -115,7 +115,14 @@ func (cr *Classroom) follow(events *stream.Subscription[labs.Event]) {
 				cr.Board.LabChanged(e)
 			}
 		case <-t.C:
-			cr.FinishDueExams(context.Background())
+			ctx := context.Background()
+			if c, err := cr.opts.DB.Class(ctx, cr.Class.ID); err == nil && !c.Open() {
+				// "svclab class close" from another process.
+				cr.opts.Log.Info("the class was closed: ending its labs", "class", cr.Class.Name)
+				go cr.Shutdown(ctx)
+				continue
+			}
+			cr.FinishDueExams(ctx)
 		case <-cr.stop:
 			events.Cancel()
 			return
@@ -147,13 +154,14 @@ func (cr *Classroom) Shutdown(ctx context.Context) error {
 
 // Join adds a learner to this class.
 func (cr *Classroom) Join(ctx context.Context, code, name string) (JoinedLearner, error) {
-	j, c, err := cr.opts.DB.Join(ctx, code, name)
+	j, _, err := cr.opts.DB.join(ctx, code, name, func(c *Class) error {
+		if c.ID != cr.Class.ID {
+			return ErrBadCode // another class's code
+		}
+		return nil
+	})
 	if err != nil {
 		return JoinedLearner{}, err
-	}
-	if c.ID != cr.Class.ID {
-		// The code is another class's: join it there.
-		return JoinedLearner{}, ErrBadCode
 	}
 	cr.Board.AddLearner(j.Learner)
 	return j, nil

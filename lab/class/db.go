@@ -295,6 +295,12 @@ type JoinedLearner struct {
 
 // Join adds a learner called name to the class whose join code is code.
 func (d *DB) Join(ctx context.Context, code, name string) (JoinedLearner, *Class, error) {
+	return d.join(ctx, code, name, nil)
+}
+
+// join is Join; accept, when set, may refuse the code's class before the
+// learner is added.
+func (d *DB) join(ctx context.Context, code, name string, accept func(*Class) error) (JoinedLearner, *Class, error) {
 	name, err := CleanName(name)
 	if err != nil {
 		return JoinedLearner{}, nil, err
@@ -313,6 +319,11 @@ func (d *DB) Join(ctx context.Context, code, name string) (JoinedLearner, *Class
 		return JoinedLearner{}, c, ErrClassClosed
 	case !now.Before(c.CodeExpiresAt):
 		return JoinedLearner{}, c, ErrCodeExpired
+	}
+	if accept != nil {
+		if err := accept(c); err != nil {
+			return JoinedLearner{}, c, err
+		}
 	}
 	token := newToken(LearnerTokenPrefix)
 	l := Learner{ID: newID(12), ClassID: c.ID, Name: name, JoinedAt: now}
