@@ -165,19 +165,29 @@ func findAdoptable(ctx context.Context, client kubernetes.Interface, cfg Config,
 	// The containers of pods not kept go, and so do runs the state does
 	// not know (a container created as the agent died).
 	known := map[string]bool{}
-	for uid, st := range keep {
+	for _, st := range keep {
 		for _, c := range st.Containers {
 			if c.ID != "" && c.Pid > 0 {
 				known[c.ID] = true
 			}
 		}
-		_ = uid
 	}
 	rt.sweepExcept(ctx, podsDir, known)
 	for _, e := range entries {
-		if _, ok := keep[types.UID(e.Name())]; !ok {
-			os.RemoveAll(filepath.Join(podsDir, e.Name()))
+		if _, ok := keep[types.UID(e.Name())]; ok {
+			continue
 		}
+		// Containers this process started for an earlier run of the
+		// node's agent (it was stopped, not restarted) are its
+		// children: reap them, now killed.
+		if st, err := loadPodState(filepath.Join(podsDir, e.Name())); err == nil {
+			for _, c := range st.Containers {
+				if c.Pid > 0 {
+					reapChild(c.Pid, c.PidStart)
+				}
+			}
+		}
+		os.RemoveAll(filepath.Join(podsDir, e.Name()))
 	}
 	uids := map[string]bool{}
 	for uid := range keep {
@@ -317,4 +327,20 @@ func (c *containerRun) adoptRun(s containerState) (int, error) {
 	}
 	defer log.Close()
 	return c.watch(rc, s.ID, bundle)
+}
+
+// reapChild reaps pid, started at start, if it is an ended child of this
+// process, waiting a moment for it to end.
+func reapChild(pid int, start uint64) {
+	if s, err := processStart(pid); err != nil || s != start {
+		return
+	}
+	for i := 0; i < 20; i++ {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err != nil || got == pid {
+			return // not our child, or reaped
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
