@@ -57,12 +57,12 @@ func (l *Lab) conntrackTargets() map[string]string {
 	return out
 }
 
-// nodeProbeScript probes each target with curl (one attempt, one second)
+// nodeProbeScript probes each target with curl (one attempt, two seconds)
 // and then lists the conntrack table, in one command per node and round.
 func nodeProbeScript(ts []target) string {
 	var b strings.Builder
 	for _, t := range ts {
-		fmt.Fprintf(&b, "s=$(date +%%s%%N); body=$(curl -sS -m 1 http://%s:%d/hostname 2>&1); rc=$?; e=$(date +%%s%%N); printf '@@P %s %%s %%s %%s\\n' $rc $(( (e-s)/1000000 )) \"$(printf %%s \"$body\" | head -c 120 | tr '\\n' ' ')\"\n", t.ip, t.port, t.label)
+		fmt.Fprintf(&b, "s=$(date +%%s%%N); body=$(curl -sS -m 2 http://%s:%d/hostname 2>&1); rc=$?; e=$(date +%%s%%N); printf '@@P %s %%s %%s %%s\\n' $rc $(( (e-s)/1000000 )) \"$(printf %%s \"$body\" | head -c 120 | tr '\\n' ' ')\"\n", t.ip, t.port, t.label)
 	}
 	b.WriteString("echo @@C; conntrack -L 2>/dev/null; exit 0\n")
 	return b.String()
@@ -95,7 +95,7 @@ func curlOutcome(rc int, body string) (outcome, backend, detail string) {
 	case 7:
 		return "refused", "", body
 	case 28:
-		return "timeout", "", "no answer within 1s"
+		return "timeout", "", "no answer within 2s"
 	case 52, 56:
 		return "success", "", "connected (not HTTP)"
 	}
@@ -117,7 +117,7 @@ func backendName(body string) string {
 func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 	ns, name := splitID(pod)
 	url := fmt.Sprintf("http://%s:%d/hostname", t.ip, t.port)
-	script := fmt.Sprintf(`if command -v wget >/dev/null; then wget -qO- -T 1 %s 2>&1; else curl -sS -m 1 %s 2>&1; fi; echo "@@rc=$?"`, url, url)
+	script := fmt.Sprintf(`if command -v wget >/dev/null; then wget -qO- -T 2 %s 2>&1; else curl -sS -m 2 %s 2>&1; fi; echo "@@rc=$?"`, url, url)
 	var out bytes.Buffer
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -139,7 +139,7 @@ func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 	case strings.Contains(text, "refused"):
 		r.Outcome, r.Detail = "refused", text
 	case strings.Contains(text, "timed out") || strings.Contains(text, "Timeout") || rc == 28:
-		r.Outcome, r.Detail = "timeout", "no answer within 1s"
+		r.Outcome, r.Detail = "timeout", "no answer within 2s"
 	default:
 		r.Outcome, r.Detail = "error", text
 	}
