@@ -70,9 +70,10 @@ func TestSyncProxyRulesRepeated(t *testing.T) {
 		{svc1 + svc2 + svc3, []string{"ns3/svc3"}, nil},
 		{svc1 + svc3, []string{"ns2/svc2"}, []string{"KUBE-SEP-UHEGFW77JX3KXTOV", "KUBE-SVC-2VJB64SDSIJUP5T6"}},
 	}
+	var names NameCache
 	for i, step := range steps {
 		snap := decodeSnapshot(t, "step"+strconv.Itoa(i+1), step.manifest)
-		opts := Options{}
+		opts := Options{Names: &names}
 		for c := range existing {
 			opts.ExistingNATChains = append(opts.ExistingNATChains, c)
 		}
@@ -97,6 +98,22 @@ func TestSyncProxyRulesRepeated(t *testing.T) {
 		}
 		for _, c := range res.DeletedChains {
 			delete(existing, c)
+		}
+		// ServiceChains is what the applier remembers instead of running
+		// iptables-save: the service chains the table now holds.
+		var want, got []string
+		for c := range existing {
+			if isServiceChainName(c) {
+				want = append(want, c)
+			}
+		}
+		for c := range res.ServiceChains {
+			got = append(got, c)
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("step %d: service chains %v, want %v", i+1, got, want)
 		}
 		prev = snap
 	}
