@@ -18,6 +18,7 @@ import (
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/kubebin"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
@@ -198,7 +199,7 @@ func NewCommand() *cobra.Command {
 		Short: "Self-graded exercise runs: set a scenario up, fix it (or let svclab), grade",
 	}
 	var o RunOptions
-	var dir, junit string
+	var dir, junit, backend string
 	var all, wrongFixes bool
 	run := &cobra.Command{
 		Use:          "run [ID... | --all]",
@@ -232,7 +233,14 @@ passed.`,
 				_ = level.UnmarshalText([]byte(f.Value.String()))
 			}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			o.Provider = embedded.New(stateDir, o.Log)
+			switch backend {
+			case "", embedded.BackendName:
+				o.Provider = embedded.New(stateDir, o.Log)
+			case kind.BackendName:
+				o.Provider = kind.New(stateDir, o.Log)
+			default:
+				return fmt.Errorf("unknown backend %q: use embedded or kind", backend)
+			}
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
 			if exe, err := os.Executable(); err == nil {
 				o.Svclab = []string{exe, "--state-dir", stateDir}
@@ -283,6 +291,7 @@ passed.`,
 	run.Flags().BoolVar(&wrongFixes, "wrong-fixes", false, "try each scenario's plausible wrong fixes: the checks must reject them")
 	run.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report to this file")
 	run.Flags().StringVar(&dir, "dir", "", "take the scenarios from this directory instead of the built-in ones")
+	run.Flags().StringVar(&backend, "backend", "embedded", "the backend of the clusters it creates: embedded or kind")
 	c.AddCommand(run)
 	return c
 }
