@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/svclab/svclab/lab/cluster"
@@ -230,6 +231,73 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting CoreDNS Pod %s: %w", pod.Name, err)
 		}
+		// A node hands the lowest free address to its next Pod, which
+		// would give the replacement the dead Pod's address and end the
+		// staleness at once. A placeholder on the node takes the address
+		// first and keeps it until Revert.
+		if err := holdAddress(ctx, cs, pod.Spec.NodeName, pod.Name); err != nil {
+			return err
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+				continue
+			}
+			if podIPs[pod.Status.PodIP] {
+				// The placeholder lost the race: once more.
+				_ = cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+				_ = holdAddress(ctx, cs, pod.Spec.NodeName, pod.Name)
+				continue
+			}
+			if pod.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no replacement CoreDNS Pod with a new address came up within 2 minutes: %w", err)
+	}
+	return nil
+}
+
+// addressHoldLabel marks the placeholder Pods of staleUDPConntrackDNS.
+const addressHoldLabel = "svclab.dev/address-hold"
+
+// holdAddress starts a placeholder Pod on node, bound there directly, so
+// that it takes the address the Pod named after just freed.
+func holdAddress(ctx context.Context, cs kubernetes.Interface, node, after string) error {
+	zero := int64(0)
+	hold := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "svclab-address-hold-", Namespace: "kube-system",
+			Labels: map[string]string{addressHoldLabel: after}},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: &zero,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers:  []corev1.Container{{Name: "hold", Image: "busybox:1.36", Command: []string{"sleep", "3600"}}}},
+	}
+	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, hold, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("holding the address of CoreDNS Pod %s on node %s: %w", after, node, err)
+	}
+	return nil
+}
+
+// releaseAddresses deletes the placeholder Pods.
+func releaseAddresses(ctx context.Context, cs kubernetes.Interface) error {
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
+	if err != nil {
+		return fmt.Errorf("listing the address placeholders: %w", err)
+	}
+	zero := int64(0)
+	for _, pod := range pods.Items {
+		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting address placeholder %s: %w", pod.Name, err)
+		}
 	}
 	return nil
 }
@@ -237,6 +305,13 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 func (f staleUDPConntrackDNS) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
 	nodes, err := nodesOrAll(ctx, c, p)
 	if err != nil {
+		return err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	if err := releaseAddresses(ctx, cs); err != nil {
 		return err
 	}
 	for _, n := range nodes {

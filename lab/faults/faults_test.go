@@ -482,8 +482,9 @@ func TestProxierDead(t *testing.T) {
 func TestStaleUDPConntrackDNS(t *testing.T) {
 	objs := []runtime.Object{
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-a", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}}, Status: corev1.PodStatus{PodIP: "10.244.1.2"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-b", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}}, Status: corev1.PodStatus{PodIP: "10.244.2.2"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-a", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}}, Status: corev1.PodStatus{PodIP: "10.244.1.2", Phase: corev1.PodRunning}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-b", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+			Spec: corev1.PodSpec{NodeName: "lab-worker2"}, Status: corev1.PodStatus{PodIP: "10.244.2.2", Phase: corev1.PodRunning}},
 	}
 	f := newFake(objs...)
 	f.respond = func(node, cmd string) (string, error) {
@@ -508,9 +509,21 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 	if strings.Join(f.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("calls:\n%s", strings.Join(f.calls, "\n"))
 	}
-	pods, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+	pods, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 	if len(pods.Items) != 1 || pods.Items[0].Name != "coredns-a" {
 		t.Errorf("the CoreDNS Pod that answered was not deleted: %+v", pods.Items)
+	}
+	// A placeholder holds the dead Pod's address on its node until Revert.
+	holds, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
+	if len(holds.Items) != 1 || holds.Items[0].Spec.NodeName != "lab-worker2" {
+		t.Errorf("placeholders %+v", holds.Items)
+	}
+	if err := fault.(Reverter).Revert(ctx, f, scenario.Params{"node": "worker"}); err != nil {
+		t.Fatal(err)
+	}
+	holds, _ = f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
+	if len(holds.Items) != 0 {
+		t.Errorf("placeholders left after Revert: %+v", holds.Items)
 	}
 }
 
