@@ -45,7 +45,9 @@ func TestShapeClusterName(t *testing.T) {
 }
 
 func TestGroupByShape(t *testing.T) {
-	sc := func(id string, c scenario.ClusterShape) *scenario.Scenario { return &scenario.Scenario{ID: id, Cluster: c} }
+	sc := func(id string, c scenario.ClusterShape) *scenario.Scenario {
+		return &scenario.Scenario{ID: id, Cluster: c}
+	}
 	groups, err := groupByShape("ci", []*scenario.Scenario{
 		sc("a", scenario.ClusterShape{Nodes: 3}),
 		sc("b", scenario.ClusterShape{Nodes: 3, ProxyMode: "iptables"}),
