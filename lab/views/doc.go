@@ -23,6 +23,12 @@
 // still ends up with the current state, and it never blocks the publisher or
 // the other subscribers.
 //
+// A node's rules are read again as soon as they change, whoever changed
+// them: `nft monitor` on the node reports every committed transaction (the
+// proxier's syncs, a fault deleting a rule, the learner's own nft or
+// iptables-nft commands), and the proxier's sync events say the same for
+// the timeline; a slow poll catches anything else.
+//
 // Everything reaches the cluster through cluster.Cluster (the clientset and
 // NodeExec: nft, iptables-save, conntrack, curl), so the views work the same
 // on every backend.

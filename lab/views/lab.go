@@ -123,6 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	for _, n := range nodes {
 		l.goLoop(ctx, func(ctx context.Context) { l.rulesLoop(ctx, n.Name) })
 		l.goLoop(ctx, func(ctx context.Context) { l.proxierEvents(ctx, n.Name) })
+		l.goLoop(ctx, func(ctx context.Context) { l.monitorRules(ctx, n.Name) })
 	}
 	l.goLoop(ctx, l.probeLoop)
 	return l, nil
@@ -465,10 +466,21 @@ func (l *Lab) rulesLoop(ctx context.Context, node string) {
 	}
 }
 
-// proxierEvents follows the proxier's sync events on node (its /events
-// stream, read with curl on the node) into the timeline, and reads the
-// rules again after each sync that changed them.
-func (l *Lab) proxierEvents(ctx context.Context, node string) {
+// monitorRules reads node's rules again whenever its ruleset changes,
+// whoever changed it (the proxier, a fault, the learner): nft monitor
+// prints a "new generation" line after each committed transaction.
+func (l *Lab) monitorRules(ctx context.Context, node string) {
+	l.follow(ctx, node, []string{"nft", "monitor"}, func(line []byte) {
+		if bytes.HasPrefix(line, []byte("# new generation")) {
+			l.RefreshRules(node)
+		}
+	})
+}
+
+// follow runs a long-lived command on node and hands each line of its
+// output to f, starting it again (after a pause) whenever it ends, until
+// ctx ends.
+func (l *Lab) follow(ctx context.Context, node string, cmd []string, f func(line []byte)) {
 	for ctx.Err() == nil {
 		pr, pw := io.Pipe()
 		done := make(chan struct{})
@@ -477,27 +489,35 @@ func (l *Lab) proxierEvents(ctx context.Context, node string) {
 			sc := bufio.NewScanner(pr)
 			sc.Buffer(make([]byte, 64*1024), 4<<20)
 			for sc.Scan() {
-				var ev events.Event
-				if json.Unmarshal(sc.Bytes(), &ev) != nil {
-					continue
-				}
-				l.proxierEvent(node, ev)
+				f(sc.Bytes())
 			}
 			io.Copy(io.Discard, pr)
 		}()
-		err := l.cfg.Cluster.NodeExec(ctx, node, []string{"curl", "-sSN", "--fail", "http://" + faults.ProxierAddr + "/events?replay=0"}, cluster.Stdio{Stdout: pw})
+		err := l.cfg.Cluster.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: pw})
 		pw.Close()
 		<-done
 		if ctx.Err() != nil {
 			return
 		}
-		l.log.Debug("proxier event stream ended", "node", node, "err", err)
+		l.log.Debug("a node command ended; starting it again", "node", node, "cmd", cmd, "err", err)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// proxierEvents follows the proxier's sync events on node (its /events
+// stream, read with curl on the node) into the timeline, and reads the
+// rules again after each sync that changed them.
+func (l *Lab) proxierEvents(ctx context.Context, node string) {
+	l.follow(ctx, node, []string{"curl", "-sSN", "--fail", "http://" + faults.ProxierAddr + "/events?replay=0"}, func(line []byte) {
+		var ev events.Event
+		if json.Unmarshal(line, &ev) == nil {
+			l.proxierEvent(node, ev)
+		}
+	})
 }
 
 func (l *Lab) proxierEvent(node string, ev events.Event) {

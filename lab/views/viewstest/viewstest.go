@@ -80,8 +80,8 @@ func Slice(addrs ...string) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// SetRules replaces the ruleset and publishes a proxier sync event saying
-// so, as the proxier does after a sync.
+// SetRules replaces the ruleset, as nft would: nft monitor reports a new
+// generation, and the proxier publishes a sync event.
 func (c *Cluster) SetRules(rules string) {
 	c.mu.Lock()
 	c.rules = rules
@@ -137,6 +137,22 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 		c.mu.Unlock()
 		_, err := io.WriteString(out, r)
 		return err
+	case line == "nft monitor":
+		ch := make(chan events.Event, 64)
+		c.mu.Lock()
+		c.subs[ch] = struct{}{}
+		c.mu.Unlock()
+		defer func() { c.mu.Lock(); delete(c.subs, ch); c.mu.Unlock() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case ev := <-ch:
+				if _, err := fmt.Fprintf(out, "add rule ip kube-proxy services ...\n# new generation %d by process 1 (nft)\n", ev.Seq); err != nil {
+					return err
+				}
+			}
+		}
 	case cmd[0] == "curl" && strings.Contains(line, "/events"):
 		ch := make(chan events.Event, 64)
 		c.mu.Lock()
