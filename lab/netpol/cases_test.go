@@ -313,6 +313,45 @@ func TestConformance(t *testing.T) {
 			Ingress: from(ports(tcp(num(90))))}))
 		e.checkService(ctx, "x/a allows only TCP 90, the Service's port", svc.Spec.ClusterIP, 90, "x/a", tcp80)
 	})
+	t.Run("hostnetwork-pods-unaffected", func(t *testing.T) {
+		e.t = t
+		e.reset(ctx)
+		node := e.pods["x/a"].Spec.NodeName
+		host := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "host", Namespace: "x", Labels: map[string]string{"pod": "host"}},
+			Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{{
+				Name: "serve", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+				Args: []string{"serve-hostname", "--tcp", "--http=false", "--port=8090"},
+			}}},
+		}
+		if _, err := e.client.CoreV1().Pods("x").Create(ctx, host, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer e.client.CoreV1().Pods("x").Delete(ctx, "host", metav1.DeleteOptions{})
+		// Both directions denied for every pod of x, the hostNetwork pod
+		// included: it talks from and on its node's address, which
+		// NetworkPolicy never isolates.
+		e.apply(ctx, np("x", "deny-all", networkingv1.NetworkPolicySpec{PolicyTypes: bothTypes}))
+		var nodeIP string
+		for _, n := range e.nodes {
+			if n.Name == node {
+				nodeIP = n.IP
+			}
+		}
+		served := probeKind{corev1.ProtocolTCP, 8090}
+		deadline := time.Now().Add(time.Minute)
+		for !probe(e.netns["y/b"], served, nodeIP) {
+			if time.Now().After(deadline) {
+				t.Fatalf("y/b cannot reach the hostNetwork pod x/host on %s:8090 under a deny-all policy", nodeIP)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if !probe(e.nodeNetns[node], probes[0], ipOf(e, "y/b")) {
+			t.Errorf("the hostNetwork pod x/host (in node %s's network namespace) cannot reach y/b under a deny-all policy", node)
+		}
+		// The same policy does isolate x/a, on the same node.
+		e.check(ctx, "deny all in x, with a hostNetwork pod among them")
+	})
 	e.t = t
 	e.reset(ctx)
 	t.Logf("%d cases in %s", len(conformanceCases()), time.Since(start).Round(time.Second))

@@ -58,6 +58,8 @@ type env struct {
 	netns  map[string]string      // pod key → its network namespace
 	names  []string               // pod keys, sorted
 	nodes  []cluster.Node
+	// nodeNetns maps node names to their network namespaces.
+	nodeNetns map[string]string
 }
 
 // newEnv creates one embedded cluster and the matrix for the whole suite.
@@ -91,7 +93,10 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, client: client, pods: map[string]*corev1.Pod{}, netns: map[string]string{}, nodes: nodes}
+	e := &env{t: t, client: client, pods: map[string]*corev1.Pod{}, netns: map[string]string{}, nodes: nodes, nodeNetns: map[string]string{}}
+	for _, n := range c.(*embedded.Cluster).State().Nodes {
+		e.nodeNetns[n.Name] = n.Netns
+	}
 	e.createMatrix(ctx, name)
 	return e
 }
