@@ -242,6 +242,8 @@ func (c *Controller) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.apply.Apply(ctx, fmt.Sprintf("add table %s %s\ndelete table %s %s\n", Family, Table, Family, Table)); err != nil {
-		c.log.Error("removing the NetworkPolicy table", "err", err)
+		// The node's namespace may be gone already (the cluster is
+		// being deleted), and the table with it.
+		c.log.Debug("removing the NetworkPolicy table", "err", err)
 	}
 }
