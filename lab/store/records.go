@@ -62,6 +62,30 @@ func (s *Store) Learner(ctx context.Context, name string) (Learner, error) {
 	return l, err
 }
 
+// Learners lists every learner, oldest first.
+func (s *Store) Learners(ctx context.Context) ([]Learner, error) {
+	var out []Learner
+	err := s.read(ctx, "listing learners", func(ctx context.Context) error {
+		out = nil
+		rows, err := s.db.QueryContext(ctx, `SELECT id, name, display_name, created_at FROM learners ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l Learner
+			var created int64
+			if err := rows.Scan(&l.ID, &l.Name, &l.DisplayName, &created); err != nil {
+				return err
+			}
+			l.Created = time.UnixMilli(created)
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
 // SetDisplayName changes a learner's display name.
 func (s *Store) SetDisplayName(ctx context.Context, name, displayName string) error {
 	return s.write(ctx, "renaming learner "+name, func(ctx context.Context, tx *sql.Tx) error {

@@ -356,6 +356,11 @@ func TestLearners(t *testing.T) {
 	if _, err := s.EnsureLearner(ctx, " ", ""); err == nil {
 		t.Error("a learner with a blank name")
 	}
+	s.EnsureLearner(ctx, "bob", "Bob")
+	list, err := s.Learners(ctx)
+	if err != nil || len(list) != 2 || list[0].Name != LocalLearner || list[0].DisplayName != "Ada" || list[1].DisplayName != "Bob" {
+		t.Errorf("learners %+v, %v", list, err)
+	}
 }
 
 func TestAttempts(t *testing.T) {
