@@ -36,15 +36,13 @@ type Problem struct {
 // direction is ingress or egress.
 type direction struct {
 	name     string // "ingress" or "egress"
-	policy   networkingv1.PolicyType
-	self     string // the local pod's side of the packet: "daddr" or "saddr"
-	peer     string // the peer's side
+	peer     string // the peer's side of the packet: "saddr" or "daddr"
 	peerWord string // "from" or "to"
 }
 
 var (
-	ingress = direction{"ingress", networkingv1.PolicyTypeIngress, "daddr", "saddr", "from"}
-	egress  = direction{"egress", networkingv1.PolicyTypeEgress, "saddr", "daddr", "to"}
+	ingress = direction{"ingress", "saddr", "from"}
+	egress  = direction{"egress", "daddr", "to"}
 )
 
 // peerSet is a named set of pod IPs that a peer selects.
