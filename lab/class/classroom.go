@@ -192,17 +192,28 @@ func (cr *Classroom) Lab(p Principal, learnerID string) (labs.Lab, error) {
 	return l, nil
 }
 
-// Cluster returns learnerID's cluster for p with access a, and counts
-// as activity in the lab when the learner acts on it.
+// Cluster returns learnerID's cluster for p with access a. Write access
+// (a terminal, a command) counts as activity in the lab; watching it does
+// not, so a forgotten browser tab does not keep a lab alive.
 func (cr *Classroom) Cluster(p Principal, learnerID string, a Access) (cluster.Cluster, error) {
 	if err := Authorize(p, cr.Class.ID, learnerID, a); err != nil {
 		return nil, err
 	}
 	c, err := cr.Labs.Cluster(learnerID)
-	if err == nil && p.Role == LearnerRole {
+	if err == nil && a == Write {
 		cr.Labs.Touch(learnerID)
 	}
 	return c, err
+}
+
+// Activity records that learner p did something in their lab (typed into
+// its terminal, for example), which restarts its idle timeout.
+func (cr *Classroom) Activity(p Principal) error {
+	if err := Authorize(p, cr.Class.ID, p.LearnerID, Write); err != nil {
+		return err
+	}
+	cr.Labs.Touch(p.LearnerID)
+	return nil
 }
 
 // Subscribe returns the stream p may see: the whole board for the

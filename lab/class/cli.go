@@ -63,7 +63,7 @@ func NewCommand() *cobra.Command {
 		Use:   "class",
 		Short: "Classrooms: an instructor's class of learners, each with their own lab",
 	}
-	c.AddCommand(newCreateCommand(), newListCommand(), newShowCommand(), newCloseCommand())
+	c.AddCommand(newCreateCommand(), newListCommand(), newShowCommand(), newCloseCommand(), newExportCommand())
 	return c
 }
 
@@ -326,6 +326,38 @@ func PrintShow(w io.Writer, c *Class, learners []Learner, cells map[string][]Cel
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+func newExportCommand() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "export ID|NAME",
+		Short: "Export a class's results (learner × scenario: state, time, hints, checks, scores) as CSV or JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "csv" && format != "json" {
+				return fmt.Errorf("--format %q: use csv or json", format)
+			}
+			env := envOf(cmd)
+			ctx := cmd.Context()
+			db, err := env.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			c, err := db.Class(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			rows, err := db.Results(ctx, c)
+			if err != nil {
+				return err
+			}
+			return WriteResults(env.out, rows, format)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "csv", "csv or json")
+	return cmd
 }
 
 func newCloseCommand() *cobra.Command {

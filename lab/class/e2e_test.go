@@ -105,6 +105,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	memBefore, _ := labs.ProcMeminfo("/proc/meminfo")()
 	cr, err := OpenClassroom(ctx, created.Class.ID, Options{
 		DB: db, Provider: provider, Catalog: Catalog(log), Now: clk.Now, Log: log,
 		Labs: labs.Config{TickInterval: 100 * time.Millisecond},
@@ -125,6 +126,10 @@ func TestEndToEnd(t *testing.T) {
 		t.Logf("%s after %s", what, time.Since(start).Round(100*time.Millisecond))
 	}
 	waitFor("the warm pool has a cluster", 10*time.Minute, func() bool { return cr.Labs.Stats().Warm == 1 })
+	if memAfter, err := labs.ProcMeminfo("/proc/meminfo")(); err == nil && memAfter < memBefore {
+		// Other processes on the machine make this a rough figure.
+		t.Logf("MemAvailable fell by %d MiB while the warm cluster started (estimate per lab: %d MiB)", (memBefore-memAfter)/labs.MiB, labs.DefaultLabMemory/labs.MiB)
+	}
 
 	var ps []Principal
 	for _, name := range []string{"Ann", "Bob"} {

@@ -55,3 +55,24 @@ func TestBroker(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPublish publishes to 50 subscribers of which 10 never read:
+// the cost of one update reaching a class's viewers.
+func BenchmarkPublish(b *testing.B) {
+	var br Broker[int]
+	for i := range 50 {
+		s := br.Subscribe(64, nil)
+		if i < 40 {
+			go func() {
+				for range s.C {
+				}
+			}()
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		br.Publish(i)
+	}
+	b.StopTimer()
+	br.Close()
+}
