@@ -392,8 +392,9 @@ func (m *Manager) Check(ctx context.Context, attemptID int64) (*grade.Report, er
 }
 
 // Evaluate grades attempt id and records the run like Check, without
-// changing the attempt's state: continuous re-evaluation, as the web UI
-// does while the learner works ("checks passing" in Progress).
+// changing the attempt's state or counting the hints it unlocks as shown:
+// continuous re-evaluation, as the web UI does while the learner works
+// ("checks passing" in Progress).
 func (m *Manager) Evaluate(ctx context.Context, attemptID int64) (*grade.Report, error) {
 	return m.grade(ctx, attemptID, store.TriggerAuto)
 }
@@ -442,7 +443,12 @@ func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.R
 	if _, err := m.store.RecordCheckRun(ctx, run, then, msg); err != nil {
 		return rep, err
 	}
+	// The learner sees the hints their own check unlocks; a background
+	// evaluation's are only offered.
 	for _, h := range rep.UnlockedHints {
+		if trigger != store.TriggerLearner {
+			break
+		}
 		if _, err := m.store.RecordHint(ctx, id, h, store.HintUnlocked); err != nil {
 			return rep, err
 		}

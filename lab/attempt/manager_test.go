@@ -360,6 +360,12 @@ func TestEvaluate(t *testing.T) {
 	if p, _ := m.Progress(ctx, ""); p["selector-typo"].State != Working {
 		t.Errorf("progress after start: %+v", p["selector-typo"])
 	}
+	if rep, err := m.Evaluate(ctx, a.ID); err != nil || len(rep.UnlockedHints) == 0 {
+		t.Fatal(rep, err)
+	}
+	if got, _ := m.Attempt(ctx, a.ID); got.HintsShown != 0 {
+		t.Errorf("an evaluation counted %d hints as shown", got.HintsShown)
+	}
 	e.w.fixed["lab/selector-typo"] = true
 	rep, err := m.Evaluate(ctx, a.ID)
 	if err != nil || !rep.Passed {
@@ -372,7 +378,7 @@ func TestEvaluate(t *testing.T) {
 		t.Errorf("progress: %+v", p["selector-typo"])
 	}
 	runs, _ := m.History(ctx, a.ID)
-	if len(runs) != 1 || runs[0].Trigger != store.TriggerAuto {
+	if len(runs) != 2 || runs[1].Trigger != store.TriggerAuto {
 		t.Errorf("runs %+v", runs)
 	}
 	m.Check(ctx, a.ID)
