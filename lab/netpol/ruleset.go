@@ -200,7 +200,7 @@ func Diff(old, new *Ruleset) string {
 	}
 	// Rules referring to a replaced set must go before it does.
 	for _, c := range append(slices.Clone(old.Chains), old.Base...) {
-		if n, ok := newChains[c.Name]; ok && (!n.equal(c) || refersToAny(c, replaced)) {
+		if n, ok := newChains[c.Name]; (ok && !n.equal(c)) || refersToAny(c, replaced) {
 			fmt.Fprintf(&b, "flush chain %s %s\n", tbl, c.Name)
 		}
 	}
