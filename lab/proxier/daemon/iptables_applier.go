@@ -196,18 +196,23 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		}
 		slices.SortFunc(out.Rewritten, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
 	}
+	// Stale chains are looked for at every sync, in large-cluster mode at
+	// most once per StaleChainCleanupPeriod, as upstream does. Only this
+	// proxier writes service chains, so after a full sync it knows which
+	// exist without an iptables-save (which takes as long as the restore
+	// on a large node); upstream saves the nat table every time.
+	cleanup := !a.largeCluster || time.Since(a.lastCleanup) > a.StaleChainCleanupPeriod
 	switch {
+	case !cleanup:
 	case !full && a.serviceChains != nil:
-		// Only this proxier writes service chains: it knows which exist
-		// since its last full sync, without an iptables-save (which takes
-		// as long as the restore on a large node). Upstream saves the nat
-		// table at every sync (outside large-cluster mode).
 		opts.ExistingNATChains = slices.Collect(maps.Keys(a.serviceChains))
-	case !a.largeCluster || time.Since(a.lastCleanup) > a.StaleChainCleanupPeriod:
+		a.lastCleanup = time.Now()
+	default:
 		if nat, err := a.run.Save(ctx, "nat"); err == nil {
 			opts.ExistingNATChains = chainsOf(nat)
 			a.lastCleanup = time.Now()
 		} else {
+			cleanup = false
 			a.logger.ErrorContext(ctx, "failed to execute iptables-save: stale chains will not be deleted", "err", err)
 		}
 	}
@@ -225,7 +230,14 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	a.prev = snap
 	a.needFull = false
 	a.largeCluster = res.LargeClusterMode
-	a.serviceChains = res.ServiceChains
+	switch {
+	case cleanup:
+		a.serviceChains = res.ServiceChains
+	case a.serviceChains != nil:
+		// Chains no longer in use stay until the next cleanup. (Without a
+		// complete list, the next cleanup runs iptables-save.)
+		maps.Copy(a.serviceChains, res.ServiceChains)
+	}
 	return out, nil
 }
 

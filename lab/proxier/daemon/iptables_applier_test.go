@@ -12,6 +12,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svclab/svclab/lab/proxier/iptables"
@@ -410,5 +412,75 @@ func TestIPTablesApplierNFAcct(t *testing.T) {
 				t.Errorf("restore input lacks %q:\n%s", want, restore)
 			}
 		})
+	}
+}
+
+// largeSnapshot is one Service with 1001 endpoints (large-cluster mode);
+// the last endpoint's address is last.
+func largeSnapshot(t *testing.T, last string) *model.Snapshot {
+	t.Helper()
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "big"},
+		Spec: v1.ServiceSpec{ClusterIP: "172.30.0.99", Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}}}
+	slice := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "big-1", Labels: map[string]string{discovery.LabelServiceName: "big"}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(v1.ProtocolTCP)}}}
+	for i := range 1001 {
+		ip := fmt.Sprintf("10.181.%d.%d", i/250, i%250+1)
+		if i == 1000 {
+			ip = last
+		}
+		slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{ip}, NodeName: ptr("node-b")})
+	}
+	snap, err := model.Build(context.Background(), nil, model.Input{Family: v1.IPv4Protocol, NodeName: "test-node",
+		Services: []*v1.Service{svc}, EndpointSlices: []*discovery.EndpointSlice{slice}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// TestIPTablesApplierLargeClusterCleanup: in large-cluster mode stale
+// chains are deleted at most once per StaleChainCleanupPeriod, as
+// upstream does, but found without iptables-save.
+func TestIPTablesApplierLargeClusterCleanup(t *testing.T) {
+	ctx := context.Background()
+	run := newFakeIPTables()
+	a := NewIPTablesApplier(iptablesConfig(t), run, nil)
+	a.StaleChainCleanupPeriod = time.Hour
+	first, second, third := largeSnapshot(t, "10.182.0.1"), largeSnapshot(t, "10.182.0.2"), largeSnapshot(t, "10.182.0.3")
+	sep := func(snap *model.Snapshot, ip string) string {
+		return iptables.EndpointChain(snap.Ports[0].Name, model.Endpoint{IP: ip, Port: 8080})
+	}
+	has := func(chain string) bool {
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		_, ok := run.chains["nat"][chain]
+		return ok
+	}
+	applied, err := a.Apply(ctx, first, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !applied.LargeClusterMode {
+		t.Fatal("1001 endpoints: not in large-cluster mode")
+	}
+	saves := run.saves
+	// Within the period: the replaced endpoint's chain stays.
+	if _, err := a.Apply(ctx, second, false); err != nil {
+		t.Fatal(err)
+	}
+	if !has(sep(first, "10.182.0.1")) || !has(sep(second, "10.182.0.2")) {
+		t.Fatal("within the cleanup period: the stale chain was deleted or the new one not created")
+	}
+	// The period is over: both stale chains go, found without iptables-save.
+	a.lastCleanup = time.Now().Add(-2 * time.Hour)
+	if _, err := a.Apply(ctx, third, false); err != nil {
+		t.Fatal(err)
+	}
+	if has(sep(first, "10.182.0.1")) || has(sep(second, "10.182.0.2")) || !has(sep(third, "10.182.0.3")) {
+		t.Error("after the cleanup period: stale chains left or the new one missing")
+	}
+	if run.saves != saves {
+		t.Errorf("partial syncs ran iptables-save %d times", run.saves-saves)
 	}
 }
