@@ -169,6 +169,9 @@ func TestDiffGolden(t *testing.T) {
 		{"policy-edited", func(in *Input) {
 			in.Policies[0].Spec.Ingress[0].Ports = []networkingv1.NetworkPolicyPort{{Port: port(80)}}
 		}},
+		{"peer-selector-edited", func(in *Input) {
+			in.Policies[0].Spec.Ingress[0].From[0].PodSelector = sel("pod", "c")
+		}},
 		{"policy-deleted", func(in *Input) { in.Policies = nil }},
 		{"pod-deleted", func(in *Input) { in.Pods = append(in.Pods[:0:0], in.Pods[1:]...) }},
 	}

@@ -69,7 +69,11 @@ func TestRulesetsLoadInKernel(t *testing.T) {
 	for _, tc := range compileCases() {
 		states = append(states, Input{Node: "n1", Pods: tc.pods, Namespaces: namespaces("x", "y", "z"), Policies: tc.policies})
 	}
-	states = append(states, base)
+	// The same peer selecting other pods: its set is replaced.
+	edited := base
+	edited.Policies = []*networkingv1.NetworkPolicy{base.Policies[0].DeepCopy()}
+	edited.Policies[0].Spec.Ingress[0].From[0].PodSelector = sel("pod", "c")
+	states = append(states, base, edited, base)
 	prev, _ := Compile(states[0])
 	if err := ap.Apply(ctx, Render(prev)); err != nil {
 		t.Fatal(err)

@@ -186,6 +186,11 @@ func Diff(old, new *Ruleset) string {
 	for _, s := range new.Sets {
 		o, ok := oldSets[s.Name]
 		if ok && o.header() != s.header() {
+			if s.IsMap() {
+				// The verdict maps never change shape; if they did,
+				// everything refers to them: start afresh.
+				return Render(new)
+			}
 			replaced[s.Name] = true
 		}
 		if s.IsMap() {
@@ -206,14 +211,7 @@ func Diff(old, new *Ruleset) string {
 	}
 	for _, s := range old.Sets {
 		if replaced[s.Name] {
-			if s.IsMap() {
-				// A replaced map's chains are flushed above only if they
-				// changed; flush the base chains to be sure.
-				for _, c := range old.Base {
-					fmt.Fprintf(&b, "flush chain %s %s\n", tbl, c.Name)
-				}
-			}
-			fmt.Fprintf(&b, "delete %s %s %s\n", s.keyword(), tbl, s.Name)
+			fmt.Fprintf(&b, "delete set %s %s\n", tbl, s.Name)
 		}
 	}
 	for _, s := range new.Sets {
@@ -250,7 +248,7 @@ func Diff(old, new *Ruleset) string {
 			continue
 		}
 		o, ok := oldSets[s.Name]
-		if !ok || replaced[s.Name] {
+		if !ok {
 			fmt.Fprintf(&b, "add map %s %s { %s }\n", tbl, s.Name, s.header())
 			elems(s, "add", s.Elements)
 			continue
@@ -259,16 +257,6 @@ func Diff(old, new *Ruleset) string {
 		// A key whose verdict changed is deleted and added again.
 		elems(s, "delete", keysOf(removed))
 		elems(s, "add", added)
-	}
-	if len(replaced) > 0 {
-		// Base chains referring to a replaced map were flushed: refill.
-		for _, c := range new.Base {
-			if o, ok := oldChains[c.Name]; ok && o.equal(c) && !refersToAny(o, replaced) {
-				for _, r := range c.Rules {
-					fmt.Fprintf(&b, "add rule %s %s %s\n", tbl, c.Name, r)
-				}
-			}
-		}
 	}
 	// 5. What is gone: maps, then chains (now unreferenced), then sets.
 	for _, s := range old.Sets {
