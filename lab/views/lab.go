@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -591,10 +590,17 @@ func (l *Lab) Path(ctx context.Context, req PathRequest) (*Path, error) {
 	if err != nil {
 		return nil, err
 	}
-	if mode != "nftables" {
-		return nil, errors.New("the packet path is traced through nftables rules; node " + req.Node + " runs kube-proxy in iptables mode (see its rules panel)")
+	for _, n := range l.nodes {
+		if n.Name == req.Node {
+			req.NodeIP = n.IP
+		}
 	}
-	p := tracePath(parseNFT(raw), req)
+	var p *Path
+	if mode == "iptables" {
+		p = tracePathIPTables(raw, req)
+	} else {
+		p = tracePath(parseNFT(raw), req)
+	}
 	p.Request.Node = req.Node
 	return p, nil
 }

@@ -81,3 +81,36 @@ func TestTracePath(t *testing.T) {
 	golden(t, "path-fixed.json", tracePath(readDump(t, "nft-selector-typo-fixed.txt"), PathRequest{Source: "10.244.2.3", Dest: "10.96.38.171", Protocol: "tcp", Port: 80}))
 	golden(t, "path-broken.json", tracePath(readDump(t, "nft-selector-typo-broken.txt"), PathRequest{Source: "10.244.2.3", Dest: "10.96.38.171", Protocol: "tcp", Port: 80}))
 }
+
+func TestTracePathIPTables(t *testing.T) {
+	b, err := os.ReadFile("testdata/iptables-save.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := string(b)
+	for _, tc := range []struct {
+		name      string
+		req       PathRequest
+		outcome   string
+		endpoints int
+	}{
+		{"pod to a Service with endpoints", PathRequest{Source: "10.244.1.5", Dest: "10.96.93.51", Protocol: "tcp", Port: 80, NodeIP: "172.29.1.3"}, "dnat", 2},
+		{"node to a Service with endpoints", PathRequest{Source: "172.29.1.3", FromNode: true, Dest: "10.96.93.51", Protocol: "tcp", Port: 80, NodeIP: "172.29.1.3"}, "dnat", 2},
+		{"pod to a Service without endpoints", PathRequest{Source: "10.244.1.5", Dest: "10.96.72.176", Protocol: "tcp", Port: 80, NodeIP: "172.29.1.3"}, "reject", 0},
+		{"node to a Service without endpoints", PathRequest{Source: "172.29.1.3", FromNode: true, Dest: "10.96.72.176", Protocol: "tcp", Port: 80, NodeIP: "172.29.1.3"}, "reject", 0},
+		{"another port", PathRequest{Source: "10.244.1.5", Dest: "10.96.93.51", Protocol: "tcp", Port: 81, NodeIP: "172.29.1.3"}, "pass", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tracePathIPTables(save, tc.req)
+			if p.Outcome != tc.outcome || len(p.Endpoints) != tc.endpoints {
+				b, _ := json.MarshalIndent(p, "", "  ")
+				t.Errorf("outcome %s with %d endpoints, want %s with %d:\n%s", p.Outcome, len(p.Endpoints), tc.outcome, tc.endpoints, b)
+			}
+		})
+	}
+	golden(t, "path-iptables.json", tracePathIPTables(save, PathRequest{Source: "10.244.1.5", Dest: "10.96.93.51", Protocol: "tcp", Port: 80, NodeIP: "172.29.1.3"}))
+	golden(t, "groups-iptables.json", iptablesGroups(save, []ServiceInfo{
+		{Namespace: "shop", Name: "web", ClusterIP: "10.96.93.51", Ports: []PortInfo{{Protocol: "tcp", Port: 80}}},
+		{Namespace: "shop", Name: "broken", ClusterIP: "10.96.72.176", Ports: []PortInfo{{Protocol: "tcp", Port: 80}}},
+	}))
+}

@@ -17,6 +17,9 @@ type PathRequest struct {
 	Dest       string `json:"dest"`
 	Protocol   string `json:"protocol"`
 	Port       int    `json:"port"`
+	// NodeIP is the address of the node the path is traced on (set by
+	// Lab.Path).
+	NodeIP string `json:"nodeIP,omitempty"`
 }
 
 // Path is a packet's way through kube-proxy's rules on one node.
@@ -83,19 +86,7 @@ func tracePath(rs *nftRuleset, req PathRequest) *Path {
 			return t.path
 		}
 	}
-	if t.dnatted {
-		t.path.Outcome = "dnat"
-		t.path.Endpoints = t.endpoints
-		if len(t.endpoints) == 1 {
-			t.path.Why = fmt.Sprintf("The connection is DNATed to %s.", t.endpoints[0])
-		} else {
-			t.path.Why = fmt.Sprintf("The connection is DNATed to one of %d endpoints, chosen at random per new connection: %s.", len(t.endpoints), strings.Join(t.endpoints, ", "))
-		}
-		return t.path
-	}
-	t.path.Outcome = "pass"
-	t.path.Why = fmt.Sprintf("No kube-proxy rule takes %s:%d/%s on this node: the packet is routed to %s unchanged.", req.Dest, req.Port, t.req.Protocol, req.Dest)
-	return t.path
+	return t.finish()
 }
 
 func (t *tracer) step(hook, chain, rule, note string, matched bool) {
