@@ -31,11 +31,6 @@ func TestScenariosLintClean(t *testing.T) {
 	}
 }
 
-// wrongFixesPending are scenarios whose wrong fixes are still being
-// written (by the NetworkPolicy work, which landed its scenarios before the
-// wrongFixes format).
-var wrongFixesPending = []string{"networkpolicy-and-or", "networkpolicy-default-deny"}
-
 // Every scenario has at least one check that fails as long as the fault is
 // in place (an API, probe or dataplane check) and at least one right-fix
 // rule, and each manifest it names is compiled in.
@@ -55,7 +50,7 @@ func TestScenariosShape(t *testing.T) {
 		if len(s.Faults) == 0 {
 			t.Errorf("%s: no fault", s.ID)
 		}
-		if len(s.WrongFixes) < 3 && !slices.Contains(wrongFixesPending, s.ID) {
+		if len(s.WrongFixes) < 3 {
 			t.Errorf("%s: %d wrong fixes; every scenario shows at least three plausible wrong fixes that its checks reject", s.ID, len(s.WrongFixes))
 		}
 		for _, m := range s.Setup.Manifests {
