@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +47,48 @@ func (c *offsetClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.offset += d
 	c.mu.Unlock()
+}
+
+// clusterPSS sums the proportional resident memory (shared pages split
+// among the processes that map them) of a cluster's processes: those
+// marked with its directory (control plane, node agents) and those in its
+// nodes' network namespaces (pods' containers).
+func clusterPSS(dir, name string) (uint64, int) {
+	netns := map[uint64]bool{}
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "svclab-"+name+"-") {
+			if fi, err := os.Stat(filepath.Join("/run/netns", e.Name())); err == nil {
+				netns[fi.Sys().(*syscall.Stat_t).Ino] = true
+			}
+		}
+	}
+	procs, _ := os.ReadDir("/proc")
+	var total uint64
+	n := 0
+	for _, p := range procs {
+		pid := p.Name()
+		if pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+		ours := strings.Contains(string(env), embedded.EnvClusterDir+"="+dir+"\x00")
+		if fi, err := os.Stat(filepath.Join("/proc", pid, "ns", "net")); err == nil && netns[fi.Sys().(*syscall.Stat_t).Ino] {
+			ours = true
+		}
+		if !ours {
+			continue
+		}
+		rollup, _ := os.ReadFile(filepath.Join("/proc", pid, "smaps_rollup"))
+		for _, l := range strings.Split(string(rollup), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "Pss:" {
+				kb, _ := strconv.ParseUint(f[1], 10, 64)
+				total += kb * 1024
+				n++
+			}
+		}
+	}
+	return total, n
 }
 
 // A class of capacity 1 with a warm pool of 1 on real embedded clusters:
@@ -105,7 +149,6 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
-	memBefore, _ := labs.ProcMeminfo("/proc/meminfo")()
 	cr, err := OpenClassroom(ctx, created.Class.ID, Options{
 		DB: db, Provider: provider, Catalog: Catalog(log), Now: clk.Now, Log: log,
 		Labs: labs.Config{TickInterval: 100 * time.Millisecond},
@@ -126,9 +169,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Logf("%s after %s", what, time.Since(start).Round(100*time.Millisecond))
 	}
 	waitFor("the warm pool has a cluster", 10*time.Minute, func() bool { return cr.Labs.Stats().Warm == 1 })
-	if memAfter, err := labs.ProcMeminfo("/proc/meminfo")(); err == nil && memAfter < memBefore {
-		// Other processes on the machine make this a rough figure.
-		t.Logf("MemAvailable fell by %d MiB while the warm cluster started (estimate per lab: %d MiB)", (memBefore-memAfter)/labs.MiB, labs.DefaultLabMemory/labs.MiB)
+	if pool := ours(); len(pool) == 1 {
+		pss, n := clusterPSS(filepath.Join(stateDir, "clusters", pool[0]), pool[0])
+		t.Logf("the warm cluster's %d processes take %d MiB (PSS; admission control's estimate per lab: %d MiB)", n, pss/labs.MiB, labs.DefaultLabMemory/labs.MiB)
 	}
 
 	var ps []Principal
