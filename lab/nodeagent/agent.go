@@ -124,7 +124,9 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		func(c *nodeutil.NodeConfig) error {
 			c.NodeSpec = *nodeObj
 			c.EventRecorder = quietRecorder{recorder}
-			c.NumWorkers = 4
+			// As the kubelet, which works on every pod at once: a node
+			// starting many pods should not queue their status updates.
+			c.NumWorkers = 16
 			c.InformerResyncPeriod = time.Minute
 			// The agent resolves containers' environment itself, as the
 			// kubelet does: when each container starts (status.podIP is
