@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"sort"
@@ -146,5 +147,82 @@ func TestListingFindsHandEdits(t *testing.T) {
 	}
 	if edited, _ := ap.List(ctx); edited == first {
 		t.Fatal("a flushed chain does not show in the listing")
+	}
+}
+
+// A random walk through label, namespace, pod and policy changes, applied
+// by differences only, always leaves the kernel's table equal to a whole
+// rendering of the same state.
+func TestDiffRandomWalkInKernel(t *testing.T) {
+	ns, ref := scratchNetns(t), scratchNetns(t)
+	ap, refAp := NetnsApplier{Netns: ns}, NetnsApplier{Netns: ref}
+	ctx := context.Background()
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	pool := []*networkingv1.NetworkPolicy{}
+	for _, tc := range compileCases() {
+		pool = append(pool, tc.policies...)
+	}
+	pick := func(vals ...string) string { return vals[rng.IntN(len(vals))] }
+	in := Input{Node: "n1", Pods: matrixPods(), Namespaces: namespaces("x", "y", "z")}
+	prev, _ := Compile(in)
+	if err := ap.Apply(ctx, Render(prev)); err != nil {
+		t.Fatal(err)
+	}
+	for step := range 60 {
+		var what string
+		switch rng.IntN(6) {
+		case 0:
+			p := in.Pods[rng.IntN(len(in.Pods))]
+			p.Labels = map[string]string{"pod": pick("a", "b", "c")}
+			what = "relabel pod " + p.Name
+		case 1:
+			n := in.Namespaces[rng.IntN(len(in.Namespaces))]
+			n.Labels["ns"] = pick("x", "y", "z")
+			what = "relabel namespace " + n.Name
+		case 2, 3:
+			np := pool[rng.IntN(len(pool))].DeepCopy()
+			np.Namespace = pick("x", "y", "z")
+			in.Policies = append(in.Policies, np)
+			what = "add policy " + np.Namespace + "/" + np.Name
+		case 4:
+			if len(in.Policies) > 0 {
+				i := rng.IntN(len(in.Policies))
+				what = "delete policy " + in.Policies[i].Name
+				in.Policies = append(in.Policies[:i:i], in.Policies[i+1:]...)
+			}
+		case 5:
+			if len(in.Policies) > 0 {
+				np := in.Policies[rng.IntN(len(in.Policies))]
+				for i := range np.Spec.Ingress {
+					for j := range np.Spec.Ingress[i].From {
+						if np.Spec.Ingress[i].From[j].PodSelector != nil {
+							np.Spec.Ingress[i].From[j].PodSelector = sel("pod", pick("a", "b", "c"))
+						}
+					}
+				}
+				what = "edit peers of " + np.Name
+			}
+		}
+		// Policies of one name per namespace: the API allows no twins.
+		seen := map[string]bool{}
+		var uniq []*networkingv1.NetworkPolicy
+		for _, np := range in.Policies {
+			if k := np.Namespace + "/" + np.Name; !seen[k] {
+				seen[k] = true
+				uniq = append(uniq, np)
+			}
+		}
+		in.Policies = uniq
+		next, _ := Compile(in)
+		if err := ap.Apply(ctx, Diff(prev, next)); err != nil {
+			t.Fatalf("step %d (%s): %v\n%s", step, what, err, Diff(prev, next))
+		}
+		if err := refAp.Apply(ctx, Render(next)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := listTable(t, ns), listTable(t, ref); normalize(got) != normalize(want) {
+			t.Fatalf("step %d (%s): after the difference the table is\n%s\nwant\n%s", step, what, normalize(got), normalize(want))
+		}
+		prev = next
 	}
 }
