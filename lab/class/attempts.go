@@ -73,6 +73,13 @@ func (cr *Classroom) StartScenario(ctx context.Context, p Principal, scenarioID 
 	if err != nil {
 		return nil, err
 	}
+	if cr.opts.Store != nil {
+		if name := cr.Board.learnerName(p.LearnerID); name != "" {
+			if _, err := cr.opts.Store.EnsureLearner(ctx, p.LearnerID, name); err != nil {
+				return nil, err
+			}
+		}
+	}
 	a, err := m.Start(ctx, p.LearnerID, scenarioID, c.Name(), progress)
 	if err != nil {
 		return nil, err

@@ -85,7 +85,7 @@ func TestAttempts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Attempts = m
+		o.Attempts, o.Store = m, st
 	})
 	if _, err := r.StartScenario(ctx, r.ann, "selector-typo", nil); !errors.Is(err, labs.ErrNoLab) {
 		t.Errorf("a scenario before the lab: %v", err)
@@ -135,7 +135,11 @@ func TestAttempts(t *testing.T) {
 	if c.State != Solved || c.Checks != 2 || c.HintsUsed < 1 {
 		t.Errorf("board cell %+v", c)
 	}
-	// lab/store recorded the same in the shared database.
+	// lab/store recorded the same in the shared database, under the
+	// learner's name.
+	if l, err := st.Learner(ctx, r.ann.LearnerID); err != nil || l.DisplayName != "Ann" {
+		t.Errorf("stored learner %+v, %v", l, err)
+	}
 	att, err := st.Attempts(ctx, store.AttemptFilter{})
 	if err != nil || len(att) != 1 || att[0].State != store.Passed {
 		t.Errorf("stored attempts %+v, %v", att, err)

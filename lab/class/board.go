@@ -369,6 +369,16 @@ func (b *Board) rowCopy(r *Row) *Row {
 	return out
 }
 
+// learnerName is learner's display name ("" when unknown).
+func (b *Board) learnerName(learner string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r := b.rows[learner]; r != nil {
+		return r.Learner.Name
+	}
+	return ""
+}
+
 // lastChecks are learner's last check runs by scenario.
 func (b *Board) lastChecks(learner string) map[string]*CheckRun {
 	b.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/store"
 )
 
 // Options configure a running Classroom.
@@ -29,6 +30,9 @@ type Options struct {
 	// Attempts runs the learners' scenarios on their labs (StartScenario,
 	// Check, Hint, Solve).
 	Attempts *attempt.Manager
+	// Store, when set, is the lab/store database Attempts records in: a
+	// learner's display name is written there before their first attempt.
+	Store *store.Store
 	// FinalGrade grades a learner's exam task once more when the exam
 	// ends (default: Attempts.Evaluate of the running attempt); the last
 	// check run counts when there is none or it fails.

@@ -2,11 +2,15 @@ package class
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -55,4 +59,65 @@ func TestPrint(t *testing.T) {
 	b.Reset()
 	PrintShow(&b, exam, nil, nil, nil, "http://127.0.0.1:8080", now)
 	golden(t, "show-exam-closed.txt", b.Bytes())
+}
+
+// svclab runs "svclab class ARGS" against stateDir.
+func svclab(t *testing.T, stateDir string, args ...string) (string, error) {
+	t.Helper()
+	root := &cobra.Command{Use: "svclab", SilenceErrors: true, SilenceUsage: true}
+	root.PersistentFlags().String("state-dir", stateDir, "")
+	root.PersistentFlags().String("log-level", "error", "")
+	root.AddCommand(NewCommand())
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"class"}, args...))
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestCommands(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string // in the output, or in the error
+		err  bool
+	}{
+		{[]string{"list"}, "No classes yet", false},
+		{[]string{"create", "--name", "cka", "--scenarios", "selector-typo,targetport-mismatch", "--capacity", "2", "--warm-pool", "1"}, "Instructor token (shown only now", false},
+		{[]string{"create", "--name", "cka", "--scenarios", "selector-typo"}, `a class named "cka" exists already`, true},
+		{[]string{"create", "--name", "x", "--scenarios", "nope"}, `no scenario "nope"`, true},
+		{[]string{"create", "--name", "x", "--scenarios", "selector-typo", "--weights", "selector-typo=2"}, "--weights is for exams: add --exam", true},
+		{[]string{"create", "--name", "x", "--scenarios", "selector-typo", "--capacity", "1", "--warm-pool", "2"}, "--warm-pool 2: use 0 to 1", true},
+		{[]string{"create", "--name", "mock", "--exam", "--scenarios", "selector-typo,targetport-mismatch", "--weights", "selector-typo=30,targetport-mismatch=70", "--time-limit", "45m"}, `Created exam "mock"`, false},
+		{[]string{"list"}, "mock", false},
+		{[]string{"show", "mock"}, "45m long, weights selector-typo=30, targetport-mismatch=70", false},
+		{[]string{"show", "nope"}, `no class "nope"`, true},
+		{[]string{"export", "cka", "--format", "json"}, "[]", false},
+		{[]string{"export", "cka", "--format", "xml"}, "use csv or json", true},
+		{[]string{"close", "mock"}, `Class "mock" is closed.`, false},
+		{[]string{"show", "mock"}, "closed", false},
+	} {
+		out, err := svclab(t, dir, tc.args...)
+		got := out
+		if err != nil {
+			got += err.Error()
+		}
+		if (err != nil) != tc.err || !strings.Contains(got, tc.want) {
+			t.Errorf("svclab class %s: %q, %v; want %q", strings.Join(tc.args, " "), out, err, tc.want)
+		}
+	}
+	// The token printed once is the one that opens the class.
+	out, _ := svclab(t, dir, "create", "--name", "tok", "--scenarios", "selector-typo")
+	i := strings.Index(out, InstructorTokenPrefix)
+	token := strings.TrimSpace(out[i:])
+	db, err := OpenDB(context.Background(), DefaultDBPath(dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Class(context.Background(), "tok")
+	if err != nil || !c.CheckInstructorToken(token) {
+		t.Errorf("the printed token %q does not open the class: %v", token, err)
+	}
 }
