@@ -206,11 +206,9 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	case !cleanup:
 	case !full && a.serviceChains != nil:
 		opts.ExistingNATChains = slices.Collect(maps.Keys(a.serviceChains))
-		a.lastCleanup = time.Now()
 	default:
 		if nat, err := a.run.Save(ctx, "nat"); err == nil {
 			opts.ExistingNATChains = chainsOf(nat)
-			a.lastCleanup = time.Now()
 		} else {
 			cleanup = false
 			a.logger.ErrorContext(ctx, "failed to execute iptables-save: stale chains will not be deleted", "err", err)
@@ -219,6 +217,10 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	res, err := iptables.Render(ctx, a.logger, a.cfg, snap, opts)
 	if err != nil {
 		return fail(err)
+	}
+	if cleanup {
+		// Where upstream takes the time: after the rules, before the restore.
+		a.lastCleanup = time.Now()
 	}
 	out.RulesWritten = countRules(res.Restore)
 	out.LargeClusterMode = res.LargeClusterMode
