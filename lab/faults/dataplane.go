@@ -224,10 +224,12 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 		return fmt.Errorf("listing the CoreDNS Pods: %w", err)
 	}
 	zero := int64(0)
+	staleNode := map[string]string{} // dead address → its node
 	for _, pod := range pods.Items {
 		if !podIPs[pod.Status.PodIP] {
 			continue
 		}
+		staleNode[pod.Status.PodIP] = pod.Spec.NodeName
 		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting CoreDNS Pod %s: %w", pod.Name, err)
 		}
@@ -244,7 +246,13 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 		if err != nil {
 			return false, nil
 		}
-		running := 0
+		// Every replica must run on a fresh address: a replica started
+		// later could take the dead one's address and end the staleness.
+		want := int32(1)
+		if d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{}); err == nil && d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		var running int32
 		for _, pod := range pods.Items {
 			if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
 				continue
@@ -259,7 +267,37 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 				running++
 			}
 		}
-		return running > 0, nil
+		// Until a placeholder holds each dead address, any Pod started on
+		// its node later (a CoreDNS restart) could take it.
+		all, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		held := map[string]bool{}
+		pending := map[string]bool{} // nodes with a placeholder still without an address
+		for _, pod := range all.Items {
+			isHold := pod.Labels[addressHoldLabel] != ""
+			switch {
+			case pod.Status.PodIP != "":
+				held[pod.Status.PodIP] = isHold
+			case isHold && pod.DeletionTimestamp == nil:
+				pending[pod.Spec.NodeName] = true
+			}
+		}
+		settled := true
+		for ip, node := range staleNode {
+			isHeld, used := held[ip]
+			switch {
+			case !used && !pending[node]:
+				// Free now: the next Pod on the node takes it.
+				_ = holdAddress(ctx, cs, node, ip)
+				pending[node] = true
+				settled = false
+			case !isHeld:
+				settled = false
+			}
+		}
+		return running >= want && settled, nil
 	})
 	if err != nil {
 		return fmt.Errorf("no replacement CoreDNS Pod with a new address came up within 2 minutes: %w", err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
@@ -487,6 +488,12 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 			Spec: corev1.PodSpec{NodeName: "lab-worker2"}, Status: corev1.PodStatus{PodIP: "10.244.2.2", Phase: corev1.PodRunning}},
 	}
 	f := newFake(objs...)
+	// The node gives the placeholder the dead Pod's address.
+	f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		pod.Status.PodIP = "10.244.2.2"
+		return false, nil, nil
+	})
 	f.respond = func(node, cmd string) (string, error) {
 		if strings.HasPrefix(cmd, "conntrack -L") {
 			return "udp      17 29 src=172.29.1.3 dst=10.96.0.10 sport=53535 dport=53 src=10.244.2.2 dst=172.29.1.3 sport=53 dport=53535 mark=0 use=1\n", nil
