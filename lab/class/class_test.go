@@ -2,6 +2,7 @@ package class
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -298,5 +299,38 @@ func TestLedger(t *testing.T) {
 	}
 	if got, _ := lb.Owned(ctx); strings.Join(got, ",") != "y-1" {
 		t.Errorf("b owns %v", got)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), DBFileName)
+	db, err := OpenDB(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Another process holds the write lock; a connection that does not
+	// wait gets SQLITE_BUSY, which is worth retrying.
+	holder, err := db.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	impatient, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer impatient.Close()
+	_, err = impatient.ExecContext(ctx, `INSERT INTO class_clusters (name, class_id, recorded_at) VALUES ('x', 'y', 0)`)
+	if err == nil || !transient(err) {
+		t.Errorf("a locked database: %v, transient %v", err, transient(err))
+	}
+	holder.ExecContext(ctx, `ROLLBACK`)
+	if transient(errors.New("no such table")) || transient(ErrClassFull) {
+		t.Error("a permanent error is transient")
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+	"modernc.org/sqlite" // also the database/sql driver "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DBFileName is the database's name in the state directory: the same
@@ -163,16 +164,64 @@ func (d *DB) fail(op string, err error) error {
 	return fmt.Errorf("database %s: %s: %w", d.path, op, err)
 }
 
+// tx runs fn in a transaction, and again (as a failed transaction
+// changed nothing) while the database is locked by another process for
+// longer than the busy timeout or briefly unreachable.
 func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
+	return d.retry(ctx, func() error {
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+// exec runs one statement, retried like tx.
+func (d *DB) exec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = d.retry(ctx, func() error {
+		res, err = d.db.ExecContext(ctx, query, args...)
 		return err
+	})
+	return res, err
+}
+
+// RetryFor bounds how long a write that fails with a transient error is
+// retried.
+const RetryFor = 15 * time.Second
+
+func (d *DB) retry(ctx context.Context, fn func() error) error {
+	start := time.Now()
+	delay := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !transient(err) || time.Since(start) > RetryFor {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
+}
+
+// transient tells the errors worth retrying: locked, or I/O.
+func transient(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
 	}
-	return tx.Commit()
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL:
+		return true
+	}
+	return false
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -279,7 +328,7 @@ func (d *DB) Classes(ctx context.Context) ([]*Class, error) {
 
 // CloseClass marks the class closed: nobody can join any more.
 func (d *DB) CloseClass(ctx context.Context, id string) error {
-	_, err := d.db.ExecContext(ctx, `UPDATE classes SET closed_at = ? WHERE id = ? AND closed_at IS NULL`, ms(d.now()), id)
+	_, err := d.exec(ctx, `UPDATE classes SET closed_at = ? WHERE id = ? AND closed_at IS NULL`, ms(d.now()), id)
 	if err != nil {
 		return d.fail("closing class "+id, err)
 	}
@@ -403,7 +452,7 @@ type Ledger struct {
 }
 
 func (l *Ledger) Record(ctx context.Context, name string) error {
-	_, err := l.d.db.ExecContext(ctx, `INSERT INTO class_clusters (name, class_id, recorded_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`, name, l.class, ms(l.d.now()))
+	_, err := l.d.exec(ctx, `INSERT INTO class_clusters (name, class_id, recorded_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`, name, l.class, ms(l.d.now()))
 	if err != nil {
 		return l.d.fail("recording cluster "+name, err)
 	}
@@ -411,7 +460,7 @@ func (l *Ledger) Record(ctx context.Context, name string) error {
 }
 
 func (l *Ledger) Forget(ctx context.Context, name string) error {
-	_, err := l.d.db.ExecContext(ctx, `DELETE FROM class_clusters WHERE name = ? AND class_id = ?`, name, l.class)
+	_, err := l.d.exec(ctx, `DELETE FROM class_clusters WHERE name = ? AND class_id = ?`, name, l.class)
 	if err != nil {
 		return l.d.fail("forgetting cluster "+name, err)
 	}
@@ -441,7 +490,7 @@ func (d *DB) saveCell(ctx context.Context, learner string, c Cell) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.db.ExecContext(ctx, `INSERT INTO class_progress (learner_id, scenario_id, cell) VALUES (?, ?, ?)
+	_, err = d.exec(ctx, `INSERT INTO class_progress (learner_id, scenario_id, cell) VALUES (?, ?, ?)
 		ON CONFLICT (learner_id, scenario_id) DO UPDATE SET cell = excluded.cell`, learner, c.Scenario, string(b))
 	if err != nil {
 		return d.fail("recording progress", err)
@@ -473,7 +522,7 @@ func (d *DB) cells(ctx context.Context, classID string) (map[string][]Cell, erro
 
 // addMessage stores a message or hint pushed by the instructor.
 func (d *DB) addMessage(ctx context.Context, classID string, m *Message) error {
-	res, err := d.db.ExecContext(ctx, `INSERT INTO class_messages (class_id, learner_id, kind, scenario_id, body, at) VALUES (?, ?, ?, ?, ?, ?)`,
+	res, err := d.exec(ctx, `INSERT INTO class_messages (class_id, learner_id, kind, scenario_id, body, at) VALUES (?, ?, ?, ?, ?, ?)`,
 		classID, m.To, m.Kind, m.Scenario, m.Body, ms(m.At))
 	if err != nil {
 		return d.fail("recording a message", err)
@@ -512,7 +561,7 @@ func (d *DB) messages(ctx context.Context, classID, learner string) ([]Message, 
 // exam rows
 
 func (d *DB) startExam(ctx context.Context, learner string, start, deadline time.Time) (ExamSession, error) {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO class_exams (learner_id, started_at, deadline) VALUES (?, ?, ?) ON CONFLICT (learner_id) DO NOTHING`, learner, ms(start), ms(deadline))
+	_, err := d.exec(ctx, `INSERT INTO class_exams (learner_id, started_at, deadline) VALUES (?, ?, ?) ON CONFLICT (learner_id) DO NOTHING`, learner, ms(start), ms(deadline))
 	if err != nil {
 		return ExamSession{}, d.fail("starting the exam", err)
 	}
@@ -548,7 +597,7 @@ func (d *DB) finishExam(ctx context.Context, learner string, at time.Time, s *Sc
 	if err != nil {
 		return err
 	}
-	_, err = d.db.ExecContext(ctx, `UPDATE class_exams SET finished_at = ?, result = ? WHERE learner_id = ? AND finished_at IS NULL`, ms(at), string(b), learner)
+	_, err = d.exec(ctx, `UPDATE class_exams SET finished_at = ?, result = ? WHERE learner_id = ? AND finished_at IS NULL`, ms(at), string(b), learner)
 	if err != nil {
 		return d.fail("recording the exam's score", err)
 	}
