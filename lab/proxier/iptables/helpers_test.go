@@ -36,7 +36,7 @@ func upstreamConfig() Config {
 	}
 }
 
-func decodeSnapshot(t *testing.T, name, text string) *model.Snapshot {
+func decodeSnapshot(t testing.TB, name, text string) *model.Snapshot {
 	t.Helper()
 	objs, err := manifest.Decode(strings.NewReader(text), name)
 	if err != nil {
@@ -71,7 +71,7 @@ func stripComments(s string) string {
 	return strings.Join(out, "\n")
 }
 
-func render(t *testing.T, cfg Config, snap *model.Snapshot, opts Options) *Result {
+func render(t testing.TB, cfg Config, snap *model.Snapshot, opts Options) *Result {
 	t.Helper()
 	res, err := Render(context.Background(), nil, cfg, snap, opts)
 	if err != nil {

@@ -197,6 +197,43 @@ func EndpointChain(name model.ServicePortName, ep model.Endpoint) string {
 type NameCache struct {
 	suffixes map[model.ServicePortName]string
 	seps     map[sepKey]string
+	// reachable are the endpoint chains of each ServicePort's reachable
+	// endpoints (an unchanged port is the same *ServicePort, see
+	// model.Builder); used holds those of the render in progress, which
+	// replace them when it ends.
+	reachable, used map[*model.ServicePort][]string
+}
+
+// begin and end bracket a render.
+func (c *NameCache) begin() {
+	if c != nil {
+		c.used = make(map[*model.ServicePort][]string, len(c.reachable))
+	}
+}
+
+func (c *NameCache) end() {
+	if c != nil {
+		c.reachable, c.used = c.used, nil
+	}
+}
+
+// reachableChains returns the endpoint chains of eps, the reachable
+// endpoints of sp.
+func (c *NameCache) reachableChains(sp *model.ServicePort, eps []model.Endpoint) []string {
+	if c != nil {
+		if chains, ok := c.reachable[sp]; ok {
+			c.used[sp] = chains
+			return chains
+		}
+	}
+	chains := make([]string, len(eps))
+	for i, ep := range eps {
+		chains[i] = c.endpointChain(sp.Name, ep)
+	}
+	if c != nil {
+		c.used[sp] = chains
+	}
+	return chains
 }
 
 type sepKey struct {
@@ -208,7 +245,7 @@ type sepKey struct {
 // names go).
 func (c *NameCache) Reset() {
 	if c != nil {
-		c.suffixes, c.seps = nil, nil
+		c.suffixes, c.seps, c.reachable = nil, nil, nil
 	}
 }
 
@@ -364,6 +401,8 @@ func Render(ctx context.Context, logger *slog.Logger, cfg Config, snap *model.Sn
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &renderer{cfg: cfg, snap: snap, opts: opts, filter: newTable("filter"), nat: newTable("nat"), activeNAT: map[string]bool{}}
+	opts.Names.begin()
+	defer opts.Names.end()
 	res := r.render()
 	logger.DebugContext(ctx, "rendered iptables rules", "ports", len(snap.Ports), "largeClusterMode", res.LargeClusterMode, "deletedChains", len(res.DeletedChains))
 	return res, nil
@@ -597,8 +636,8 @@ func (r *renderer) writeServicePort(sp *model.ServicePort) {
 				r.activeNAT[c.name] = true
 			}
 		}
-		for _, ep := range cat.AllReachable {
-			r.activeNAT[r.opts.Names.endpointChain(sp.Name, ep)] = true
+		for _, sep := range r.opts.Names.reachableChains(sp, cat.AllReachable) {
+			r.activeNAT[sep] = true
 		}
 		return
 	}
@@ -666,8 +705,8 @@ func (r *renderer) writeServicePort(sp *model.ServicePort) {
 		r.writeEndpointJumps(nat, sp, localChain, cat.Local)
 	}
 
-	for _, ep := range cat.AllReachable {
-		sep := r.opts.Names.endpointChain(sp.Name, ep)
+	for i, sep := range r.opts.Names.reachableChains(sp, cat.AllReachable) {
+		ep := cat.AllReachable[i]
 		nat.chain(sep)
 		r.activeNAT[sep] = true
 		base := r.commentArgs(name)
