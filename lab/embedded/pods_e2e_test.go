@@ -952,7 +952,11 @@ spec:
 		out := map[string]string{}
 		for _, p := range pods.Items {
 			interactive := slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Stdin || c.TTY })
-			if p.DeletionTimestamp != nil || !podIsReady(&p) || interactive {
+			// Pods that restart by design (a crash loop, a failing
+			// liveness probe) change on their own; a pod that never
+			// restarted must keep a restart count of 0.
+			restarting := slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.RestartCount > 0 })
+			if p.DeletionTimestamp != nil || !podIsReady(&p) || interactive || restarting {
 				continue
 			}
 			v := p.Status.PodIP
