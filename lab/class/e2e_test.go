@@ -94,8 +94,9 @@ func clusterPSS(dir, name string) (uint64, int) {
 // A class of capacity 1 with a warm pool of 1 on real embedded clusters:
 // the first learner's lab starts at once from the pool, the second learner
 // queues at position 1, the first lab is reclaimed when it has been idle
-// for the idle timeout, the second learner gets a lab, and closing the
-// class leaves no cluster behind.
+// for the idle timeout, the second learner gets a lab, a restart after a
+// crash sweeps the clusters no live lab references, and closing the class
+// leaves nothing behind.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
@@ -238,6 +239,23 @@ func TestEndToEnd(t *testing.T) {
 	bobLab, _ := cr.Labs.Lab(bob.LearnerID)
 	if bobLab.Cluster == "" || !strings.HasPrefix(bobLab.Cluster, prefix) || bobLab.Cluster == annLab.Cluster {
 		t.Errorf("bob's lab %+v", bobLab)
+	}
+
+	// svclab crashed (this classroom is simply abandoned) and starts
+	// again: the new classroom sweeps the clusters no lab of its own
+	// references — bob's. Its pool stays empty (no memory, it is told).
+	cr2, err := OpenClassroom(ctx, created.Class.ID, Options{
+		DB: db, Provider: provider, Catalog: Catalog(log), Now: clk.Now, Log: log,
+		Labs: labs.Config{TickInterval: time.Hour, Memory: func() (uint64, error) { return 0, nil }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := ours(); len(left) != 0 {
+		t.Errorf("clusters left after the restart's sweep: %v", left)
+	}
+	if err := cr2.Shutdown(ctx); err != nil {
+		t.Error(err)
 	}
 
 	if err := cr.Close(ctx); err != nil {
