@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ type labs struct {
 	mu      sync.Mutex
 	running map[string]*labEntry
 	linger  time.Duration
+	closed  bool // the server stopped: no more Labs
 }
 
 type labEntry struct {
@@ -48,6 +50,10 @@ func scenarioServices(sc *scenario.Scenario) (services, clients []string) {
 func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario.Scenario) (*views.Lab, func(), error) {
 	key := c.Name() + "\x00" + sc.ID
 	s.labs.mu.Lock()
+	if s.labs.closed {
+		s.labs.mu.Unlock()
+		return nil, nil, errors.New("the server is stopping")
+	}
 	if s.labs.running == nil {
 		s.labs.running = map[string]*labEntry{}
 	}
@@ -80,7 +86,7 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario
 		s.labs.mu.Lock()
 		defer s.labs.mu.Unlock()
 		e.viewers--
-		if e.viewers > 0 {
+		if e.viewers > 0 || s.labs.closed {
 			return
 		}
 		linger := s.labs.linger
@@ -140,11 +146,14 @@ func (s *Server) stopLabs() {
 	s.labs.mu.Lock()
 	all := s.labs.running
 	s.labs.running = nil
-	s.labs.mu.Unlock()
+	s.labs.closed = true
 	for _, e := range all {
 		if e.stop != nil {
 			e.stop.Stop()
 		}
+	}
+	s.labs.mu.Unlock()
+	for _, e := range all {
 		<-e.ready
 		if e.lab != nil {
 			e.lab.Stop()
