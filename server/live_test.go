@@ -146,3 +146,52 @@ func TestCommandRecorder(t *testing.T) {
 		t.Errorf("recorded %q", got)
 	}
 }
+
+// The terminal socket carries bytes both ways, resizes the node's terminal,
+// records typed commands on the timeline, and closes on an oversized frame.
+func TestTerminalSocket(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	views := dialViews(t, l) // a running Lab records the commands
+	defer views.Close()
+	next(t, views, "slices", nil)
+	term, resp, err := websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo/terminal?node=lab-worker", http.Header{"Origin": {l.url}})
+	if err != nil {
+		t.Fatal(err, resp)
+	}
+	defer term.Close()
+	term.WriteMessage(websocket.TextMessage, []byte(`{"type":"resize","rows":40,"cols":120}`))
+	term.WriteMessage(websocket.TextMessage, []byte(`{"type":"resize","rows":0,"cols":99999}`)) // ignored
+	term.WriteMessage(websocket.TextMessage, []byte(`not json`))                                // ignored
+	term.WriteMessage(websocket.BinaryMessage, []byte("kubectl get pods -A\r"))
+	term.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got strings.Builder
+	for !strings.Contains(got.String(), "kubectl get pods -A\r") {
+		typ, msg, err := term.ReadMessage()
+		if err != nil {
+			t.Fatalf("terminal: %v (so far %q)", err, got.String())
+		}
+		if typ == websocket.BinaryMessage {
+			got.Write(msg)
+		}
+	}
+	next(t, views, "timeline", func(d json.RawMessage) bool {
+		return strings.Contains(string(d), `"kind":"command"`) && strings.Contains(string(d), "kubectl get pods -A")
+	})
+	for deadline := time.Now().Add(5 * time.Second); len(l.fc.Resizes()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := l.fc.Resizes(); len(r) != 1 || r[0] != "rows 40 cols 120" {
+		t.Errorf("resizes %q", r)
+	}
+	// A frame over the limit ends this terminal, and only it.
+	term.WriteMessage(websocket.BinaryMessage, make([]byte, maxTerminalMessage+1))
+	for {
+		if _, _, err := term.ReadMessage(); err != nil {
+			break
+		}
+	}
+	if page := get(t, l.url+"/"); !strings.Contains(page, "selector-typo") {
+		t.Error("the server stopped serving")
+	}
+}

@@ -38,6 +38,14 @@ type Cluster struct {
 	version int
 	subs    map[chan events.Event]struct{}
 	execs   map[string]int
+	resizes []string
+}
+
+// Resizes are the terminal sizes set, as "rows R cols C".
+func (c *Cluster) Resizes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.resizes...)
 }
 
 // New returns a fake cluster named name with two nodes, Service shop/web
@@ -170,6 +178,30 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 				}
 			}
 		}
+	case cmd[0] == "env" && strings.Contains(line, "script"):
+		// A terminal: the fake shell echoes what is typed.
+		in := stdio.Stdin
+		if in == nil {
+			return errors.New("a terminal without input")
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(out, in)
+			done <- err
+		}()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-done:
+			return err
+		}
+	case cmd[0] == "sh" && len(cmd) == 3 && strings.Contains(cmd[2], "stty -F"):
+		c.mu.Lock()
+		c.resizes = append(c.resizes, cmd[2][strings.Index(cmd[2], "rows"):strings.Index(cmd[2], "; sleep")])
+		c.mu.Unlock()
+		return nil
+	case cmd[0] == "rm":
+		return nil
 	case cmd[0] == "bash" && len(cmd) == 3 && strings.Contains(cmd[2], "@@C"):
 		var b strings.Builder
 		for _, l := range strings.Split(cmd[2], "\n") {
