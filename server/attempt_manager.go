@@ -22,7 +22,7 @@ func fromAttempt(a *attempt.Attempt) *Attempt {
 		return nil
 	}
 	return &Attempt{ID: a.ID, Learner: a.Learner, ScenarioID: a.ScenarioID, Cluster: a.Cluster, State: a.State,
-		Started: a.Started, Finished: a.Finished, Score: a.Score, MaxScore: a.MaxScore, HintsShown: a.HintsShown}
+		Started: a.Started, Finished: a.Finished, Score: a.Score, MaxScore: a.MaxScore, HintsShown: a.HintsShown, Error: a.Error}
 }
 
 func (m AttemptManager) Start(ctx context.Context, learner, scenarioID, clusterName string, p cluster.Progress) (*Attempt, error) {

@@ -20,6 +20,8 @@ type Attempt struct {
 	Started, Finished time.Time
 	Score, MaxScore   int
 	HintsShown        int
+	// Error says why an errored attempt errored.
+	Error string
 }
 
 // Attempt states the pages tell apart.

@@ -132,7 +132,7 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		p.Error = "Your attempt could not be read: " + err.Error()
 	default:
-		p.Attempt = &web.AttemptView{ID: a.ID, Cluster: a.Cluster, State: a.State, Score: a.Score, MaxScore: a.MaxScore}
+		p.Attempt = &web.AttemptView{ID: a.ID, Cluster: a.Cluster, State: a.State, Score: a.Score, MaxScore: a.MaxScore, Error: a.Error}
 		if a.State != StateAbandoned {
 			p.Hints = sc.Hints[:min(a.HintsShown, len(sc.Hints))]
 			if a.State == StatePassed {

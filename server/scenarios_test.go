@@ -341,3 +341,32 @@ func post(t testing.TB, u string, form url.Values) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// An attempt whose setup or grading failed says why, and can be started
+// over.
+func TestErroredAttempt(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	a := l.fa.get(1)
+	l.fa.mu.Lock()
+	a.State, a.Error = StateErrored, "setting up selector-typo: the Pods of Deployment shop/web did not become ready in 3m0s"
+	l.fa.mu.Unlock()
+	page := get(t, l.url+"/scenarios/selector-typo")
+	for _, w := range []string{`id="attempt-error"`, "did not become ready in 3m0s", `class="state-errored"`, `id="reset"`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("errored attempt page lacks %q", w)
+		}
+	}
+	resp, err := noRedirect.PostForm(l.url+"/scenarios/selector-typo/reset", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	l.s.ops.wait()
+	if cur, _ := l.fa.Current(context.Background(), DefaultLearner, "selector-typo"); cur.ID != 2 || cur.State != StateRunning {
+		t.Errorf("after reset: %+v", cur)
+	}
+}
