@@ -110,11 +110,11 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 		l.refresh[n.Name] = make(chan struct{}, 1)
 	}
 	ctx, l.cancel = context.WithCancel(context.Background())
-	names := make([]string, 0, len(nodes))
+	infos := make([]NodeInfo, 0, len(nodes))
 	for _, n := range nodes {
-		names = append(names, n.Name)
+		infos = append(infos, NodeInfo{Name: n.Name, IP: n.IP, Role: string(n.Role)})
 	}
-	l.bus.Publish(TopicNodes, names, false)
+	l.bus.Publish(TopicNodes, infos, false)
 	if err := l.watchAPI(ctx); err != nil {
 		l.cancel()
 		return nil, err

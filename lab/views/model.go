@@ -25,6 +25,13 @@ type PortInfo struct {
 	NodePort int    `json:"nodePort,omitempty"`
 }
 
+// NodeInfo is one node as the "nodes" topic lists it.
+type NodeInfo struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+	Role string `json:"role"`
+}
+
 // SlicesView is the "slices" panel: every EndpointSlice of the scenario's
 // Services.
 type SlicesView struct {

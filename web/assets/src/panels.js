@@ -117,7 +117,16 @@ function fillPathForm() {
   if (!form) return;
   const svc = form.elements.service;
   const cur = svc.value;
-  svc.replaceChildren(...state.services.flatMap((s) => (s.ports || []).map((p) => h("option", { value: `${s.clusterIP}|${p.protocol}|${p.port}` }, `${s.service} ${p.port}/${p.protocol} (${s.clusterIP})`))));
+  const opts = [];
+  for (const s of state.services) {
+    for (const p of s.ports || []) {
+      if (s.clusterIP && s.clusterIP !== "None") opts.push(h("option", { value: `${s.clusterIP}|${p.protocol}|${p.port}` }, `${s.service} ${p.port}/${p.protocol} (ClusterIP ${s.clusterIP})`));
+      if (p.nodePort) for (const n of state.nodeInfo || []) {
+        opts.push(h("option", { value: `${n.ip}|${p.protocol}|${p.nodePort}` }, `${s.service} NodePort ${p.nodePort}/${p.protocol} on ${n.name} (${n.ip})`));
+      }
+    }
+  }
+  svc.replaceChildren(...opts);
   if (cur) svc.value = cur;
 }
 
@@ -143,7 +152,7 @@ function connect(root) {
     const f = JSON.parse(ev.data);
     const t = f.topic;
     window.svclabFrames = (window.svclabFrames || 0) + 1;
-    if (t === "nodes") { state.nodes = f.data; if (!state.node) state.node = state.nodes.find((n) => /worker/.test(n)) || state.nodes[0]; renderAllNodes(); fillPathForm(); }
+    if (t === "nodes") { state.nodeInfo = f.data; state.nodes = f.data.map((n) => n.name); if (!state.node) state.node = state.nodes.find((n) => /worker/.test(n)) || state.nodes[0]; renderAllNodes(); fillPathForm(); }
     else if (t === "slices") renderSlices(f.data);
     else if (t.startsWith("rules/")) { state.rules[t.slice(6)] = f.data; if (t.slice(6) === state.node) renderRules(); }
     else if (t.startsWith("conntrack/")) { state.conntrack[t.slice(10)] = f.data; if (t.slice(10) === state.node) renderConntrack(); }
