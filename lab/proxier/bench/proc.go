@@ -145,7 +145,8 @@ func (p *Proc) Metrics(ctx context.Context) (Sample, error) {
 // parseMetrics reads the Prometheus text format, keeping the kubeproxy_
 // samples of IPv4. (Upstream kube-proxy runs an IPv6 proxier too wherever
 // the kernel has IPv6, and its syncs of an empty IPv6 table land in the
-// same histograms: summed in, they halved upstream's full-sync times.)
+// same histograms: summed in, they made its full syncs look up to twice
+// as fast.)
 func parseMetrics(r io.Reader) (Sample, error) {
 	out := Sample{}
 	sc := bufio.NewScanner(r)
