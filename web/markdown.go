@@ -16,7 +16,10 @@ func Markdown(src string) templ.Component {
 }
 
 var (
-	boldRE   = regexp.MustCompile(`\*\*([^*]+)\*\*`)
+	// boldCodeRE is bold around a code span (**`x`**), which the split at
+	// backticks leaves as stars on both sides of the <code> element.
+	boldCodeRE = regexp.MustCompile(`\*\*(<code>[^<]*</code>)\*\*`)
+	boldRE     = regexp.MustCompile(`\*\*([^*]+)\*\*`)
 	italicRE = regexp.MustCompile(`(^|[^*\w])\*([^*\s][^*]*)\*`)
 	numRE    = regexp.MustCompile(`^\d+\.\s+`)
 )
@@ -38,7 +41,7 @@ func inline(s string) string {
 		t = italicRE.ReplaceAllString(t, "$1<em>$2</em>")
 		b.WriteString(t)
 	}
-	return b.String()
+	return boldCodeRE.ReplaceAllString(b.String(), "<strong>$1</strong>")
 }
 
 func renderMarkdown(src string) string {

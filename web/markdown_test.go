@@ -10,6 +10,7 @@ func TestMarkdown(t *testing.T) {
 		{"- a\n- b\n  more\n\n1. x\n2. y", "<ul><li>a</li><li>b more</li></ul><ol><li>x</li><li>y</li></ol>"},
 		{"<script>alert(1)</script>", "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>"},
 		{"`**not bold**` and `", "<p><code>**not bold**</code> and `</p>"},
+		{"into the **`no-endpoint-services`** map", "<p>into the <strong><code>no-endpoint-services</code></strong> map</p>"},
 	} {
 		if got := renderMarkdown(tc.in); got != tc.want {
 			t.Errorf("%q:\n got %s\nwant %s", tc.in, got, tc.want)

@@ -132,6 +132,8 @@ func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 		why := text
 		if err != nil {
 			why = err.Error()
+		} else if why == "" {
+			why = "the exec into the Pod ended without the probe's output"
 		}
 		r.Outcome, r.Detail = "error", "cannot run a probe in Pod "+pod+": "+why
 	case rc == 0:
