@@ -20,8 +20,8 @@ var (
 	// backticks leaves as stars on both sides of the <code> element.
 	boldCodeRE = regexp.MustCompile(`\*\*(<code>[^<]*</code>)\*\*`)
 	boldRE     = regexp.MustCompile(`\*\*([^*]+)\*\*`)
-	italicRE = regexp.MustCompile(`(^|[^*\w])\*([^*\s][^*]*)\*`)
-	numRE    = regexp.MustCompile(`^\d+\.\s+`)
+	italicRE   = regexp.MustCompile(`(^|[^*\w])\*([^*\s][^*]*)\*`)
+	numRE      = regexp.MustCompile(`^\d+\.\s+`)
 )
 
 func inline(s string) string {
