@@ -418,7 +418,12 @@ func TestDaemonInNetworkNamespace(t *testing.T) {
 			if code, body := ns.get(":10249/configz"); code != 200 || !strings.Contains(body, "kubeproxy.config.k8s.io") {
 				t.Errorf("/configz: %d %s", code, body)
 			}
+			// The rules are in place before the sync's event is published
+			// (after the rule listing for its diff): wait for it.
 			evs := readEvents(t, ns)
+			for deadline := time.Now().Add(10 * time.Second); len(evs) == 0 && time.Now().Before(deadline); evs = readEvents(t, ns) {
+				time.Sleep(100 * time.Millisecond)
+			}
 			if len(evs) == 0 || !evs[0].Full || evs[0].Reason != "initial" || evs[0].Mode != tc.mode || len(evs[0].RulesAdded) == 0 {
 				t.Fatalf("first event %+v", evs)
 			}
