@@ -135,10 +135,8 @@ func (s *Shell) Close() error {
 		s.in.Close()
 		s.cancel()
 		<-s.done
+		s.hangup()
 		s.out.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.c.NodeExec(ctx, s.node, []string{"rm", "-f", s.ttyFile()}, cluster.Stdio{})
 	})
 	return nil
 }
@@ -187,4 +185,14 @@ RC
 		return fmt.Errorf("configuring kubectl on node %s: %w %s", node, err, strings.TrimSpace(errb.String()))
 	}
 	return nil
+}
+
+// hangup ends the terminal's processes on the node and removes its tty
+// file: ending the command on the host does not end what it started in the
+// node.
+func (s *Shell) hangup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	script := fmt.Sprintf(`t=$(cat %[1]s 2>/dev/null) && [ -n "$t" ] && pkill -HUP -t "${t#/dev/}"; rm -f %[1]s`, s.ttyFile())
+	_ = s.c.NodeExec(ctx, s.node, []string{"sh", "-c", script}, cluster.Stdio{})
 }

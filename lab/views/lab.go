@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -492,7 +493,30 @@ func (l *Lab) follow(ctx context.Context, node string, cmd []string, f func(line
 			}
 			io.Copy(io.Discard, pr)
 		}()
-		err := l.cfg.Cluster.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: pw})
+		// Killing the command on the host leaves what it started in the
+		// node running: the wrapper ends it when its input closes, which
+		// happens when ctx ends (or the host side dies).
+		// The input is a real pipe, so waiting for the command never waits
+		// on a copy of it.
+		wrapped := append([]string{"sh", "-c", `exec 3<&0; "$@" & p=$!; (cat <&3 >/dev/null; kill $p 2>/dev/null) & wait $p`, "sh"}, cmd...)
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			l.log.Error("a pipe for a node command", "err", err)
+			pw.Close()
+			<-done
+			return
+		}
+		ended := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-ended:
+			}
+			inW.Close()
+		}()
+		err = l.cfg.Cluster.NodeExec(ctx, node, wrapped, cluster.Stdio{Stdin: inR, Stdout: pw})
+		close(ended)
+		inR.Close()
 		pw.Close()
 		<-done
 		if ctx.Err() != nil {

@@ -137,6 +137,9 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 	c.mu.Lock()
 	c.execs[cmd[0]]++
 	c.mu.Unlock()
+	if len(cmd) > 4 && cmd[0] == "sh" && cmd[3] == "sh" && strings.Contains(cmd[2], `"$@" &`) {
+		cmd = cmd[4:] // the views' wrapper of long-running commands
+	}
 	line := strings.Join(cmd, " ")
 	switch {
 	case line == "nft list table ip kube-proxy":
@@ -200,7 +203,7 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 		c.resizes = append(c.resizes, cmd[2][strings.Index(cmd[2], "rows"):strings.Index(cmd[2], "; sleep")])
 		c.mu.Unlock()
 		return nil
-	case cmd[0] == "rm":
+	case cmd[0] == "sh" && strings.Contains(line, "pkill -HUP -t"):
 		return nil
 	case cmd[0] == "bash" && len(cmd) == 3 && strings.Contains(cmd[2], "@@C"):
 		var b strings.Builder
