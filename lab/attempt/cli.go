@@ -46,7 +46,7 @@ func AddCommands(parent *cobra.Command, env Env) {
 			st.Close()
 			return nil, nil, err
 		}
-		opts := Options{Store: st, Provider: p, Log: log}
+		opts := Options{Store: st, Provider: p, Log: log, StateDir: env.StateDir()}
 		if env.Customize != nil {
 			env.Customize(&opts)
 		}

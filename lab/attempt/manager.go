@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -80,9 +81,25 @@ type Options struct {
 	// KubeBin finds svclab-kube for the reference solution (default
 	// kubebin.Locate).
 	KubeBin func(ctx context.Context) (string, error)
+	// Svclab is the command line that runs svclab against the provider's
+	// state (session.Options.Svclab): solutions that use "svclab node
+	// exec" need it. Nil: DefaultSvclab(StateDir) when StateDir is set.
+	Svclab []string
+	// StateDir is the provider's state directory, for the default Svclab.
+	StateDir string
 	// Runner sets scenarios up (default SessionRunner).
 	Runner Runner
 	Log    *slog.Logger
+}
+
+// DefaultSvclab is this program with --state-dir stateDir, or nil when the
+// program cannot find its own executable.
+func DefaultSvclab(stateDir string) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, "--state-dir", stateDir}
 }
 
 // Manager runs learners' attempts and records them. It is safe for
@@ -123,8 +140,11 @@ func New(opts Options) (*Manager, error) {
 	if opts.KubeBin == nil {
 		opts.KubeBin = func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) }
 	}
+	if opts.Svclab == nil && opts.StateDir != "" {
+		opts.Svclab = DefaultSvclab(opts.StateDir)
+	}
 	if opts.Runner == nil {
-		opts.Runner = SessionRunner{Faults: opts.Faults, Log: opts.Log}
+		opts.Runner = SessionRunner{Faults: opts.Faults, Log: opts.Log, Svclab: opts.Svclab}
 	}
 	return &Manager{store: opts.Store, provider: opts.Provider, backend: opts.Backend, catalog: opts.Catalog, problems: opts.Problems,
 		kubeBin: opts.KubeBin, runner: opts.Runner, log: opts.Log, labs: map[int64]Lab{}, locks: map[string]*sync.Mutex{}}, nil

@@ -42,10 +42,12 @@ type Lab interface {
 type SessionRunner struct {
 	Faults *scenario.Registry
 	Log    *slog.Logger
+	// Svclab puts svclab on the PATH of solutions (session.Options.Svclab).
+	Svclab []string
 }
 
 func (r SessionRunner) opts(progress cluster.Progress) session.Options {
-	return session.Options{Faults: r.Faults, Progress: progress, Log: r.Log}
+	return session.Options{Faults: r.Faults, Progress: progress, Log: r.Log, Svclab: r.Svclab}
 }
 
 func (r SessionRunner) EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (cluster.Cluster, error) {

@@ -32,7 +32,7 @@ func newServeCommand(o *options) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log})
+			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: o.stateDir})
 			if err != nil {
 				return err
 			}
