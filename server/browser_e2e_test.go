@@ -31,7 +31,10 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		t.Skip("end-to-end: needs root for an embedded cluster")
 	}
 	bctx := browser(t)
-	ctx := context.Background()
+	// The server's background work (the scenario start) ends with the
+	// test: a step that times out must not leave s.Wait waiting on it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	stateDir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p := embedded.New(stateDir, log)
@@ -57,7 +60,7 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 	}
 	ts := httptest.NewServer(s.Handler())
-	defer func() { ts.Close(); s.Wait() }()
+	defer func() { ts.Close(); cancel(); s.Wait() }()
 	sh := &shots{t: t, dir: artifactsDir(t)}
 
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
