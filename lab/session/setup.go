@@ -14,13 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -55,15 +53,7 @@ type applier struct {
 }
 
 func newApplier(c cluster.Cluster) (*applier, error) {
-	cfg, err := c.RESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", c.Name(), err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	objs, err := grade.NewObjects(c)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +61,7 @@ func newApplier(c cluster.Cluster) (*applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), cs: cs}, nil
+	return &applier{dyn: objs.Client, mapper: objs.Mapper, cs: cs}, nil
 }
 
 func (a *applier) resource(o scenario.Object) (dynamic.ResourceInterface, error) {
