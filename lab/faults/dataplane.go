@@ -175,8 +175,8 @@ func allowNode(spec *corev1.PodSpec, node string) {
 
 // staleUDPConntrackDNS switches off the proxier's UDP conntrack cleanup on
 // the node(s), sends a DNS query from each node from a fixed source port
-// (as a resolver that reuses its socket does) and deletes the CoreDNS Pods
-// that answered: their conntrack entries stay, pinning that client port to
+// (as a resolver that reuses its socket does) until a CoreDNS Pod on another
+// node answers, and deletes the CoreDNS Pods that answered: their conntrack entries stay, pinning that client port to
 // a Pod IP that no longer exists until the entry expires (30 s without
 // traffic; a client that keeps asking keeps it alive).
 type staleUDPConntrackDNS struct{ scenario.FaultSpec }
@@ -204,20 +204,11 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 		if err := setSwitches(ctx, c, n.Name, map[string]any{"skipConntrackCleanup": true}); err != nil {
 			return err
 		}
-		if _, err := run(ctx, c, n.Name, "dig", "+time=2", "+tries=1", "-b", fmt.Sprintf("0.0.0.0#%d", dnsClientPort),
-			"@"+dns.Spec.ClusterIP, "kubernetes.default.svc.cluster.local"); err != nil {
-			return fmt.Errorf("asking DNS from node %s: %w", n.Name, err)
-		}
-		out, err := run(ctx, c, n.Name, "conntrack", "-L", "-p", "udp", "--orig-dst", dns.Spec.ClusterIP, "--orig-port-src", fmt.Sprint(dnsClientPort))
+		ip, err := pinDNSFlow(ctx, c, cs, n.Name, dns.Spec.ClusterIP)
 		if err != nil {
-			return fmt.Errorf("reading the conntrack table of node %s: %w", n.Name, err)
+			return err
 		}
-		for _, m := range conntrackReplySrcRE.FindAllStringSubmatch(out, -1) {
-			podIPs[m[2]] = true
-		}
-	}
-	if len(podIPs) == 0 {
-		return fmt.Errorf("no conntrack entry for DNS to %s from port %d appeared: the DNS flow could not be pinned", dns.Spec.ClusterIP, dnsClientPort)
+		podIPs[ip] = true
 	}
 	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 	if err != nil {
@@ -301,6 +292,95 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 	})
 	if err != nil {
 		return fmt.Errorf("no replacement CoreDNS Pod with a new address came up within 2 minutes: %w", err)
+	}
+	return nil
+}
+
+// pinDNSFlow sends DNS queries from node's port dnsClientPort to the
+// kube-dns ClusterIP until conntrack has the flow DNATed to a CoreDNS Pod
+// on another node, and returns that Pod's address. The Pod must be remote:
+// the flow from a node is masqueraded, and the kernel flushes masqueraded
+// entries whose output device goes away — deleting a Pod on the same node
+// removes its veth and the stale entry with it.
+func pinDNSFlow(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface, node, clusterIP string) (string, error) {
+	port := fmt.Sprint(dnsClientPort)
+	for attempt := 0; attempt < 3; attempt++ {
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return "", fmt.Errorf("listing the CoreDNS Pods: %w", err)
+		}
+		remote := map[string]bool{}
+		var local []string
+		for _, pod := range pods.Items {
+			switch {
+			case pod.DeletionTimestamp != nil || pod.Status.PodIP == "" || pod.Status.Phase != corev1.PodRunning:
+			case pod.Spec.NodeName == node:
+				local = append(local, pod.Name)
+			default:
+				remote[pod.Status.PodIP] = true
+			}
+		}
+		if len(remote) == 0 {
+			// Every CoreDNS Pod runs on this node: move one away.
+			if err := moveCoreDNSPod(ctx, cs, local); err != nil {
+				return "", err
+			}
+			continue
+		}
+		// Load balancing is random: ask afresh until a remote Pod answers.
+		for try := 0; try < 30; try++ {
+			_, _ = run(ctx, c, node, "conntrack", "-D", "-p", "udp", "--orig-dst", clusterIP, "--orig-port-src", port)
+			if _, err := run(ctx, c, node, "dig", "+time=2", "+tries=1", "-b", "0.0.0.0#"+port,
+				"@"+clusterIP, "kubernetes.default.svc.cluster.local"); err != nil {
+				return "", fmt.Errorf("asking DNS from node %s: %w", node, err)
+			}
+			out, err := run(ctx, c, node, "conntrack", "-L", "-p", "udp", "--orig-dst", clusterIP, "--orig-port-src", port)
+			if err != nil {
+				return "", fmt.Errorf("reading the conntrack table of node %s: %w", node, err)
+			}
+			for _, m := range conntrackReplySrcRE.FindAllStringSubmatch(out, -1) {
+				if remote[m[2]] {
+					return m[2], nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("could not pin the DNS flow from port %d on node %s to a CoreDNS Pod on another node: no conntrack entry for it appeared", dnsClientPort, node)
+}
+
+// moveCoreDNSPod deletes one of the named CoreDNS Pods and waits until its
+// Deployment runs all its replicas again, in the hope that the scheduler
+// places the replacement elsewhere.
+func moveCoreDNSPod(ctx context.Context, cs kubernetes.Interface, names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("no CoreDNS Pod is running: kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide")
+	}
+	if err := cs.CoreV1().Pods("kube-system").Delete(ctx, names[0], metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting CoreDNS Pod %s: %w", names[0], err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		var running int32
+		for _, pod := range pods.Items {
+			if pod.Name != names[0] && pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
+				running++
+			}
+		}
+		return running >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CoreDNS did not come back within 2 minutes after moving Pod %s: %w", names[0], err)
 	}
 	return nil
 }

@@ -483,7 +483,8 @@ func TestProxierDead(t *testing.T) {
 func TestStaleUDPConntrackDNS(t *testing.T) {
 	objs := []runtime.Object{
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-a", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}}, Status: corev1.PodStatus{PodIP: "10.244.1.2", Phase: corev1.PodRunning}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-a", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+			Spec: corev1.PodSpec{NodeName: "lab-worker"}, Status: corev1.PodStatus{PodIP: "10.244.1.2", Phase: corev1.PodRunning}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-b", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
 			Spec: corev1.PodSpec{NodeName: "lab-worker2"}, Status: corev1.PodStatus{PodIP: "10.244.2.2", Phase: corev1.PodRunning}},
 	}
@@ -494,9 +495,15 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 		pod.Status.PodIP = "10.244.2.2"
 		return false, nil, nil
 	})
+	// The first query is answered by the CoreDNS Pod on the node itself,
+	// whose entry the kernel would flush with its veth; the second by the
+	// remote one.
+	answers := []string{"10.244.1.2", "10.244.2.2"}
 	f.respond = func(node, cmd string) (string, error) {
 		if strings.HasPrefix(cmd, "conntrack -L") {
-			return "udp      17 29 src=172.29.1.3 dst=10.96.0.10 sport=53535 dport=53 src=10.244.2.2 dst=172.29.1.3 sport=53 dport=53535 mark=0 use=1\n", nil
+			ip := answers[0]
+			answers = answers[1:]
+			return "udp      17 29 src=172.29.1.3 dst=10.96.0.10 sport=53535 dport=53 src=" + ip + " dst=172.29.1.3 sport=53 dport=53535 mark=0 use=1\n", nil
 		}
 		return "", nil
 	}
@@ -510,8 +517,12 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 	}
 	want := []string{
 		`lab-worker: curl -sS -f -m 5 -X POST -H Content-Type: application/json -d {"skipConntrackCleanup":true} http://127.0.0.1:10249/faults`,
-		"lab-worker: dig +time=2 +tries=1 -b 0.0.0.0#53535 @10.96.0.10 kubernetes.default.svc.cluster.local",
-		"lab-worker: conntrack -L -p udp --orig-dst 10.96.0.10 --orig-port-src 53535",
+	}
+	for range 2 {
+		want = append(want,
+			"lab-worker: conntrack -D -p udp --orig-dst 10.96.0.10 --orig-port-src 53535",
+			"lab-worker: dig +time=2 +tries=1 -b 0.0.0.0#53535 @10.96.0.10 kubernetes.default.svc.cluster.local",
+			"lab-worker: conntrack -L -p udp --orig-dst 10.96.0.10 --orig-port-src 53535")
 	}
 	if strings.Join(f.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("calls:\n%s", strings.Join(f.calls, "\n"))
