@@ -176,9 +176,10 @@ func allowNode(spec *corev1.PodSpec, node string) {
 // staleUDPConntrackDNS switches off the proxier's UDP conntrack cleanup on
 // the node(s), sends a DNS query from each node from a fixed source port
 // (as a resolver that reuses its socket does) until a CoreDNS Pod on another
-// node answers, and deletes the CoreDNS Pods that answered: their conntrack entries stay, pinning that client port to
-// a Pod IP that no longer exists until the entry expires (30 s without
-// traffic; a client that keeps asking keeps it alive).
+// node answers, and deletes the CoreDNS Pods that answered: their conntrack
+// entries stay, pinning that client port to a Pod IP that no longer exists
+// until the entry expires (30 s without traffic; a client that keeps asking
+// keeps it alive).
 type staleUDPConntrackDNS struct{ scenario.FaultSpec }
 
 // dnsClientPort is the source port of the pinned DNS flow.
