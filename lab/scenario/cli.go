@@ -31,7 +31,7 @@ func (e *ExitError) ExitCode() int { return e.Code }
 func NewCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "scenario",
-		Short: "Scenarios: the lessons (lint, list)",
+		Short: "Scenarios: list and lint them; start, check, hint, solve and reset attempts",
 	}
 	c.AddCommand(newLintCommand(), newListCommand())
 	return c
