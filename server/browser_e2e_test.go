@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"log/slog"
+	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"strings"
