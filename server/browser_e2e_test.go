@@ -59,7 +59,7 @@ func TestBrowserSelectorTypo(t *testing.T) {
 	}
 	s := &Server{
 		Clusters: p, Log: log, Background: ctx, Catalog: m.Catalog(), Attempts: AttemptManager{M: m},
-		Learner: store.LocalLearner, DefaultCluster: name,
+		Learner: store.LocalLearner, DefaultCluster: name, Timeline: st,
 		KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
 		PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 	}
@@ -67,26 +67,10 @@ func TestBrowserSelectorTypo(t *testing.T) {
 	defer func() { ts.Close(); cancel(); s.Wait() }()
 	sh := &shots{t: t, dir: artifactsDir(t)}
 
-	// Every step has a deadline (starting the scenario creates a cluster,
-	// the rest is quick), so a page that never shows what a step waits for
-	// fails the test with a screenshot and the page's text instead of
-	// hanging until the package's timeout.
 	step := func(what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		start := time.Now()
-		sctx, cancel := context.WithTimeout(bctx, timeout)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			dctx, dcancel := context.WithTimeout(bctx, 10*time.Second)
-			defer dcancel()
-			target := chromedp.FromContext(dctx).Target
-			sh.take("failed-"+strings.ReplaceAll(what, " ", "-"))(dctx, target)
-			page, _ := chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`)(dctx, target)
-			t.Fatalf("%s: %v\nthe page said:\n%s", what, err, page)
-		}
-		t.Logf("%s (%s)", what, time.Since(start).Round(100*time.Millisecond))
+		doStep(t, bctx, sh, what, timeout, actions...)
 	}
-	const quick, slow = time.Minute, 5 * time.Minute
 	step("open the catalog", quick,
 		chromedp.Navigate(ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"]`)),
@@ -127,6 +111,14 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		waitText(`#explanation`, "What broke."),
 		waitText(`#attempt-state`, "passed"),
 		sh.take("passed"))
+	step("the replay steps through the attempt", quick,
+		chromedp.Click(chromedp.CSS(`#replay-link`)),
+		waitText(`#replay`, "kubectl -n shop patch service web"),
+		waitText(`#replay`, "checks passed (score 100%)"),
+		waitJS(`document.querySelector('#replay li[data-kind="proxier"]') !== null`),
+		chromedp.Click(chromedp.CSS(`#replay-prev`)),
+		waitText(`#replay-at`, "step "),
+		sh.take("replay"))
 	step("the catalog marks it solved", quick,
 		chromedp.Navigate(ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"][data-progress="passed"]`)),

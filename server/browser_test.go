@@ -78,6 +78,30 @@ func (s *shots) take(name string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// quick and slow are the deadlines of browser steps: most are quick,
+// those that create a cluster slow.
+const quick, slow = time.Minute, 5 * time.Minute
+
+// doStep runs one step of a browser walk with a deadline, so that a page
+// that never shows what the step waits for fails the test with a
+// screenshot and the page's text instead of hanging until the package's
+// timeout.
+func doStep(t *testing.T, bctx context.Context, sh *shots, what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(bctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		dctx, dcancel := context.WithTimeout(bctx, 10*time.Second)
+		defer dcancel()
+		target := chromedp.FromContext(dctx).Target
+		sh.take("failed-"+strings.ReplaceAll(what, " ", "-"))(dctx, target)
+		page, _ := chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`)(dctx, target)
+		t.Fatalf("%s: %v\nthe page said:\n%s", what, err, page)
+	}
+	t.Logf("%s (%s)", what, time.Since(start).Round(100*time.Millisecond))
+}
+
 // waitText waits until the text of the element sel contains want.
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	expr := fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)

@@ -40,6 +40,7 @@ func cookieName(classID string) string { return "svclab_class_" + classID }
 func (s *Server) classRoutes(r chi.Router) {
 	join := ratelimit.FailuresMiddleware(s.joinLimiter(), ratelimit.ClientIP, "failed attempts")
 	r.Get("/join", s.joinPage)
+	r.Get("/join/{code}", s.joinPage)
 	r.With(join).Post("/join", s.joinClass)
 	r.Route("/class/{class}", func(r chi.Router) {
 		r.Use(s.classroom)
@@ -66,6 +67,7 @@ func (s *Server) classRoutes(r chi.Router) {
 			r.Get("/scenarios/{id}", s.scenarioPage)
 			r.Get("/scenarios/{id}/views", s.viewsSocket)
 			r.Get("/scenarios/{id}/terminal", s.terminalSocket)
+			r.Get("/scenarios/{id}/replay", s.replayPage)
 		})
 	})
 }
@@ -80,6 +82,7 @@ func (s *Server) scenarioRoutes(r chi.Router) {
 	r.Post("/reset", s.resetScenario)
 	r.Get("/views", s.viewsSocket)
 	r.Get("/terminal", s.terminalSocket)
+	r.Get("/replay", s.replayPage)
 }
 
 func (s *Server) joinLimiter() *ratelimit.Limiter {
@@ -145,6 +148,15 @@ func refuse(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	http.Error(w, err.Error(), code)
+}
+
+// refuseOr answers err as a refusal when it is one, else as what failed.
+func refuseOr(w http.ResponseWriter, r *http.Request, err error, what string) {
+	if errors.Is(err, class.ErrForbidden) || errors.Is(err, class.ErrUnauthenticated) {
+		refuse(w, r, err)
+		return
+	}
+	http.Error(w, what+": "+err.Error(), http.StatusInternalServerError)
 }
 
 func wantsJSON(r *http.Request) bool {
@@ -343,7 +355,11 @@ func (c classAttempts) Progress(ctx context.Context, _ string) (map[string]strin
 
 // joinPage asks for the join code and a display name.
 func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) {
-	writeHTML(w, r, s, web.Join(r.URL.Query().Get("code"), "", ""))
+	code := r.URL.Query().Get("code")
+	if c := chi.URLParam(r, "code"); c != "" {
+		code = c
+	}
+	writeHTML(w, r, s, web.Join(code, "", ""))
 }
 
 // joinClass joins the learner to the class of the code and sets the

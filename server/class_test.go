@@ -265,7 +265,9 @@ func TestClassAuthorization(t *testing.T) {
 		{"POST", annSc + "/reset", pass, pass, forb, unauth},
 		{"GET", annSc + "/views", pass, pass, forb, unauth},
 		{"GET", annSc + "/terminal?node=x", pass, pass, forb, unauth},
+		{"GET", annSc + "/replay", pass, pass, forb, unauth},
 		{"GET", watchAnn, forb, forb, ok, unauth},
+		{"GET", watchAnn + "/replay", forb, forb, pass, unauth},
 		{"GET", watchAnn + "/views", forb, forb, pass, unauth},
 		{"GET", watchAnn + "/terminal?node=x", forb, forb, pass, unauth},
 		// A scenario outside the class is not there for anybody.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
@@ -22,6 +23,9 @@ type labs struct {
 }
 
 type labEntry struct {
+	// attempt is the attempt whose timeline the lab's events go to (the
+	// latest one watched: a reset starts a new attempt on the cluster).
+	attempt atomic.Int64
 	lab     *views.Lab
 	err     error
 	ready   chan struct{}
@@ -47,7 +51,7 @@ func scenarioServices(sc *scenario.Scenario) (services, clients []string) {
 
 // acquire returns the running Lab for the cluster and scenario, starting it
 // when nobody watches it yet; release gives it back.
-func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario.Scenario) (*views.Lab, func(), error) {
+func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario.Scenario, attemptID int64) (*views.Lab, func(), error) {
 	key := c.Name() + "\x00" + sc.ID
 	s.labs.mu.Lock()
 	if s.labs.closed {
@@ -64,7 +68,8 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario
 		go func() {
 			defer close(e.ready)
 			services, clients := scenarioServices(sc)
-			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log}
+			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log,
+				Observe: func(ev views.TimelineEvent) { s.record(e.attempt.Load(), ev) }}
 			if s.PodExec != nil {
 				pe, err := s.PodExec(c)
 				if err != nil {
@@ -76,6 +81,7 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario
 			e.lab, e.err = views.Start(s.base(), cfg)
 		}()
 	}
+	e.attempt.Store(attemptID)
 	e.viewers++
 	if e.stop != nil {
 		e.stop.Stop()

@@ -62,7 +62,7 @@ type viewRequest struct {
 
 // viewsSocket streams the views of the learner's running attempt.
 func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
-	sc, _, c, ok := s.liveTarget(w, r)
+	sc, a, c, ok := s.liveTarget(w, r)
 	if !ok {
 		return
 	}
@@ -74,7 +74,7 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 	conn.SetReadLimit(maxViewMessage)
 	ctx, cancel := context.WithCancel(s.base())
 	defer cancel()
-	lab, release, err := s.acquireLab(ctx, c, sc)
+	lab, release, err := s.acquireLab(ctx, c, sc, a.ID)
 	if err != nil {
 		writeFrame(conn, mustFrame("error", err.Error()))
 		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, trimReason(err.Error())), time.Now().Add(time.Second))
@@ -169,7 +169,7 @@ type terminalControl struct {
 // terminalSocket bridges xterm.js to a shell on one of the attempt's
 // cluster's nodes: binary frames carry bytes, text frames resize.
 func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
-	sc, _, c, ok := s.liveTarget(w, r)
+	sc, a, c, ok := s.liveTarget(w, r)
 	if !ok {
 		return
 	}
@@ -226,9 +226,13 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 	defer sh.Close()
 	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	conn.WriteMessage(websocket.TextMessage, []byte(""))
+	// Every command line typed is kept on the attempt's timeline (replay,
+	// audit) and shown on the live one.
 	rec := &commandRecorder{record: func(cmd string) {
+		ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCommand, Source: node, Text: cmd}
+		s.record(a.ID, ev)
 		if lab := s.runningLab(c.Name(), sc.ID); lab != nil {
-			lab.Record(views.TimelineEvent{Kind: views.KindCommand, Source: node, Text: cmd})
+			lab.Record(ev)
 		}
 	}}
 	// Browser → shell.

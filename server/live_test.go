@@ -178,6 +178,19 @@ func TestTerminalSocket(t *testing.T) {
 	next(t, views, "timeline", func(d json.RawMessage) bool {
 		return strings.Contains(string(d), `"kind":"command"`) && strings.Contains(string(d), "kubectl get pods -A")
 	})
+	// The command is kept on the attempt's timeline for replay and audit.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		found := false
+		for _, e := range l.tl.events(1) {
+			found = found || (e.Kind == "command" && e.Source == "lab-worker" && e.Text == "kubectl get pods -A")
+		}
+		if found {
+			break
+		}
+		if time.Now().Add(20 * time.Millisecond).After(deadline) {
+			t.Errorf("the command is not on the attempt's timeline: %+v", l.tl.events(1))
+		}
+	}
 	for deadline := time.Now().Add(5 * time.Second); len(l.fc.Resizes()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
@@ -207,6 +208,9 @@ func (s *Server) startScenario(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
 }
 
+// KindHint marks a hint shown on an attempt's timeline.
+const KindHint = "hint"
+
 // errReadOnly refuses the instructor's changes to a learner's lab.
 const errReadOnly = "you are watching this lab read-only: push a hint or a message to the learner instead"
 
@@ -245,18 +249,20 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusInternalServerError, "The check could not run: "+err.Error())
 		return
 	}
+	passed := 0
+	for _, res := range rep.Results {
+		if res.Passed {
+			passed++
+		}
+	}
+	level := "warning"
+	if rep.Passed {
+		level = "info"
+	}
+	ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCheck, Level: level, Text: fmt.Sprintf("Check my work: %d of %d checks passed (score %.0f%%)", passed, len(rep.Results), rep.Score)}
+	s.record(a.ID, ev)
 	if lab := s.runningLab(a.Cluster, sc.ID); lab != nil {
-		passed := 0
-		for _, res := range rep.Results {
-			if res.Passed {
-				passed++
-			}
-		}
-		level := "warning"
-		if rep.Passed {
-			level = "info"
-		}
-		lab.Record(views.TimelineEvent{Kind: views.KindCheck, Level: level, Text: fmt.Sprintf("Check my work: %d of %d checks passed (score %.0f%%)", passed, len(rep.Results), rep.Score)})
+		lab.Record(ev)
 	}
 	state := StateRunning
 	if rep.Passed {
@@ -286,6 +292,7 @@ func (s *Server) hintScenario(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusConflict, err.Error())
 		return
 	}
+	s.record(a.ID, views.TimelineEvent{Time: time.Now(), Kind: KindHint, Text: fmt.Sprintf("hint %d of %d shown", idx, len(sc.Hints))})
 	var b bytes.Buffer
 	_ = web.Markdown(text).Render(r.Context(), &b)
 	writeJSON(w, http.StatusOK, map[string]any{"index": idx, "html": b.String(), "more": idx < len(sc.Hints)})

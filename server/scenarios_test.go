@@ -21,6 +21,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/store"
 	"github.com/svclab/svclab/lab/views/viewstest"
 	"github.com/svclab/svclab/scenarios"
 )
@@ -144,6 +145,7 @@ type labServer struct {
 	ts  *httptest.Server
 	fa  *fakeAttempts
 	fc  *viewstest.Cluster
+	tl  *memTimeline
 	url string
 }
 
@@ -151,11 +153,12 @@ func newLabServer(t testing.TB) *labServer {
 	cat := loadCatalog(t)
 	fc := viewstest.New("lab", readTestdata(t, "nft-selector-typo-broken.txt"))
 	fa := &fakeAttempts{catalog: cat}
-	s := &Server{Clusters: fakeClusters{c: fc}, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa}
+	tl := &memTimeline{}
+	s := &Server{Clusters: fakeClusters{c: fc}, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa, Timeline: tl}
 	s.labs.linger = time.Millisecond
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { ts.Close(); s.Wait() })
-	return &labServer{s: s, ts: ts, fa: fa, fc: fc, url: ts.URL}
+	return &labServer{s: s, ts: ts, fa: fa, fc: fc, tl: tl, url: ts.URL}
 }
 
 func (l *labServer) startAttempt(t testing.TB, id string) {
@@ -250,6 +253,49 @@ func TestScenarioPageAndActions(t *testing.T) {
 	if page := get(t, l.url+"/scenarios/selector-typo"); !strings.Contains(page, "Why it broke") || !strings.Contains(page, "What broke.") {
 		t.Error("the explanation is not on the page of a passed attempt")
 	}
+	// The hint and both checks are on the attempt's timeline, in order,
+	// and the replay page steps through them.
+	l.s.flushTimeline()
+	var kinds []string
+	for _, e := range l.tl.events(1) {
+		kinds = append(kinds, e.Kind+": "+e.Text)
+	}
+	want := "hint: hint 1 of 3 shown|check: Check my work: 1 of 2 checks passed (score 40%)|check: Check my work: 2 of 2 checks passed (score 100%)"
+	if strings.Join(kinds, "|") != want {
+		t.Errorf("timeline:\n%s\nwant\n%s", strings.Join(kinds, "\n"), strings.ReplaceAll(want, "|", "\n"))
+	}
+	replay := get(t, l.url+"/scenarios/selector-typo/replay")
+	for _, w := range []string{`id="replay-pos"`, `max="3"`, "hint 1 of 3 shown", "2 of 2 checks passed", "+00:0"} {
+		if !strings.Contains(replay, w) {
+			t.Errorf("the replay page lacks %q", w)
+		}
+	}
+}
+
+// memTimeline is a hand-written Timeline kept in memory.
+type memTimeline struct {
+	mu sync.Mutex
+	m  map[int64][]store.Event
+}
+
+func (m *memTimeline) AppendEvents(_ context.Context, id int64, evs []store.Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[int64][]store.Event{}
+	}
+	m.m[id] = append(m.m[id], evs...)
+	return nil
+}
+
+func (m *memTimeline) Events(_ context.Context, id int64) ([]store.Event, error) {
+	return m.events(id), nil
+}
+
+func (m *memTimeline) events(id int64) []store.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]store.Event(nil), m.m[id]...)
 }
 
 func TestScenarioBadInput(t *testing.T) {

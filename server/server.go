@@ -54,6 +54,9 @@ type Server struct {
 	// traffic panel probes from the nodes only).
 	PodExec func(c cluster.Cluster) (views.PodExecutor, error)
 
+	// Timeline keeps attempts' timelines for replay and audit (nil: not
+	// kept).
+	Timeline Timeline
 	// Classes are the classrooms served (nil: no class routes; the local
 	// lab alone).
 	Classes *class.Hub
@@ -65,6 +68,7 @@ type Server struct {
 	ops  operations
 	labs labs
 	taps taps
+	rec  recorder
 
 	limitOnce              sync.Once
 	joinLimit, checkLimitr *ratelimit.Limiter
@@ -75,6 +79,7 @@ type Server struct {
 func (s *Server) Wait() {
 	s.ops.wait()
 	s.stopLabs()
+	s.flushTimeline()
 }
 
 // Handler returns the server's routes.

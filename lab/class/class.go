@@ -42,6 +42,11 @@ type Spec struct {
 	// Weights (default: equal).
 	Exam    bool               `json:"exam"`
 	Weights map[string]float64 `json:"weights,omitempty"`
+	// Webhook, when set, receives an event per learner state change
+	// (see WebhookEvent), signed with WebhookSecret, which CreateClass
+	// draws and "svclab class create" prints once.
+	Webhook       string `json:"webhook,omitempty"`
+	WebhookSecret string `json:"webhookSecret,omitempty"`
 }
 
 // Defaults of a Spec.
@@ -115,6 +120,11 @@ func (s *Spec) Normalize(cat *scenario.Catalog) (labs.Shape, error) {
 	}
 	if s.CodeTTL == 0 {
 		s.CodeTTL = DefaultCodeTTL
+	}
+	if s.Webhook != "" {
+		if err := ValidateWebhook(s.Webhook); err != nil {
+			return labs.Shape{}, err
+		}
 	}
 	switch {
 	case s.Capacity < 1:

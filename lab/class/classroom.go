@@ -51,6 +51,9 @@ type Classroom struct {
 	opts  Options
 	tasks []Task
 
+	// hook delivers the class's webhook events (nil: no webhook).
+	hook *webhook
+
 	mu   sync.Mutex
 	stop chan struct{}
 	done chan struct{}
@@ -98,6 +101,9 @@ func OpenClassroom(ctx context.Context, ref string, o Options) (*Classroom, erro
 		events.Cancel()
 		m.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("class %s: %w", c.Name, err)
+	}
+	if c.Webhook != "" {
+		cr.hook = startWebhook(c, board, o.Log)
 	}
 	go cr.follow(events)
 	return cr, nil
@@ -153,6 +159,12 @@ func (cr *Classroom) Shutdown(ctx context.Context) error {
 	cr.mu.Unlock()
 	err := cr.Labs.Close(ctx)
 	<-cr.done
+	if cr.hook != nil {
+		// The labs' last events (ended) still go out, briefly.
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cr.hook.close(hctx)
+		cancel()
+	}
 	return err
 }
 

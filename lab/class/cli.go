@@ -126,6 +126,7 @@ The instructor token is printed once and only its hash is stored: keep it.`,
 	f.BoolVar(&spec.Exam, "exam", false, "make the class a timed exam")
 	f.StringSliceVar(&weights, "weights", nil, "exam task weights, SCENARIO=WEIGHT,... (default equal)")
 	f.StringVar(&url, "url", "http://127.0.0.1:8080", "the web UI's address, for the join link")
+	f.StringVar(&spec.Webhook, "webhook", "", "an http(s) URL that gets a signed JSON event per learner state change (joined, scenario state, lab state)")
 	return cmd
 }
 
@@ -139,8 +140,12 @@ func PrintCreated(w io.Writer, c Created, url string) {
 	}
 	fmt.Fprintf(w, "Created %s %q (id %s): %s.\n\n", kind, cl.Name, cl.ID, summary(cl))
 	fmt.Fprintf(w, "  Join code:  %s   (works until %s)\n", cl.JoinCode, cl.CodeExpiresAt.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "  Join link:  %s/join/%s\n\n", strings.TrimRight(url, "/"), cl.JoinCode)
+	fmt.Fprintf(w, "  Join link:  %s/join/%s\n", strings.TrimRight(url, "/"), cl.JoinCode)
+	fmt.Fprintf(w, "  Board:      %s/class/%s/board   (svclab serve --classes serves it)\n\n", strings.TrimRight(url, "/"), cl.ID)
 	fmt.Fprintf(w, "Instructor token (shown only now; keep it secret, it opens the class board):\n\n  %s\n", c.InstructorToken)
+	if cl.Webhook != "" {
+		fmt.Fprintf(w, "\nWebhook %s gets an event per learner state change, signed in X-Svclab-Signature\n(sha256= and the HMAC-SHA256 of the body) with this secret:\n\n  %s\n", cl.Webhook, cl.WebhookSecret)
+	}
 }
 
 func summary(c *Class) string {

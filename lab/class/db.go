@@ -243,6 +243,9 @@ type Created struct {
 // CreateClass stores a new class with a fresh join code and instructor
 // token. spec must be normalized.
 func (d *DB) CreateClass(ctx context.Context, spec Spec) (Created, error) {
+	if spec.Webhook != "" && spec.WebhookSecret == "" {
+		spec.WebhookSecret = newWebhookSecret()
+	}
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
 		return Created{}, err

@@ -50,7 +50,7 @@ their clusters; the classes stay open for the next start.`,
 			}
 			s := &server.Server{
 				Clusters: p, Log: log, Background: cmd.Context(),
-				Catalog: m.Catalog(), Attempts: server.AttemptManager{M: m}, Learner: store.LocalLearner,
+				Catalog: m.Catalog(), Attempts: server.AttemptManager{M: m}, Learner: store.LocalLearner, Timeline: st,
 				KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 			}

@@ -90,6 +90,18 @@ var migrations = []migration{
 			WHERE state = 'running' AND id NOT IN (SELECT MAX(id) FROM attempts WHERE state = 'running' GROUP BY backend, cluster)`,
 		`CREATE UNIQUE INDEX attempts_one_running_per_cluster ON attempts (backend, cluster) WHERE state = 'running'`,
 	}},
+	{5, "attempt timelines, for replay and audit", []string{
+		`CREATE TABLE attempt_events (
+			id INTEGER PRIMARY KEY,
+			attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
+			at INTEGER NOT NULL,
+			kind TEXT NOT NULL,
+			source TEXT NOT NULL,
+			level TEXT NOT NULL,
+			text TEXT NOT NULL
+		)`,
+		`CREATE INDEX attempt_events_by_attempt ON attempt_events (attempt_id, id)`,
+	}},
 }
 
 // SchemaVersion is the schema version this svclab writes.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func openTest(t *testing.T) *Store {
@@ -667,5 +668,44 @@ func TestMigrateDuplicateRunning(t *testing.T) {
 		if a, err := s.Attempt(ctx, id); err != nil || a.State != want || (want == Abandoned && a.Finished.IsZero()) {
 			t.Errorf("attempt %d: %+v, %v; want %s", id, a, err, want)
 		}
+	}
+}
+
+func TestTimeline(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	if _, err := s.EnsureLearner(ctx, LocalLearner, ""); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "selector-typo", Cluster: "lab", Backend: "embedded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(1_700_000_000_000)
+	long := strings.Repeat("é", MaxEventText) // cut mid-rune must stay valid UTF-8
+	batches := [][]Event{
+		{{At: at, Kind: "command", Source: "lab-control-plane", Text: "kubectl -n shop get svc"}},
+		{{At: at.Add(time.Second), Kind: "k8s", Source: "endpointslice-controller", Level: "info", Text: "slice updated"},
+			{At: at.Add(2 * time.Second), Kind: "check", Level: "warning", Text: long}},
+		nil,
+	}
+	for _, b := range batches {
+		if err := s.AppendEvents(ctx, a.ID, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Events(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Text != "kubectl -n shop get svc" || got[0].Source != "lab-control-plane" || !got[1].At.Equal(at.Add(time.Second)) ||
+		got[2].Kind != "check" || !utf8.ValidString(got[2].Text) || len(got[2].Text) > MaxEventText+len("…") || !(got[0].Seq < got[1].Seq && got[1].Seq < got[2].Seq) {
+		t.Fatalf("timeline: %+v", got)
+	}
+	if err := s.AppendEvents(ctx, a.ID+100, []Event{{Kind: "command", Text: "x"}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("events of a missing attempt: %v", err)
+	}
+	if evs, err := s.Events(ctx, a.ID+100); err != nil || len(evs) != 0 {
+		t.Errorf("timeline of a missing attempt: %v %v", evs, err)
 	}
 }

@@ -60,7 +60,11 @@ type Config struct {
 	// RulesInterval the time between reads of the rules when no proxier
 	// event asks for one (default 3s).
 	ProbeInterval, RulesInterval time.Duration
-	Log                          *slog.Logger
+	// Observe, when set, sees every event the Lab itself adds to the
+	// timeline (Kubernetes events, proxier syncs) — not those given to
+	// Record — so that they can be kept for replay. It must not block.
+	Observe func(TimelineEvent)
+	Log     *slog.Logger
 }
 
 // Lab runs the collectors of one cluster's views.
@@ -153,6 +157,14 @@ func (l *Lab) Record(ev TimelineEvent) {
 		ev.Time = time.Now()
 	}
 	l.bus.Publish(TopicTimeline, ev, true)
+}
+
+// observed adds an event the Lab saw to the timeline.
+func (l *Lab) observed(ev TimelineEvent) {
+	l.bus.Publish(TopicTimeline, ev, true)
+	if l.cfg.Observe != nil {
+		l.cfg.Observe(ev)
+	}
 }
 
 // Nodes are the cluster's nodes.
@@ -262,7 +274,7 @@ func (l *Lab) kubeEvent(e *corev1.Event, started time.Time) {
 	if e.Count > 1 {
 		text += fmt.Sprintf(" (×%d)", e.Count)
 	}
-	l.bus.Publish(TopicTimeline, TimelineEvent{Time: t, Kind: KindKubernetes, Source: e.Source.Component, Text: text, Level: level}, true)
+	l.observed(TimelineEvent{Time: t, Kind: KindKubernetes, Source: e.Source.Component, Text: text, Level: level})
 }
 
 // publishSlices rebuilds the EndpointSlice view from the informers' caches.
@@ -573,7 +585,7 @@ func (l *Lab) proxierEvent(node string, ev events.Event) {
 	default:
 		level, text = "warning", ev.Kind+": "+ev.Message
 	}
-	l.bus.Publish(TopicTimeline, TimelineEvent{Time: ev.Time, Kind: KindProxier, Source: node, Text: text, Level: level}, true)
+	l.observed(TimelineEvent{Time: ev.Time, Kind: KindProxier, Source: node, Text: text, Level: level})
 }
 
 // Path traces a new connection through the rules of the node it starts

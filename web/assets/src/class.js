@@ -177,7 +177,13 @@ function connect() {
   ws.onopen = () => status("live");
   ws.onmessage = (ev) => {
     const f = JSON.parse(ev.data);
-    if (f.kind === "snapshot") snap = f.snapshot;
+    if (f.kind === "snapshot") {
+      snap = f.snapshot;
+      // Empty lists arrive as null.
+      snap.rows = snap.rows || [];
+      snap.messages = snap.messages || [];
+      snap.scenarios = snap.scenarios || [];
+    }
     else if (snap) apply(f.update);
     render();
   };

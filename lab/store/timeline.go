@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Event is one entry of an attempt's timeline: a terminal command, a
+// Kubernetes or proxier event, a rule change, a check run. The timeline is
+// what replay steps through and what audits read.
+type Event struct {
+	Seq    int64
+	At     time.Time
+	Kind   string
+	Source string
+	Level  string
+	Text   string
+}
+
+// MaxEventText bounds one event's text; longer texts are cut.
+const MaxEventText = 4000
+
+// AppendEvents adds events to attempt id's timeline, in order.
+func (s *Store) AppendEvents(ctx context.Context, id int64, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	return s.write(ctx, fmt.Sprintf("recording %d timeline events of attempt %d", len(events), id), func(ctx context.Context, tx *sql.Tx) error {
+		for _, e := range events {
+			text := e.Text
+			if len(text) > MaxEventText {
+				text = strings.ToValidUTF8(text[:MaxEventText], "") + "…"
+			}
+			at := e.At
+			if at.IsZero() {
+				at = time.UnixMilli(s.now())
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO attempt_events (attempt_id, at, kind, source, level, text) VALUES (?, ?, ?, ?, ?, ?)`,
+				id, at.UnixMilli(), e.Kind, e.Source, e.Level, text); err != nil {
+				if strings.Contains(err.Error(), "FOREIGN KEY") || strings.Contains(err.Error(), "foreign key") {
+					return fmt.Errorf("attempt %d: %w", id, ErrNotFound)
+				}
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Events lists attempt id's timeline in the order it was recorded.
+func (s *Store) Events(ctx context.Context, id int64) ([]Event, error) {
+	var out []Event
+	err := s.read(ctx, fmt.Sprintf("reading the timeline of attempt %d", id), func(ctx context.Context) error {
+		out = nil
+		rows, err := s.db.QueryContext(ctx, `SELECT id, at, kind, source, level, text FROM attempt_events WHERE attempt_id = ? ORDER BY id`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e Event
+			var at int64
+			if err := rows.Scan(&e.Seq, &at, &e.Kind, &e.Source, &e.Level, &e.Text); err != nil {
+				return err
+			}
+			e.At = time.UnixMilli(at)
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/svclab/svclab/lab/attempt"
+	"github.com/svclab/svclab/lab/class"
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/store"
+	"github.com/svclab/svclab/lab/views"
+)
+
+// TestBrowserClassroom is the classroom's acceptance walk in chromium, on
+// embedded clusters: an instructor and three learners, each in a browser
+// context of their own. Cid and Ann start labs; the class has room for two,
+// so Bob queues. Ann solves selector-typo in her browser terminal and the
+// instructor's board shows it live; the instructor watches Ann's terminal
+// read-only and pushes a hint to Bob, which reaches Bob's page. Cid never
+// touches his lab: it is reclaimed when idle (a minute; Ann's follows a
+// minute after her last command), and Bob's lab starts from the queue.
+func TestBrowserClassroom(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("end-to-end: needs root for embedded clusters")
+	}
+	chromium(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stateDir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p := embedded.New(stateDir, log)
+	st, err := store.Open(ctx, store.DefaultPath(stateDir), store.Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := class.OpenDB(ctx, class.DefaultDBPath(stateDir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	spec := class.Spec{Name: "uiclass", Scenarios: []string{"selector-typo"}, Capacity: 2, IdleTimeout: time.Minute, TimeLimit: time.Hour}
+	if _, err := spec.Normalize(m.Catalog()); err != nil {
+		t.Fatal(err)
+	}
+	created, err := db.CreateClass(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := class.NewHub(class.Options{DB: db, Provider: p, Catalog: m.Catalog(), Attempts: m, Store: st, Log: log})
+	if err := hub.OpenAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := hub.Shutdown(context.Background()); err != nil {
+			t.Errorf("ending the class's labs: %v", err)
+		}
+		if left, _ := p.List(context.Background()); len(left) > 0 {
+			t.Errorf("clusters left after the class ended: %+v", left)
+		}
+	}()
+	s := &Server{
+		Clusters: p, Log: log, Background: ctx, Catalog: m.Catalog(), Classes: hub, ClassesOnly: true,
+		KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
+		PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer func() { ts.Close(); cancel(); s.Wait() }()
+	id := created.Class.ID
+	classURL := ts.URL + "/class/" + id + "/"
+
+	// Everyone has a browser of their own (their own cookies). Not tabs
+	// of one browser: with chromedp v0.23, a tab stops answering once
+	// another tab of its browser has run an action.
+	type person struct {
+		name string
+		ctx  context.Context
+		sh   *shots
+	}
+	newPerson := func(name string) *person {
+		pctx := browser(t)
+		dir := filepath.Join(artifactsDir(t), name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return &person{name: name, ctx: pctx, sh: &shots{t: t, dir: dir}}
+	}
+	step := func(p *person, what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		doStep(t, p.ctx, p.sh, p.name+": "+what, timeout, actions...)
+	}
+	join := func(p *person) chromedp.Action[chromedp.Void] {
+		return chromedp.Steps(
+			chromedp.Navigate(ts.URL+"/join?code="+created.Class.JoinCode),
+			chromedp.SendKeys(chromedp.CSS(`#join-form input[name="name"]`), p.name),
+			chromedp.Click(chromedp.CSS(`#join-form button`)),
+			waitText(`#me`, p.name))
+	}
+	teacher, ann, bob, cid := newPerson("instructor"), newPerson("Ann"), newPerson("Bob"), newPerson("Cid")
+
+	step(teacher, "sign in and open the board", quick,
+		chromedp.Navigate(ts.URL+"/class/"+id+"/instructor"),
+		chromedp.SendKeys(chromedp.CSS(`#instructor-form input[name="token"]`), created.InstructorToken),
+		chromedp.Click(chromedp.CSS(`#instructor-form button`)),
+		waitText(`#board-status`, "live"),
+		waitText(`#join-code`, created.Class.JoinCode),
+		teacher.sh.take("board-empty"))
+	step(cid, "join and start a lab", quick, join(cid),
+		chromedp.Click(chromedp.CSS(`#lab-form button`)),
+		waitText(`#lab-state`, "start"))
+	step(ann, "join and start a lab", quick, join(ann),
+		chromedp.Click(chromedp.CSS(`#lab-form button`)),
+		waitText(`#lab-state`, "start"))
+	step(bob, "join, start a lab and queue: the class has room for two", quick, join(bob),
+		chromedp.Click(chromedp.CSS(`#lab-form button`)),
+		waitText(`#lab-state`, "queued: number 1"),
+		bob.sh.take("queued"))
+	step(teacher, "the board shows the three learners and the queue", quick,
+		waitJS(`document.querySelectorAll('#board tbody tr').length === 3`),
+		waitText(`#board tbody`, "queued: number 1"),
+		teacher.sh.take("board-three"))
+	step(ann, "her lab is ready", slow, waitText(`#lab-state`, "ready"))
+	step(ann, "open selector-typo and start it on her lab", slow,
+		chromedp.Click(chromedp.CSS(`#my-scenarios a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#start-form`)),
+		chromedp.Click(chromedp.CSS(`#start-form button`)),
+		notFailed(),
+		waitText(`#panel-slices`, "No endpoints"),
+		ann.sh.take("broken"))
+	step(teacher, "the board shows Ann working", quick,
+		waitJS(fmt.Sprintf(`[...document.querySelectorAll('#board tbody tr')].some(r => r.querySelector('.learner').innerText === %q && r.querySelector('td.cell').dataset.state === "working")`, "Ann")))
+	step(ann, "fix the Service in the terminal and check", quick,
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "control-plane"),
+		typeLine(`kubectl -n shop patch service web --type=merge -p '{"spec":{"selector":{"app":"web"}}}'`),
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "service/web patched"),
+		waitJS(`document.querySelectorAll('#panel-slices tr[data-endpoint]').length === 2`),
+		// As a learner would: check once the traffic panel shows every
+		// source getting through (each node's proxier has synced).
+		waitJS(`(() => { const ps = [...document.querySelectorAll('#panel-probes .latest .probe')]; return ps.length >= 4 && ps.every(p => p.dataset.outcome === "success"); })()`),
+		chromedp.Click(chromedp.CSS(`#check`)),
+		waitText(`#check-results`, "Every check passed"),
+		ann.sh.take("passed"))
+	step(teacher, "the board shows Ann's solve live", quick,
+		waitJS(`[...document.querySelectorAll('#board tbody tr')].some(r => r.querySelector('.learner').innerText === "Ann" && r.querySelector('td.cell').dataset.state === "solved")`),
+		teacher.sh.take("board-solved"))
+	step(teacher, "watch Ann's terminal read-only", quick,
+		chromedp.Click(chromedp.CSS(`#board tbody tr:nth-child(2) td.cell a`)),
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "service/web patched"),
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "read-only"),
+		chromedp.WaitNotPresent(chromedp.CSS(`#check`)),
+		teacher.sh.take("watching-ann"),
+		chromedp.Navigate(ts.URL+"/class/"+id+"/board"),
+		waitText(`#board-status`, "live"))
+	step(teacher, "push a hint to Bob", quick,
+		chromedp.SetValue(chromedp.CSS(`#push-form select[name="kind"]`), "hint"),
+		chromedp.SetValue(chromedp.CSS(`#push-form select[name="scenario"]`), "selector-typo"),
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#push-form select[name="to"]'); s.value = [...s.options].find(o => o.text === "Bob").value; })()`),
+		chromedp.SendKeys(chromedp.CSS(`#push-form textarea`), "Compare the Service's selector with the Pods' labels."),
+		chromedp.Click(chromedp.CSS(`#push-form button`)),
+		waitText(`#push-status`, "sent"))
+	step(bob, "the hint arrives", quick,
+		waitText(`#messages`, "Compare the Service's selector"),
+		bob.sh.take("hint"))
+	step(ann, "Bob's hint does not reach Ann", quick,
+		chromedp.Navigate(classURL),
+		waitText(`#me`, "Ann"),
+		chromedp.WaitReady(chromedp.CSS(`#messages`)),
+		waitJS(`!document.querySelector('#messages').innerText.includes("Compare the Service's selector")`))
+	step(cid, "his idle lab is reclaimed", 3*time.Minute,
+		waitText(`#lab-state`, "ended"),
+		waitText(`#lab-reason`, "idle"),
+		cid.sh.take("reclaimed"))
+	step(bob, "his lab starts from the queue", slow,
+		waitJS(`["starting", "ready"].includes(document.querySelector('#lab-state').innerText)`),
+		bob.sh.take("lab-from-queue"))
+	step(teacher, "the board shows Cid's lab ended and Bob's started", quick,
+		waitJS(`(() => { const rows = [...document.querySelectorAll('#board tbody tr')]; const lab = (n) => rows.find(r => r.querySelector('.learner').innerText === n).children[1].innerText; return lab("Cid").startsWith("ended") && !lab("Bob").startsWith("queued"); })()`),
+		teacher.sh.take("board-end"))
+}

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab/store"
+	"github.com/svclab/svclab/lab/views"
+	"github.com/svclab/svclab/web"
+)
+
+// Timeline keeps attempts' timelines — terminal commands, Kubernetes and
+// proxier events, check runs, hints — for replay and audit. lab/store's
+// Store is one.
+type Timeline interface {
+	AppendEvents(ctx context.Context, attemptID int64, events []store.Event) error
+	Events(ctx context.Context, attemptID int64) ([]store.Event, error)
+}
+
+// timelineQueue bounds the events waiting to be written; a database that
+// stalls loses events beyond it (logged) rather than slowing the learner.
+const timelineQueue = 4096
+
+type recorded struct {
+	attempt int64
+	event   store.Event
+}
+
+// recorder writes timeline events in the background, in batches.
+type recorder struct {
+	once sync.Once
+	ch   chan recorded
+	done chan struct{}
+	mu   sync.Mutex
+	shut bool
+}
+
+// record keeps ev on attempt id's timeline (nothing without a Timeline).
+func (s *Server) record(id int64, ev views.TimelineEvent) {
+	if s.Timeline == nil || id == 0 {
+		return
+	}
+	r := &s.rec
+	r.once.Do(func() {
+		r.ch, r.done = make(chan recorded, timelineQueue), make(chan struct{})
+		go s.writeTimeline()
+	})
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shut {
+		return
+	}
+	select {
+	case r.ch <- recorded{id, store.Event{At: ev.Time, Kind: ev.Kind, Source: ev.Source, Level: ev.Level, Text: ev.Text}}:
+	default:
+		s.Log.Warn("the timeline falls behind: an event was not kept", "attempt", id, "kind", ev.Kind)
+	}
+}
+
+func (s *Server) writeTimeline() {
+	r := &s.rec
+	defer close(r.done)
+	for first := range r.ch {
+		batch := map[int64][]store.Event{first.attempt: {first.event}}
+		order := []int64{first.attempt}
+	more:
+		for n := 1; n < 256; n++ {
+			select {
+			case e, ok := <-r.ch:
+				if !ok {
+					break more
+				}
+				if _, seen := batch[e.attempt]; !seen {
+					order = append(order, e.attempt)
+				}
+				batch[e.attempt] = append(batch[e.attempt], e.event)
+			default:
+				break more
+			}
+		}
+		for _, id := range order {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := s.Timeline.AppendEvents(ctx, id, batch[id]); err != nil {
+				s.Log.Warn("keeping timeline events", "attempt", id, "events", len(batch[id]), "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// flushTimeline writes what is queued and stops the recorder (the server
+// is stopping).
+func (s *Server) flushTimeline() {
+	r := &s.rec
+	r.mu.Lock()
+	started := r.ch != nil && !r.shut
+	r.shut = true
+	r.mu.Unlock()
+	if started {
+		close(r.ch)
+		<-r.done
+	}
+}
+
+// replayPage steps through the timeline of the scope's latest attempt at
+// the scenario.
+func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
+	sc, ok := s.scenarioFor(w, r)
+	if !ok {
+		return
+	}
+	scope := s.scopeOf(r)
+	a, err := scope.current(r.Context(), sc.ID)
+	if errors.Is(err, ErrNoAttempt) {
+		http.Error(w, "There is no attempt at this scenario to replay yet.", http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		refuseOr(w, r, err, "your attempt could not be read")
+		return
+	}
+	if s.Timeline == nil {
+		http.Error(w, "this server keeps no timelines", http.StatusNotFound)
+		return
+	}
+	evs, err := s.Timeline.Events(r.Context(), a.ID)
+	if err != nil {
+		http.Error(w, "the timeline could not be read: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	p := web.ReplayPage{ScenarioID: sc.ID, Title: sc.Title, Back: scope.scenarioURL(sc.ID), Attempt: a.ID, State: a.State,
+		Started: a.Started.UTC().Format("2006-01-02 15:04:05 UTC")}
+	for _, e := range evs {
+		off := e.At.Sub(a.Started).Round(time.Second)
+		if off < 0 {
+			off = 0
+		}
+		p.Events = append(p.Events, web.ReplayEvent{Offset: fmt.Sprintf("+%02d:%02d", int(off.Minutes()), int(off.Seconds())%60),
+			Kind: e.Kind, Source: e.Source, Level: e.Level, Text: e.Text})
+	}
+	writeHTML(w, r, s, web.Replay(p))
+}
