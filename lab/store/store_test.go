@@ -11,11 +11,36 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/svclab/svclab/internal/pgtest"
+	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
-func openTest(t *testing.T) *Store {
+// backend is a kind of database the tests run on.
+type backend struct {
+	name string
+	// location returns the location of a new, empty database.
+	location func(t *testing.T) string
+}
+
+var (
+	sqliteBackend   = backend{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), FileName) }}
+	postgresBackend = backend{"postgres", func(t *testing.T) string { return pgtest.Shared(t).NewDatabase(t) }}
+)
+
+// forEachBackend runs test on SQLite and on PostgreSQL (a throwaway
+// server; skipped, saying why, where none can run).
+func forEachBackend(t *testing.T, test func(*testing.T, backend)) {
+	for _, b := range []backend{sqliteBackend, postgresBackend} {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func openTest(t *testing.T, b backend) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), FileName), Options{})
+	s, err := Open(context.Background(), b.location(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,11 +48,14 @@ func openTest(t *testing.T) *Store {
 	return s
 }
 
-// schema is the database's schema: every table, index and column, as
-// SQLite reports them.
+// schema is the database's schema: every table, index and column, as the
+// database reports them.
 func schema(t *testing.T, s *Store) string {
 	t.Helper()
-	rows, err := s.db.Query(`SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name`)
+	if s.Dialect() == sqldb.Postgres {
+		return pgSchema(t, s)
+	}
+	rows, err := s.db.Raw().Query(`SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +73,7 @@ func schema(t *testing.T, s *Store) string {
 		}
 	}
 	for _, tbl := range tables {
-		cols, err := s.db.Query(`SELECT name, type, "notnull", COALESCE(dflt_value, ''), pk FROM pragma_table_info(?) ORDER BY name`, tbl)
+		cols, err := s.db.Raw().Query(`SELECT name, type, "notnull", COALESCE(dflt_value, ''), pk FROM pragma_table_info(?) ORDER BY name`, tbl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,6 +86,32 @@ func schema(t *testing.T, s *Store) string {
 			b.WriteString("  " + tbl + "." + name + " " + typ + " notnull=" + string(rune('0'+notnull)) + " default=" + dflt + " pk=" + string(rune('0'+pk)) + "\n")
 		}
 		cols.Close()
+	}
+	return b.String()
+}
+
+// pgSchema is schema on PostgreSQL: its indexes (with their definitions)
+// and columns.
+func pgSchema(t *testing.T, s *Store) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT tablename || ' ' || indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY tablename, indexname`,
+		`SELECT table_name || '.' || column_name || ' ' || data_type || ' nullable=' || is_nullable || ' identity=' || is_identity || ' default=' || COALESCE(column_default, '')
+			FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, column_name`,
+	} {
+		rows, err := s.db.Raw().Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(line + "\n")
+		}
+		rows.Close()
 	}
 	return b.String()
 }
@@ -85,12 +139,14 @@ var seeds = map[int][]string{
 // A database of every earlier schema version (and a new one) migrates to
 // the current version, keeps its data, and ends with the same schema as a
 // database created at the current version.
-func TestMigrateFromEachVersion(t *testing.T) {
+func TestMigrateFromEachVersion(t *testing.T) { forEachBackend(t, testMigrateFromEachVersion) }
+
+func testMigrateFromEachVersion(t *testing.T, b backend) {
 	ctx := context.Background()
-	want := schema(t, openTest(t))
+	want := schema(t, openTest(t, b))
 	for from := 0; from < SchemaVersion(); from++ {
 		t.Run("from version "+string(rune('0'+from)), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), FileName)
+			path := b.location(t)
 			old, err := open(ctx, path, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -103,7 +159,7 @@ func TestMigrateFromEachVersion(t *testing.T) {
 			}
 			for v := 1; v <= from; v++ {
 				for _, stmt := range seeds[v] {
-					if _, err := old.db.Exec(stmt); err != nil {
+					if _, err := old.db.ExecContext(ctx, stmt); err != nil {
 						t.Fatalf("seed of version %d: %v", v, err)
 					}
 				}
@@ -169,9 +225,11 @@ func TestMigrationsNumbered(t *testing.T) {
 
 // A migration that fails leaves the database at the version before it,
 // with none of its statements applied.
-func TestFailedMigrationRollsBack(t *testing.T) {
+func TestFailedMigrationRollsBack(t *testing.T) { forEachBackend(t, testFailedMigrationRollsBack) }
+
+func testFailedMigrationRollsBack(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.location(t)
 	s, err := open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -189,31 +247,33 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 		t.Errorf("version %d after a failed migration, want 1", v)
 	}
 	var n int
-	s.db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'half'`).Scan(&n)
-	if n != 0 {
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM half`).Scan(&n); err == nil {
 		t.Error("the failed migration's first statement was kept")
 	}
 }
 
-func TestNewerDatabaseRefused(t *testing.T) {
+func TestNewerDatabaseRefused(t *testing.T) { forEachBackend(t, testNewerDatabaseRefused) }
+
+func testNewerDatabaseRefused(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.location(t)
 	s, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from the future', 0)`, SchemaVersion()+1); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from the future', 0)`, SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "written by a newer svclab") || !strings.Contains(err.Error(), path) {
+	if err == nil || !strings.Contains(err.Error(), "written by a newer svclab") || !strings.Contains(err.Error(), sqldb.Display(path)) {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestNotADatabase(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
+	b := sqliteBackend
+	path := b.location(t)
 	if err := os.WriteFile(path, []byte(strings.Repeat("not sqlite at all\n", 100)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +297,8 @@ func TestUnwritableDirectory(t *testing.T) {
 }
 
 func TestNewFileIsPrivate(t *testing.T) {
-	s := openTest(t)
+	b := sqliteBackend
+	s := openTest(t, b)
 	fi, err := os.Stat(s.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -249,8 +310,10 @@ func TestNewFileIsPrivate(t *testing.T) {
 
 // Several processes (here: stores) opening a new database at once all
 // succeed: the migrations run once.
-func TestConcurrentOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
+func TestConcurrentOpen(t *testing.T) { forEachBackend(t, testConcurrentOpen) }
+
+func testConcurrentOpen(t *testing.T, b backend) {
+	path := b.location(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
 	for i := range errs {
@@ -302,8 +365,9 @@ func holdLock(t *testing.T, path string, d time.Duration) <-chan struct{} {
 // A database locked for longer than the busy timeout: writes are retried
 // until the lock goes; when it stays, the error says what happened.
 func TestLockedDatabase(t *testing.T) {
+	b := sqliteBackend
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.location(t)
 	s, err := Open(ctx, path, Options{BusyTimeout: 20 * time.Millisecond, RetryFor: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -330,9 +394,11 @@ func TestLockedDatabase(t *testing.T) {
 	}
 }
 
-func TestLearners(t *testing.T) {
+func TestLearners(t *testing.T) { forEachBackend(t, testLearners) }
+
+func testLearners(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := openTest(t, b)
 	l, err := s.EnsureLearner(ctx, LocalLearner, "")
 	if err != nil || l.Name != LocalLearner || l.DisplayName != LocalLearner || l.ID == 0 {
 		t.Fatalf("%+v, %v", l, err)
@@ -363,10 +429,12 @@ func TestLearners(t *testing.T) {
 	}
 }
 
-func TestAttempts(t *testing.T) {
+func TestAttempts(t *testing.T) { forEachBackend(t, testAttempts) }
+
+func testAttempts(t *testing.T, be backend) {
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000)
-	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{Now: func() time.Time { now = now.Add(time.Second); return now }})
+	s, err := Open(ctx, be.location(t), Options{Now: func() time.Time { now = now.Add(time.Second); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,9 +584,11 @@ func equal(a, b []int64) bool {
 	return true
 }
 
-func TestStateTransitions(t *testing.T) {
+func TestStateTransitions(t *testing.T) { forEachBackend(t, testStateTransitions) }
+
+func testStateTransitions(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := openTest(t, b)
 	s.EnsureLearner(ctx, LocalLearner, "")
 	for _, tc := range []struct {
 		path []State
@@ -571,10 +641,12 @@ func TestStateTransitions(t *testing.T) {
 	}
 }
 
-func TestWebSessions(t *testing.T) {
+func TestWebSessions(t *testing.T) { forEachBackend(t, testWebSessions) }
+
+func testWebSessions(t *testing.T, be backend) {
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000)
-	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{Now: func() time.Time { return now }})
+	s, err := Open(ctx, be.location(t), Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,9 +685,11 @@ func TestWebSessions(t *testing.T) {
 
 // One cluster runs one attempt at a time, also when two processes start at
 // once: the database refuses the second.
-func TestOneRunningAttemptPerCluster(t *testing.T) {
+func TestOneRunningAttemptPerCluster(t *testing.T) { forEachBackend(t, testOneRunningAttemptPerCluster) }
+
+func testOneRunningAttemptPerCluster(t *testing.T, b backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := openTest(t, b)
 	s.EnsureLearner(ctx, LocalLearner, "")
 	a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
 	if err != nil {
@@ -637,9 +711,11 @@ func TestOneRunningAttemptPerCluster(t *testing.T) {
 
 // Databases of earlier versions could hold two running attempts on one
 // cluster; migrating keeps the newest running.
-func TestMigrateDuplicateRunning(t *testing.T) {
+func TestMigrateDuplicateRunning(t *testing.T) { forEachBackend(t, testMigrateDuplicateRunning) }
+
+func testMigrateDuplicateRunning(t *testing.T, b backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.location(t)
 	old, err := open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -653,7 +729,7 @@ func TestMigrateDuplicateRunning(t *testing.T) {
 		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, state) VALUES (2, 1, 'b', 'lab', 'embedded', 3000, 'running')`,
 		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, state) VALUES (3, 1, 'c', 'other', 'embedded', 3000, 'running')`,
 	} {
-		if _, err := old.db.Exec(stmt); err != nil {
+		if _, err := old.db.ExecContext(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
