@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -685,7 +686,9 @@ func testWebSessions(t *testing.T, be backend) {
 
 // One cluster runs one attempt at a time, also when two processes start at
 // once: the database refuses the second.
-func TestOneRunningAttemptPerCluster(t *testing.T) { forEachBackend(t, testOneRunningAttemptPerCluster) }
+func TestOneRunningAttemptPerCluster(t *testing.T) {
+	forEachBackend(t, testOneRunningAttemptPerCluster)
+}
 
 func testOneRunningAttemptPerCluster(t *testing.T, b backend) {
 	ctx := context.Background()
@@ -744,4 +747,131 @@ func testMigrateDuplicateRunning(t *testing.T, b backend) {
 			t.Errorf("attempt %d: %+v, %v; want %s", id, a, err, want)
 		}
 	}
+}
+
+// Processes starting attempts on one cluster at once: exactly one gets
+// it, the others are told who has it — also on PostgreSQL, where the
+// writes run at once (serializable, retried on conflicts).
+func TestConcurrentCreateAttempt(t *testing.T) { forEachBackend(t, testConcurrentCreateAttempt) }
+
+func testConcurrentCreateAttempt(t *testing.T, b backend) {
+	ctx := context.Background()
+	loc := b.location(t)
+	first := openTest2(t, loc)
+	if _, err := first.EnsureLearner(ctx, LocalLearner, ""); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	stores := []*Store{first}
+	for len(stores) < n {
+		stores = append(stores, openTest2(t, loc))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: fmt.Sprint("s", i), Cluster: "lab", Backend: "embedded"})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		var busy *BusyError
+		switch {
+		case err == nil:
+			won++
+		case !errors.As(err, &busy):
+			t.Errorf("a loser's error: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d attempts got the cluster: %v", won, errs)
+	}
+	if running, err := first.Attempts(ctx, AttemptFilter{States: []State{Running}}); err != nil || len(running) != 1 {
+		t.Errorf("running attempts %+v, %v", running, err)
+	}
+}
+
+func openTest2(t *testing.T, location string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), location, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// A PostgreSQL server that goes away for a moment: what svclab does then
+// fails with an error that says so, and works again once the server is
+// back, with nothing lost. A write begun during the outage is retried
+// until the server is back.
+func TestPostgresOutage(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	loc := srv.NewDatabase(t)
+	s, err := Open(ctx, loc, Options{RetryFor: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	patient, err := Open(ctx, loc, Options{RetryFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
+	s.EnsureLearner(ctx, LocalLearner, "")
+	before, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	impatient, _ := Open(ctx, loc, Options{RetryFor: -1})
+	if impatient != nil {
+		t.Fatal("opened a database whose server is down")
+	}
+	_, err = s.Attempt(ctx, before.ID)
+	var se *Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "cannot reach the PostgreSQL server") ||
+		!strings.Contains(err.Error(), "reading attempt") || !strings.Contains(err.Error(), sqldb.Display(loc)) || strings.Contains(err.Error(), srvPassword(loc)) {
+		t.Fatalf("reading while the server is down: %v", err)
+	}
+	t.Logf("the error while the server is down: %v", err)
+
+	// A write while the server is down waits for it.
+	done := make(chan error, 1)
+	go func() {
+		_, err := patient.RecordCheckRun(ctx, CheckRun{AttemptID: before.ID, Passed: true, Score: 1, MaxScore: 1}, Passed, "")
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("the write ended while the server was down: %v", err)
+	default:
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the write begun while the server was down: %v", err)
+	}
+	a, err := s.Attempt(ctx, before.ID)
+	if err != nil || a.State != Passed || a.CheckRuns != 1 || a.Learner != LocalLearner {
+		t.Fatalf("after the server is back: %+v, %v", a, err)
+	}
+	if runs, err := s.CheckRuns(ctx, before.ID); err != nil || len(runs) != 1 {
+		t.Errorf("check runs after the outage: %+v, %v", runs, err)
+	}
+}
+
+func srvPassword(loc string) string {
+	u, _ := url.Parse(loc)
+	pw, _ := u.User.Password()
+	return pw
 }

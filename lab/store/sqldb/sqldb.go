@@ -463,7 +463,7 @@ func Explain(err error) string {
 		return "the PostgreSQL server is shutting down or starting up"
 	}
 	if connectionLost(err) {
-		return "cannot reach the PostgreSQL server of --database-url (it is stopped, restarting or unreachable); svclab tries again once it is back"
+		return "cannot reach the PostgreSQL server of --database-url: it is stopped, restarting or unreachable; start it, or check the URL"
 	}
 	return ""
 }
