@@ -355,3 +355,28 @@ func (s *Server) NewDatabase(tb testing.TB) string {
 
 // Port is the TCP port the server listens on at 127.0.0.1.
 func (s *Server) Port() int { return s.port }
+
+// Backend is a database tests run on.
+type Backend struct {
+	Name string
+	// Location returns the location of a new, empty database: a SQLite
+	// file's path or a PostgreSQL URL.
+	Location func(t *testing.T) string
+}
+
+// SQLite is the backend of SQLite files named file in the test's
+// temporary directory.
+func SQLite(file string) Backend {
+	return Backend{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), file) }}
+}
+
+// Postgres is the backend of databases on the Shared server.
+var Postgres = Backend{"postgres", func(t *testing.T) string { return Shared(t).NewDatabase(t) }}
+
+// ForEachBackend runs test as the subtests "sqlite" (files named file)
+// and "postgres" (skipped, saying why, where no server can run).
+func ForEachBackend(t *testing.T, file string, test func(*testing.T, Backend)) {
+	for _, b := range []Backend{SQLite(file), Postgres} {
+		t.Run(b.Name, func(t *testing.T) { test(t, b) })
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/scenario"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
 var (
@@ -46,9 +48,9 @@ func (c *clock) Advance(d time.Duration) {
 
 func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)} }
 
-func openTestDB(t *testing.T, now func() time.Time) *DB {
+func openTestDB(t *testing.T, b pgtest.Backend, now func() time.Time) *DB {
 	t.Helper()
-	db, err := OpenDB(context.Background(), filepath.Join(t.TempDir(), DBFileName), now)
+	db, err := OpenDB(context.Background(), b.Location(t), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +158,12 @@ func newClass(t *testing.T, db *DB, spec Spec) Created {
 	return c
 }
 
-func TestCreateAndJoin(t *testing.T) {
+func TestCreateAndJoin(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testCreateAndJoin) }
+
+func testCreateAndJoin(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
 	clk := newClock()
-	db := openTestDB(t, clk.Now)
+	db := openTestDB(t, b, clk.Now)
 	cr := newClass(t, db, Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Seats: 2, CodeTTL: time.Hour})
 	if _, err := db.CreateClass(ctx, cr.Class.Spec); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("same name twice: %v", err)
@@ -221,9 +225,11 @@ func TestCreateAndJoin(t *testing.T) {
 	}
 }
 
-func TestInstructorToken(t *testing.T) {
+func TestInstructorToken(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testInstructorToken) }
+
+func testInstructorToken(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	db := openTestDB(t, nil)
+	db := openTestDB(t, b, nil)
 	cr := newClass(t, db, Spec{Name: "cka", Scenarios: []string{"selector-typo"}})
 	c, err := db.Class(ctx, cr.Class.ID)
 	if err != nil {
@@ -246,8 +252,12 @@ func TestInstructorToken(t *testing.T) {
 }
 
 func TestMigrationsAreIdempotentAndShareTheFile(t *testing.T) {
+	pgtest.ForEachBackend(t, DBFileName, testMigrationsAreIdempotentAndShareTheFile)
+}
+
+func testMigrationsAreIdempotentAndShareTheFile(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFileName)
+	path := b.Location(t)
 	db, err := OpenDB(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -282,9 +292,11 @@ func TestMigrationsAreIdempotentAndShareTheFile(t *testing.T) {
 	}
 }
 
-func TestLedger(t *testing.T) {
+func TestLedger(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testLedger) }
+
+func testLedger(t *testing.T, be pgtest.Backend) {
 	ctx := context.Background()
-	db := openTestDB(t, nil)
+	db := openTestDB(t, be, nil)
 	a := newClass(t, db, Spec{Name: "a", Scenarios: []string{"selector-typo"}})
 	b := newClass(t, db, Spec{Name: "b", Scenarios: []string{"selector-typo"}})
 	la, lb := db.Ledger(a.Class.ID), db.Ledger(b.Class.ID)
@@ -312,7 +324,7 @@ func TestTransient(t *testing.T) {
 	defer db.Close()
 	// Another process holds the write lock; a connection that does not
 	// wait gets SQLITE_BUSY, which is worth retrying.
-	holder, err := db.db.Conn(ctx)
+	holder, err := db.db.Raw().Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,10 @@ type Store struct {
 	opts Options
 }
 
+// EnvDatabaseURL is the environment variable that, like --database-url,
+// puts svclab's data in a PostgreSQL database.
+const EnvDatabaseURL = "SVCLAB_DATABASE_URL"
+
 // Location is where svclab's database is: databaseURL (a PostgreSQL URL,
 // from --database-url or SVCLAB_DATABASE_URL) when set, else svclab.db in
 // stateDir.

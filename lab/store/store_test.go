@@ -17,31 +17,19 @@ import (
 	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
-// backend is a kind of database the tests run on.
-type backend struct {
-	name string
-	// location returns the location of a new, empty database.
-	location func(t *testing.T) string
-}
-
-var (
-	sqliteBackend   = backend{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), FileName) }}
-	postgresBackend = backend{"postgres", func(t *testing.T) string { return pgtest.Shared(t).NewDatabase(t) }}
-)
-
 // forEachBackend runs test on SQLite and on PostgreSQL (a throwaway
 // server; skipped, saying why, where none can run).
-func forEachBackend(t *testing.T, test func(*testing.T, backend)) {
-	for _, b := range []backend{sqliteBackend, postgresBackend} {
-		t.Run(b.name, func(t *testing.T) { test(t, b) })
-	}
+func forEachBackend(t *testing.T, test func(*testing.T, pgtest.Backend)) {
+	pgtest.ForEachBackend(t, FileName, test)
 }
+
+var sqliteBackend = pgtest.SQLite(FileName)
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func openTest(t *testing.T, b backend) *Store {
+func openTest(t *testing.T, b pgtest.Backend) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), b.location(t), Options{})
+	s, err := Open(context.Background(), b.Location(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +130,12 @@ var seeds = map[int][]string{
 // database created at the current version.
 func TestMigrateFromEachVersion(t *testing.T) { forEachBackend(t, testMigrateFromEachVersion) }
 
-func testMigrateFromEachVersion(t *testing.T, b backend) {
+func testMigrateFromEachVersion(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
 	want := schema(t, openTest(t, b))
 	for from := 0; from < SchemaVersion(); from++ {
 		t.Run("from version "+string(rune('0'+from)), func(t *testing.T) {
-			path := b.location(t)
+			path := b.Location(t)
 			old, err := open(ctx, path, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -228,9 +216,9 @@ func TestMigrationsNumbered(t *testing.T) {
 // with none of its statements applied.
 func TestFailedMigrationRollsBack(t *testing.T) { forEachBackend(t, testFailedMigrationRollsBack) }
 
-func testFailedMigrationRollsBack(t *testing.T, b backend) {
+func testFailedMigrationRollsBack(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := b.location(t)
+	path := b.Location(t)
 	s, err := open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -255,9 +243,9 @@ func testFailedMigrationRollsBack(t *testing.T, b backend) {
 
 func TestNewerDatabaseRefused(t *testing.T) { forEachBackend(t, testNewerDatabaseRefused) }
 
-func testNewerDatabaseRefused(t *testing.T, b backend) {
+func testNewerDatabaseRefused(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := b.location(t)
+	path := b.Location(t)
 	s, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +262,7 @@ func testNewerDatabaseRefused(t *testing.T, b backend) {
 
 func TestNotADatabase(t *testing.T) {
 	b := sqliteBackend
-	path := b.location(t)
+	path := b.Location(t)
 	if err := os.WriteFile(path, []byte(strings.Repeat("not sqlite at all\n", 100)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -313,8 +301,8 @@ func TestNewFileIsPrivate(t *testing.T) {
 // succeed: the migrations run once.
 func TestConcurrentOpen(t *testing.T) { forEachBackend(t, testConcurrentOpen) }
 
-func testConcurrentOpen(t *testing.T, b backend) {
-	path := b.location(t)
+func testConcurrentOpen(t *testing.T, b pgtest.Backend) {
+	path := b.Location(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
 	for i := range errs {
@@ -368,7 +356,7 @@ func holdLock(t *testing.T, path string, d time.Duration) <-chan struct{} {
 func TestLockedDatabase(t *testing.T) {
 	b := sqliteBackend
 	ctx := context.Background()
-	path := b.location(t)
+	path := b.Location(t)
 	s, err := Open(ctx, path, Options{BusyTimeout: 20 * time.Millisecond, RetryFor: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +385,7 @@ func TestLockedDatabase(t *testing.T) {
 
 func TestLearners(t *testing.T) { forEachBackend(t, testLearners) }
 
-func testLearners(t *testing.T, b backend) {
+func testLearners(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
 	s := openTest(t, b)
 	l, err := s.EnsureLearner(ctx, LocalLearner, "")
@@ -432,10 +420,10 @@ func testLearners(t *testing.T, b backend) {
 
 func TestAttempts(t *testing.T) { forEachBackend(t, testAttempts) }
 
-func testAttempts(t *testing.T, be backend) {
+func testAttempts(t *testing.T, be pgtest.Backend) {
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000)
-	s, err := Open(ctx, be.location(t), Options{Now: func() time.Time { now = now.Add(time.Second); return now }})
+	s, err := Open(ctx, be.Location(t), Options{Now: func() time.Time { now = now.Add(time.Second); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +575,7 @@ func equal(a, b []int64) bool {
 
 func TestStateTransitions(t *testing.T) { forEachBackend(t, testStateTransitions) }
 
-func testStateTransitions(t *testing.T, b backend) {
+func testStateTransitions(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
 	s := openTest(t, b)
 	s.EnsureLearner(ctx, LocalLearner, "")
@@ -644,10 +632,10 @@ func testStateTransitions(t *testing.T, b backend) {
 
 func TestWebSessions(t *testing.T) { forEachBackend(t, testWebSessions) }
 
-func testWebSessions(t *testing.T, be backend) {
+func testWebSessions(t *testing.T, be pgtest.Backend) {
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000)
-	s, err := Open(ctx, be.location(t), Options{Now: func() time.Time { return now }})
+	s, err := Open(ctx, be.Location(t), Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,7 +678,7 @@ func TestOneRunningAttemptPerCluster(t *testing.T) {
 	forEachBackend(t, testOneRunningAttemptPerCluster)
 }
 
-func testOneRunningAttemptPerCluster(t *testing.T, b backend) {
+func testOneRunningAttemptPerCluster(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
 	s := openTest(t, b)
 	s.EnsureLearner(ctx, LocalLearner, "")
@@ -716,9 +704,9 @@ func testOneRunningAttemptPerCluster(t *testing.T, b backend) {
 // cluster; migrating keeps the newest running.
 func TestMigrateDuplicateRunning(t *testing.T) { forEachBackend(t, testMigrateDuplicateRunning) }
 
-func testMigrateDuplicateRunning(t *testing.T, b backend) {
+func testMigrateDuplicateRunning(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := b.location(t)
+	path := b.Location(t)
 	old, err := open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -754,9 +742,9 @@ func testMigrateDuplicateRunning(t *testing.T, b backend) {
 // writes run at once (serializable, retried on conflicts).
 func TestConcurrentCreateAttempt(t *testing.T) { forEachBackend(t, testConcurrentCreateAttempt) }
 
-func testConcurrentCreateAttempt(t *testing.T, b backend) {
+func testConcurrentCreateAttempt(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	loc := b.location(t)
+	loc := b.Location(t)
 	first := openTest2(t, loc)
 	if _, err := first.EnsureLearner(ctx, LocalLearner, ""); err != nil {
 		t.Fatal(err)
