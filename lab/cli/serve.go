@@ -27,7 +27,7 @@ func newServeCommand(o *options) *cobra.Command {
 				return err
 			}
 			log := o.logger()
-			st, err := store.Open(cmd.Context(), store.DefaultPath(o.stateDir), store.Options{Log: log})
+			st, err := store.Open(cmd.Context(), store.Location(o.stateDir, o.databaseURL), store.Options{Log: log})
 			if err != nil {
 				return err
 			}
