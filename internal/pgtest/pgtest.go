@@ -361,22 +361,29 @@ type Backend struct {
 	Name string
 	// Location returns the location of a new, empty database: a SQLite
 	// file's path or a PostgreSQL URL.
-	Location func(t *testing.T) string
+	Location func(tb testing.TB) string
 }
 
 // SQLite is the backend of SQLite files named file in the test's
 // temporary directory.
 func SQLite(file string) Backend {
-	return Backend{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), file) }}
+	return Backend{"sqlite", func(tb testing.TB) string { return filepath.Join(tb.TempDir(), file) }}
 }
 
 // Postgres is the backend of databases on the Shared server.
-var Postgres = Backend{"postgres", func(t *testing.T) string { return Shared(t).NewDatabase(t) }}
+var Postgres = Backend{"postgres", func(tb testing.TB) string { return Shared(tb).NewDatabase(tb) }}
 
 // ForEachBackend runs test as the subtests "sqlite" (files named file)
 // and "postgres" (skipped, saying why, where no server can run).
 func ForEachBackend(t *testing.T, file string, test func(*testing.T, Backend)) {
 	for _, b := range []Backend{SQLite(file), Postgres} {
 		t.Run(b.Name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// ForEachBackendB is ForEachBackend for benchmarks.
+func ForEachBackendB(b *testing.B, file string, bench func(*testing.B, Backend)) {
+	for _, be := range []Backend{SQLite(file), Postgres} {
+		b.Run(be.Name, func(b *testing.B) { bench(b, be) })
 	}
 }
