@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -345,4 +346,55 @@ func TestTransient(t *testing.T) {
 	if transient(errors.New("no such table")) || transient(ErrClassFull) {
 		t.Error("a permanent error is transient")
 	}
+}
+
+// A PostgreSQL server that restarts under a class: a learner joining
+// meanwhile waits and gets in once it is back; with no time to wait, the
+// error says the server is unreachable (and never shows the password).
+func TestPostgresRestart(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	loc := srv.NewDatabase(t)
+	db, err := OpenDB(ctx, loc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := newClass(t, db, Spec{Name: "cka", Scenarios: []string{"selector-typo"}})
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := db.Join(ctx, c.Class.JoinCode, "Ann")
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("joined while the server was down: %v", err)
+	default:
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("joining across the restart: %v", err)
+	}
+	if ls, err := db.Learners(ctx, c.Class.ID); err != nil || len(ls) != 1 || ls[0].Name != "Ann" {
+		t.Errorf("learners after the restart: %+v, %v", ls, err)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, err = db.Classes(short)
+	u, _ := url.Parse(loc)
+	pw, _ := u.User.Password()
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the PostgreSQL server") || !strings.Contains(err.Error(), "listing classes") || strings.Contains(err.Error(), pw) {
+		t.Fatalf("listing classes while the server is down: %v", err)
+	}
+	t.Logf("while the server is down: %v", err)
 }
