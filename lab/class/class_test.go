@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/svclab/svclab/lab/scenario"
 
 	"github.com/svclab/svclab/internal/pgtest"
+	"github.com/svclab/svclab/lab/store"
 )
 
 var (
@@ -397,4 +399,95 @@ func TestPostgresRestart(t *testing.T) {
 		t.Fatalf("listing classes while the server is down: %v", err)
 	}
 	t.Logf("while the server is down: %v", err)
+}
+
+// Processes opening a new database at once — svclab serve (lab/store)
+// and class commands (lab/class) — all succeed: each package's
+// migrations run once.
+func TestConcurrentOpen(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testConcurrentOpen) }
+
+func testConcurrentOpen(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	loc := b.Location(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				st, err := store.Open(ctx, loc, store.Options{})
+				if err == nil {
+					st.Close()
+				}
+				errs[i] = err
+				return
+			}
+			db, err := OpenDB(ctx, loc, nil)
+			if err == nil {
+				_, err = db.Classes(ctx)
+				db.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	db := openTestDBAt(t, loc)
+	var n int
+	if err := db.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM class_schema_migrations`).Scan(&n); err != nil || n != len(migrations) {
+		t.Errorf("class migrations recorded: %d, %v", n, err)
+	}
+}
+
+func openTestDBAt(t *testing.T, location string) *DB {
+	t.Helper()
+	db, err := OpenDB(context.Background(), location, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Learners joining at once through different processes never take more
+// seats than the class has (on PostgreSQL: the serializable transaction
+// that counts the seats and adds the learner is retried on a conflict).
+func TestConcurrentJoin(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testConcurrentJoin) }
+
+func testConcurrentJoin(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	loc := b.Location(t)
+	c := newClass(t, openTestDBAt(t, loc), Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Seats: 2})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, 8)
+	for i := range errs {
+		db := openTestDBAt(t, loc)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _, errs[i] = db.Join(ctx, c.Class.JoinCode, fmt.Sprint("learner ", i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	joined := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			joined++
+		case !errors.Is(err, ErrClassFull):
+			t.Errorf("join: %v", err)
+		}
+	}
+	ls, err := openTestDBAt(t, loc).Learners(ctx, c.Class.ID)
+	if joined != 2 || err != nil || len(ls) != 2 {
+		t.Errorf("%d joined, %d learners (%v); the class has 2 seats: %v", joined, len(ls), err, errs)
+	}
 }
