@@ -64,22 +64,11 @@ func (m AttemptManager) Reset(ctx context.Context, id int64, p cluster.Progress)
 	return fromAttempt(a), err
 }
 
-// Progress maps the learner's status per scenario to the catalog's marks:
-// passed once solved, else the latest attempt's state.
+// Progress is the learner's mark per scenario (see progressMarks).
 func (m AttemptManager) Progress(ctx context.Context, learner string) (map[string]string, error) {
 	st, err := m.M.Progress(ctx, learner)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
-	for id, s := range st {
-		switch {
-		case s.State == attempt.Solved:
-			out[id] = StatePassed
-		case s.State == attempt.NotStarted || s.Latest == nil:
-		default:
-			out[id] = s.Latest.State
-		}
-	}
-	return out, nil
+	return progressMarks(st), nil
 }

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -38,7 +40,9 @@ func TestBrowserSelectorTypo(t *testing.T) {
 	stateDir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p := embedded.New(stateDir, log)
-	const name = "uie2e"
+	// A name of its own per run: a run killed half-way (a CI timeout)
+	// must not leave a cluster the next run trips over.
+	name := fmt.Sprintf("ui%06x", rand.Uint32()&0xffffff)
 	t.Cleanup(func() {
 		if err := p.Delete(context.Background(), name); err != nil && !strings.Contains(err.Error(), "not found") {
 			t.Errorf("deleting cluster %s: %v", name, err)
@@ -63,36 +67,48 @@ func TestBrowserSelectorTypo(t *testing.T) {
 	defer func() { ts.Close(); cancel(); s.Wait() }()
 	sh := &shots{t: t, dir: artifactsDir(t)}
 
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+	// Every step has a deadline (starting the scenario creates a cluster,
+	// the rest is quick), so a page that never shows what a step waits for
+	// fails the test with a screenshot and the page's text instead of
+	// hanging until the package's timeout.
+	step := func(what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		start := time.Now()
-		if err := chromedp.Do(bctx, actions...); err != nil {
-			sh.take("failed-"+strings.ReplaceAll(what, " ", "-"))(bctx, chromedp.FromContext(bctx).Target)
-			t.Fatalf("%s: %v", what, err)
+		sctx, cancel := context.WithTimeout(bctx, timeout)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			dctx, dcancel := context.WithTimeout(bctx, 10*time.Second)
+			defer dcancel()
+			target := chromedp.FromContext(dctx).Target
+			sh.take("failed-"+strings.ReplaceAll(what, " ", "-"))(dctx, target)
+			page, _ := chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`)(dctx, target)
+			t.Fatalf("%s: %v\nthe page said:\n%s", what, err, page)
 		}
 		t.Logf("%s (%s)", what, time.Since(start).Round(100*time.Millisecond))
 	}
-	step("open the catalog",
+	const quick, slow = time.Minute, 5 * time.Minute
+	step("open the catalog", quick,
 		chromedp.Navigate(ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"]`)),
 		sh.take("catalog"))
-	step("open selector-typo and start it",
+	step("open selector-typo and start it", quick,
 		chromedp.Click(chromedp.CSS(`[data-scenario="selector-typo"] a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#start-form`)),
 		chromedp.Click(chromedp.CSS(`#start-form button`)),
 		waitText(`#steps`, "Creating"),
 		sh.take("cluster-starting"))
-	step("the scenario is set up and the panels show the broken state",
+	step("the scenario is set up and the panels show the broken state", slow,
+		notFailed(),
 		waitJS(`document.querySelector("#panels") !== null`),
 		waitText(`#panel-slices`, "No endpoints"),
 		waitText(`#panel-rules`, "rejected (no endpoints)"),
 		waitText(`#panel-probes .latest`, "refused"),
 		sh.take("broken"))
-	step("the control-plane terminal opens with kubectl",
+	step("the control-plane terminal opens with kubectl", quick,
 		waitText(`.term-pane:not([hidden]) .xterm-rows`, "control-plane"),
 		typeLine("kubectl -n shop get svc web -o jsonpath='{.spec.selector}'; echo"),
 		waitText(`.term-pane:not([hidden]) .xterm-rows`, `{"app":"wbe"}`))
-	step("type the fix; the EndpointSlice and rules panels change",
+	step("type the fix; the EndpointSlice and rules panels change", quick,
 		typeLine(`kubectl -n shop patch service web --type=merge -p '{"spec":{"selector":{"app":"web"}}}'`),
 		waitText(`.term-pane:not([hidden]) .xterm-rows`, "service/web patched"),
 		waitJS(`document.querySelectorAll('#panel-slices tr[data-endpoint]').length === 2`),
@@ -100,21 +116,42 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#panel-rules .chg-added`)),
 		waitText(`#panel-timeline`, "kubectl -n shop patch service web"),
 		sh.take("fixed"))
-	step("the probes succeed from every source",
+	step("the probes succeed from every source", quick,
 		waitJS(`(() => { const ps = [...document.querySelectorAll('#panel-probes .latest .probe')]; return ps.length >= 4 && ps.every(p => p.dataset.outcome === "success"); })()`),
 		chromedp.Click(chromedp.CSS(`#path-form button`)),
 		waitText(`#panel-path`, "DNAT"),
 		sh.take("traffic"))
-	step("Check my work passes and explains",
+	step("Check my work passes and explains", quick,
 		chromedp.Click(chromedp.CSS(`#check`)),
 		waitText(`#check-results`, "Every check passed"),
 		waitText(`#explanation`, "What broke."),
 		waitText(`#attempt-state`, "passed"),
 		sh.take("passed"))
-	step("the catalog marks it solved",
+	step("the catalog marks it solved", quick,
 		chromedp.Navigate(ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"][data-progress="passed"]`)),
 		sh.take("catalog-solved"))
+}
+
+// notFailed fails at once when the operation page reports the start
+// failed, instead of waiting for the scenario page that will not come.
+func notFailed() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for {
+			out, err := chromedp.Evaluate[string](`(() => { const o = document.querySelector("#outcome"); if (o && /Failed/.test(o.innerText)) return o.innerText; return document.querySelector("#panels") ? "ok" : ""; })()`)(ctx, t)
+			if err == nil && out == "ok" {
+				return nil
+			}
+			if err == nil && out != "" {
+				return fmt.Errorf("the scenario did not start: %s", out)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the scenario page: %w", ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
 }
 
 // typeLine types a command into the visible terminal tab and presses

@@ -41,7 +41,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
 	if base == nil {
 		base = context.Background()
 	}
-	op := s.ops.start(base, "Creating cluster "+name, "", func(ctx context.Context, op *Operation) error {
+	op := s.ops.start(base, "", "Creating cluster "+name, "", func(ctx context.Context, op *Operation) error {
 		_, err := s.Clusters.Create(ctx, cluster.CreateOptions{Name: name, Workers: nodes - 1, Progress: op})
 		if err != nil {
 			s.Log.Error("creating a cluster from the UI", "cluster", name, "err", err)
@@ -52,16 +52,23 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) operation(w http.ResponseWriter, r *http.Request) {
-	op, ok := s.ops.get(chi.URLParam(r, "id"))
+	op, ok := s.operationFor(w, r)
 	if !ok {
-		http.Error(w, "no such operation", http.StatusNotFound)
 		return
 	}
 	steps, done, errText := op.Snapshot()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := web.Operation(op.ID, op.Title, op.Next, viewSteps(steps), done, errText).Render(r.Context(), w); err != nil {
-		s.Log.Error("rendering", "err", err)
+	writeHTML(w, r, s, web.Operation(s.scopeOf(r).operationURL(op.ID)+"/events", op.Title, op.Next, viewSteps(steps), done, errText))
+}
+
+// operationFor finds the {id} operation of the request's scope: a class
+// learner's operations are theirs alone.
+func (s *Server) operationFor(w http.ResponseWriter, r *http.Request) (*Operation, bool) {
+	op, ok := s.ops.get(chi.URLParam(r, "id"))
+	if !ok || op.Owner != s.scopeOf(r).owner {
+		http.Error(w, "no such operation", http.StatusNotFound)
+		return nil, false
 	}
+	return op, true
 }
 
 func viewSteps(steps []Step) []web.Step {
@@ -86,9 +93,8 @@ var upgrader = websocket.Upgrader{
 // ones first, then each as it happens, ending with a "finished" or
 // "failed" event.
 func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
-	op, ok := s.ops.get(chi.URLParam(r, "id"))
+	op, ok := s.operationFor(w, r)
 	if !ok {
-		http.Error(w, "no such operation", http.StatusNotFound)
 		return
 	}
 	// Watch before the handshake completes, so every step published after

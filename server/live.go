@@ -37,7 +37,8 @@ func (s *Server) liveTarget(w http.ResponseWriter, r *http.Request) (*scenario.S
 	if !ok {
 		return nil, nil, nil, false
 	}
-	a, err := s.current(r.Context(), s.learner(r), sc.ID)
+	scope := s.scopeOf(r)
+	a, err := scope.current(r.Context(), sc.ID)
 	if err != nil {
 		if errors.Is(err, ErrNoAttempt) {
 			http.Error(w, "start the scenario first", http.StatusConflict)
@@ -46,7 +47,7 @@ func (s *Server) liveTarget(w http.ResponseWriter, r *http.Request) (*scenario.S
 		}
 		return nil, nil, nil, false
 	}
-	c, err := s.Clusters.Get(r.Context(), a.Cluster)
+	c, err := scope.clusters.Get(r.Context(), a.Cluster)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("cluster %s of this attempt is not there any more (%v): reset the scenario to set it up again", a.Cluster, err), http.StatusConflict)
 		return nil, nil, nil, false
@@ -199,6 +200,14 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 	closeWith := func(code int, msg string) {
 		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, trimReason(msg)), time.Now().Add(time.Second))
 	}
+	scope := s.scopeOf(r)
+	key := tapKey(c.Name(), node)
+	if scope.readOnly {
+		s.watchTerminal(ctx, conn, key, node)
+		return
+	}
+	publish, endTap := s.taps.session(key)
+	defer endTap()
 	opts := terminal.Options{}
 	if target.Role == cluster.RoleControlPlane && s.KubeBin != nil {
 		conn.SetWriteDeadline(time.Now().Add(writeTimeout))
@@ -232,6 +241,9 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			}
 			if typ == websocket.BinaryMessage {
 				rec.feed(msg)
+				if scope.activity != nil {
+					scope.activity()
+				}
 				if _, err := sh.Write(msg); err != nil {
 					return
 				}
@@ -253,6 +265,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		for {
 			n, err := sh.Read(buf)
 			if n > 0 {
+				publish(buf[:n])
 				conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 				if conn.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
 					return
@@ -265,6 +278,56 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	<-ctx.Done()
+}
+
+// watchTerminal shows the instructor what the learner's terminals on a
+// node show, read-only: what the learner types is echoed by their shell,
+// what the instructor types goes nowhere.
+func (s *Server) watchTerminal(ctx context.Context, conn *websocket.Conn, key, node string) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	recent, out, stop := s.taps.watch(key)
+	defer stop()
+	go func() {
+		defer cancel()
+		for {
+			if _, _, err := conn.ReadMessage(); err != nil {
+				return // input is ignored; a read error means the watcher left
+			}
+		}
+	}()
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if conn.WriteMessage(websocket.TextMessage, []byte("")) != nil {
+		return
+	}
+	banner := "\x1b[2m[watching " + node + " read-only]\x1b[0m\r\n"
+	if len(recent) == 0 {
+		banner = "\x1b[2m[watching " + node + " read-only: the learner has no terminal open here yet]\x1b[0m\r\n"
+	}
+	if writeBinary(conn, append([]byte(banner), recent...)) != nil {
+		return
+	}
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-out:
+			if writeBinary(conn, b) != nil {
+				return
+			}
+		case <-ping.C:
+			if conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)) != nil {
+				return
+			}
+		}
+	}
+}
+
+func writeBinary(conn *websocket.Conn, b []byte) error {
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return conn.WriteMessage(websocket.BinaryMessage, b)
 }
 
 // commandRecorder turns typed bytes into command lines for the timeline:

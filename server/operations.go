@@ -24,6 +24,9 @@ type Step struct {
 type Operation struct {
 	ID    string
 	Title string
+	// Owner is who may follow the operation ("" anybody on the local lab;
+	// a class learner's key for theirs).
+	Owner string
 	// Next is the page to go to once the operation succeeded ("": none).
 	Next string
 
@@ -145,11 +148,11 @@ type operations struct {
 
 // start runs work in the background under ctx (cancelled when the server
 // stops, so a create in progress rolls back).
-func (r *operations) start(ctx context.Context, title, next string, work func(ctx context.Context, op *Operation) error) *Operation {
+func (r *operations) start(ctx context.Context, owner, title, next string, work func(ctx context.Context, op *Operation) error) *Operation {
 	r.mu.Lock()
 	r.seq++
 	op := newOperation(fmt.Sprint(r.seq), title)
-	op.Next = next
+	op.Next, op.Owner = next, owner
 	if r.ops == nil {
 		r.ops = map[string]*Operation{}
 	}

@@ -36,25 +36,28 @@ func (s *Server) base() context.Context {
 	return context.Background()
 }
 
-// current is the learner's current attempt at a scenario (ErrNoAttempt
-// when there is none, or the server keeps no attempts).
-func (s *Server) current(ctx context.Context, learner, scenarioID string) (*Attempt, error) {
-	if s.Attempts == nil {
+// current is the scope's learner's current attempt at a scenario
+// (ErrNoAttempt when there is none, or the server keeps no attempts).
+func (sc *scope) current(ctx context.Context, scenarioID string) (*Attempt, error) {
+	if sc.attempts == nil {
 		return nil, ErrNoAttempt
 	}
-	return s.Attempts.Current(ctx, learner, scenarioID)
+	return sc.attempts.Current(ctx, sc.learner, scenarioID)
 }
 
 // scenarioFor finds the scenario of the {id} in the path, answering 404
-// when there is none.
+// when there is none (or it is not one of the class's).
 func (s *Server) scenarioFor(w http.ResponseWriter, r *http.Request) (*scenario.Scenario, bool) {
 	id := chi.URLParam(r, "id")
 	var sc *scenario.Scenario
 	if s.Catalog != nil {
 		sc = s.Catalog.Get(id)
 	}
+	if in := s.scopeOf(r).classScenarios; in != nil && !in[id] {
+		sc = nil
+	}
 	if sc == nil {
-		http.Error(w, fmt.Sprintf("no scenario %q: pick one from the catalog at /", id), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("no scenario %q here: pick one from the list", id), http.StatusNotFound)
 		return nil, false
 	}
 	return sc, true
@@ -120,13 +123,15 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	scope := s.scopeOf(r)
 	p := web.ScenarioPage{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes,
-		Task: sc.Task, HintCount: len(sc.Hints), DefaultCluster: s.defaultCluster()}
+		Task: sc.Task, HintCount: len(sc.Hints), DefaultCluster: s.defaultCluster(),
+		Base: scope.base, InClass: scope.classScenarios != nil, ReadOnly: scope.readOnly}
 	for _, c := range sc.Checks {
 		p.Checks = append(p.Checks, c.Description)
 	}
 	_, p.Clients = scenarioServices(sc)
-	a, err := s.current(r.Context(), s.learner(r), sc.ID)
+	a, err := scope.current(r.Context(), sc.ID)
 	switch {
 	case errors.Is(err, ErrNoAttempt):
 	case err != nil:
@@ -138,7 +143,7 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 			if a.State == StatePassed {
 				p.Explanation = sc.Explanation
 			}
-			c, err := s.Clusters.Get(r.Context(), a.Cluster)
+			c, err := scope.clusters.Get(r.Context(), a.Cluster)
 			if err != nil {
 				p.Error = fmt.Sprintf("The cluster %s of this attempt is not available (%v). Start over to set the scenario up again.", a.Cluster, err)
 			} else if nodes, err := c.Nodes(r.Context()); err != nil {
@@ -171,8 +176,13 @@ func (s *Server) startScenario(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if s.Attempts == nil {
+	scope := s.scopeOf(r)
+	if scope.attempts == nil {
 		http.Error(w, errNoAttempts.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if scope.readOnly {
+		http.Error(w, errReadOnly, http.StatusForbidden)
 		return
 	}
 	if err := r.ParseForm(); err != nil {
@@ -187,16 +197,18 @@ func (s *Server) startScenario(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	learner := s.learner(r)
-	op := s.ops.start(s.base(), "Starting "+sc.Title, "/scenarios/"+sc.ID, func(ctx context.Context, op *Operation) error {
-		_, err := s.Attempts.Start(ctx, learner, sc.ID, name, op)
+	op := s.ops.start(s.base(), scope.owner, "Starting "+sc.Title, scope.scenarioURL(sc.ID), func(ctx context.Context, op *Operation) error {
+		_, err := scope.attempts.Start(ctx, scope.learner, sc.ID, name, op)
 		if err != nil {
-			s.Log.Error("starting a scenario", "scenario", sc.ID, "cluster", name, "err", err)
+			s.Log.Error("starting a scenario", "scenario", sc.ID, "learner", scope.learner, "cluster", name, "err", err)
 		}
 		return err
 	})
-	http.Redirect(w, r, "/operations/"+op.ID, http.StatusSeeOther)
+	http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
 }
+
+// errReadOnly refuses the instructor's changes to a learner's lab.
+const errReadOnly = "you are watching this lab read-only: push a hint or a message to the learner instead"
 
 // currentAttempt finds the learner's running attempt at the {id} scenario.
 func (s *Server) currentAttempt(w http.ResponseWriter, r *http.Request) (*scenario.Scenario, *Attempt, bool) {
@@ -204,7 +216,12 @@ func (s *Server) currentAttempt(w http.ResponseWriter, r *http.Request) (*scenar
 	if !ok {
 		return nil, nil, false
 	}
-	a, err := s.current(r.Context(), s.learner(r), sc.ID)
+	scope := s.scopeOf(r)
+	if scope.readOnly {
+		jsonError(w, http.StatusForbidden, errReadOnly)
+		return nil, nil, false
+	}
+	a, err := scope.current(r.Context(), sc.ID)
 	if errors.Is(err, ErrNoAttempt) || (err == nil && a.State == StateAbandoned) {
 		jsonError(w, http.StatusConflict, "You have not started this scenario: start it first.")
 		return nil, nil, false
@@ -222,7 +239,8 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rep, err := s.Attempts.Check(r.Context(), a.ID)
+	scope := s.scopeOf(r)
+	rep, err := scope.attempts.Check(r.Context(), a.ID)
 	if err != nil {
 		jsonError(w, http.StatusInternalServerError, "The check could not run: "+err.Error())
 		return
@@ -244,7 +262,7 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	if rep.Passed {
 		state = StatePassed
 	}
-	if now, err := s.Attempts.Current(r.Context(), s.learner(r), sc.ID); err == nil {
+	if now, err := scope.current(r.Context(), sc.ID); err == nil {
 		state = now.State
 	}
 	out := map[string]any{"report": rep, "state": state}
@@ -263,7 +281,7 @@ func (s *Server) hintScenario(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	idx, text, err := s.Attempts.Hint(r.Context(), a.ID)
+	idx, text, err := s.scopeOf(r).attempts.Hint(r.Context(), a.ID)
 	if err != nil {
 		jsonError(w, http.StatusConflict, err.Error())
 		return
@@ -279,11 +297,12 @@ func (s *Server) resetScenario(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	op := s.ops.start(s.base(), "Starting "+sc.Title+" over", "/scenarios/"+sc.ID, func(ctx context.Context, op *Operation) error {
-		_, err := s.Attempts.Reset(ctx, a.ID, op)
+	scope := s.scopeOf(r)
+	op := s.ops.start(s.base(), scope.owner, "Starting "+sc.Title+" over", scope.scenarioURL(sc.ID), func(ctx context.Context, op *Operation) error {
+		_, err := scope.attempts.Reset(ctx, a.ID, op)
 		return err
 	})
-	http.Redirect(w, r, "/operations/"+op.ID, http.StatusSeeOther)
+	http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/svclab/svclab/lab/class"
+	"github.com/svclab/svclab/lab/class/ratelimit"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/views"
@@ -51,8 +54,20 @@ type Server struct {
 	// traffic panel probes from the nodes only).
 	PodExec func(c cluster.Cluster) (views.PodExecutor, error)
 
+	// Classes are the classrooms served (nil: no class routes; the local
+	// lab alone).
+	Classes *class.Hub
+	// ClassesOnly turns the local lab's pages off (the catalog, clusters,
+	// /scenarios): a server for classes must not let learners reach any
+	// cluster but their own.
+	ClassesOnly bool
+
 	ops  operations
 	labs labs
+	taps taps
+
+	limitOnce              sync.Once
+	joinLimit, checkLimitr *ratelimit.Limiter
 }
 
 // Wait waits for the operations started from the UI to end, and stops the
@@ -77,17 +92,18 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	r.Get("/", s.home)
-	r.Post("/clusters", s.createCluster)
-	r.Get("/operations/{id}", s.operation)
-	r.Get("/operations/{id}/events", s.operationEvents)
-	r.Get("/scenarios/{id}", s.scenarioPage)
-	r.Post("/scenarios/{id}/start", s.startScenario)
-	r.Post("/scenarios/{id}/check", s.checkScenario)
-	r.Post("/scenarios/{id}/hint", s.hintScenario)
-	r.Post("/scenarios/{id}/reset", s.resetScenario)
-	r.Get("/scenarios/{id}/views", s.viewsSocket)
-	r.Get("/scenarios/{id}/terminal", s.terminalSocket)
+	if s.ClassesOnly {
+		r.Get("/", s.joinPage)
+	} else {
+		r.Get("/", s.home)
+		r.Post("/clusters", s.createCluster)
+		r.Get("/operations/{id}", s.operation)
+		r.Get("/operations/{id}/events", s.operationEvents)
+		r.Route("/scenarios/{id}", s.scenarioRoutes)
+	}
+	if s.Classes != nil {
+		s.classRoutes(r)
+	}
 	static := http.FileServerFS(web.Assets())
 	r.Handle("/static/*", cacheFor(time.Hour, static))
 	r.Handle("/assets/*", cacheFor(time.Hour, http.StripPrefix("/assets/", http.FileServerFS(mustSub(web.Assets(), "assets/dist")))))

@@ -333,8 +333,9 @@ type Step struct {
 }
 
 // Operation follows a long operation (creating a cluster) step by step:
-// the steps so far are rendered, and later ones arrive over a websocket.
-func Operation(id, title, next string, steps []Step, done bool, errText string) templ.Component {
+// the steps so far are rendered, and later ones arrive over a websocket
+// from events.
+func Operation(events, title, next string, steps []Step, done bool, errText string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -370,20 +371,20 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 			var templ_7745c5c3_Var17 string
 			templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(title)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 82, Col: 13}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 83, Col: 13}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</h2><ol id=\"steps\" data-operation=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</h2><ol id=\"steps\" data-events=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var18 string
-			templ_7745c5c3_Var18, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id).Resolve(ctx)
+			templ_7745c5c3_Var18, templ_7745c5c3_Err = templruntime.NewAttributeExpression(events).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 83, Col: 36}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 84, Col: 37}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var18)
 			if templ_7745c5c3_Err != nil {
@@ -396,7 +397,7 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 			var templ_7745c5c3_Var19 string
 			templ_7745c5c3_Var19, templ_7745c5c3_Err = templruntime.NewAttributeExpression(boolAttr(done)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 83, Col: 65}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 84, Col: 66}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var19)
 			if templ_7745c5c3_Err != nil {
@@ -409,7 +410,7 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 			var templ_7745c5c3_Var20 string
 			templ_7745c5c3_Var20, templ_7745c5c3_Err = templruntime.NewAttributeExpression(next).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 83, Col: 84}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 84, Col: 85}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var20)
 			if templ_7745c5c3_Err != nil {
@@ -437,7 +438,7 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 				var templ_7745c5c3_Var21 string
 				templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(errText)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 90, Col: 48}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 91, Col: 48}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
 				if templ_7745c5c3_Err != nil {
@@ -455,7 +456,7 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 					var templ_7745c5c3_Var22 string
 					templ_7745c5c3_Var22, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(next)).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 92, Col: 34}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 93, Col: 34}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var22)
 					if templ_7745c5c3_Err != nil {
@@ -474,7 +475,7 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 				var templ_7745c5c3_Var23 string
 				templ_7745c5c3_Var23, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(next)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 95, Col: 74}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 96, Col: 74}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var23)
 				if templ_7745c5c3_Err != nil {
@@ -490,7 +491,7 @@ func Operation(id, title, next string, steps []Step, done bool, errText string) 
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "</p><script>\n\t\t\t(function () {\n\t\t\t\tvar list = document.getElementById(\"steps\");\n\t\t\t\tif (list.dataset.done === \"true\") {\n\t\t\t\t\t// Finished before the page loaded: go on if it succeeded.\n\t\t\t\t\tif (list.dataset.next && !document.querySelector(\"#outcome .state-broken\")) { location.assign(list.dataset.next); }\n\t\t\t\t\treturn;\n\t\t\t\t}\n\t\t\t\tvar outcome = document.getElementById(\"outcome\");\n\t\t\t\tvar proto = location.protocol === \"https:\" ? \"wss://\" : \"ws://\";\n\t\t\t\tvar ws = new WebSocket(proto + location.host + \"/operations/\" + list.dataset.operation + \"/events\");\n\t\t\t\tvar first = true;\n\t\t\t\tws.onmessage = function (ev) {\n\t\t\t\t\tvar s = JSON.parse(ev.data);\n\t\t\t\t\t// The socket replays every step from the start: rebuild.\n\t\t\t\t\tif (first) { list.innerHTML = \"\"; first = false; }\n\t\t\t\t\tif (s.state === \"finished\") {\n\t\t\t\t\t\tif (list.dataset.next) { location.assign(list.dataset.next); return; }\n\t\t\t\t\t\toutcome.innerHTML = '<span class=\"state-running\">Done.</span> <a href=\"/\">Back to the clusters</a>'; return;\n\t\t\t\t\t}\n\t\t\t\t\tif (s.state === \"failed\" && !s.name) {\n\t\t\t\t\t\toutcome.textContent = \"Failed: \" + s.error + \" \";\n\t\t\t\t\t\toutcome.className = \"state-broken\";\n\t\t\t\t\t\tif (list.dataset.next) { var back = document.createElement(\"a\"); back.href = list.dataset.next; back.textContent = \"Back\"; outcome.appendChild(back); }\n\t\t\t\t\t\treturn;\n\t\t\t\t\t}\n\t\t\t\t\tvar li = null;\n\t\t\t\t\tif (s.state === \"done\" || s.state === \"failed\") {\n\t\t\t\t\t\tfor (var i = list.children.length - 1; i >= 0; i--) {\n\t\t\t\t\t\t\tvar c = list.children[i];\n\t\t\t\t\t\t\tif (c.dataset.step === s.name && c.className === \"step-running\") { li = c; break; }\n\t\t\t\t\t\t}\n\t\t\t\t\t}\n\t\t\t\t\tif (!li) { li = document.createElement(\"li\"); list.appendChild(li); }\n\t\t\t\t\tli.dataset.step = s.name || \"\";\n\t\t\t\t\tli.className = \"step-\" + s.state;\n\t\t\t\t\tli.textContent = s.state === \"info\" ? s.detail : (s.name + (s.state === \"running\" ? \" …\" : s.state === \"failed\" ? \" ✗ \" + s.error : \" ✓ (\" + (s.took / 1e9).toFixed(1) + \"s)\"));\n\t\t\t\t};\n\t\t\t})();\n\t\t</script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "</p><script>\n\t\t\t(function () {\n\t\t\t\tvar list = document.getElementById(\"steps\");\n\t\t\t\tif (list.dataset.done === \"true\") {\n\t\t\t\t\t// Finished before the page loaded: go on if it succeeded.\n\t\t\t\t\tif (list.dataset.next && !document.querySelector(\"#outcome .state-broken\")) { location.assign(list.dataset.next); }\n\t\t\t\t\treturn;\n\t\t\t\t}\n\t\t\t\tvar outcome = document.getElementById(\"outcome\");\n\t\t\t\tvar proto = location.protocol === \"https:\" ? \"wss://\" : \"ws://\";\n\t\t\t\tvar ws = new WebSocket(proto + location.host + list.dataset.events);\n\t\t\t\tvar first = true;\n\t\t\t\tws.onmessage = function (ev) {\n\t\t\t\t\tvar s = JSON.parse(ev.data);\n\t\t\t\t\t// The socket replays every step from the start: rebuild.\n\t\t\t\t\tif (first) { list.innerHTML = \"\"; first = false; }\n\t\t\t\t\tif (s.state === \"finished\") {\n\t\t\t\t\t\tif (list.dataset.next) { location.assign(list.dataset.next); return; }\n\t\t\t\t\t\toutcome.innerHTML = '<span class=\"state-running\">Done.</span> <a href=\"/\">Back to the clusters</a>'; return;\n\t\t\t\t\t}\n\t\t\t\t\tif (s.state === \"failed\" && !s.name) {\n\t\t\t\t\t\toutcome.textContent = \"Failed: \" + s.error + \" \";\n\t\t\t\t\t\toutcome.className = \"state-broken\";\n\t\t\t\t\t\tif (list.dataset.next) { var back = document.createElement(\"a\"); back.href = list.dataset.next; back.textContent = \"Back\"; outcome.appendChild(back); }\n\t\t\t\t\t\treturn;\n\t\t\t\t\t}\n\t\t\t\t\tvar li = null;\n\t\t\t\t\tif (s.state === \"done\" || s.state === \"failed\") {\n\t\t\t\t\t\tfor (var i = list.children.length - 1; i >= 0; i--) {\n\t\t\t\t\t\t\tvar c = list.children[i];\n\t\t\t\t\t\t\tif (c.dataset.step === s.name && c.className === \"step-running\") { li = c; break; }\n\t\t\t\t\t\t}\n\t\t\t\t\t}\n\t\t\t\t\tif (!li) { li = document.createElement(\"li\"); list.appendChild(li); }\n\t\t\t\t\tli.dataset.step = s.name || \"\";\n\t\t\t\t\tli.className = \"step-\" + s.state;\n\t\t\t\t\tli.textContent = s.state === \"info\" ? s.detail : (s.name + (s.state === \"running\" ? \" …\" : s.state === \"failed\" ? \" ✗ \" + s.error : \" ✓ (\" + (s.took / 1e9).toFixed(1) + \"s)\"));\n\t\t\t\t};\n\t\t\t})();\n\t\t</script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -550,7 +551,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var27 string
 			templ_7745c5c3_Var27, templ_7745c5c3_Err = templruntime.NewAttributeExpression(s.Name).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 144, Col: 51}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 145, Col: 51}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var27)
 			if templ_7745c5c3_Err != nil {
@@ -578,7 +579,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var28 string
 			templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(s.Detail)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 146, Col: 13}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 147, Col: 13}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
 			if templ_7745c5c3_Err != nil {
@@ -588,7 +589,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var29 string
 			templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(s.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 148, Col: 11}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 149, Col: 11}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 			if templ_7745c5c3_Err != nil {
@@ -602,7 +603,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var30 string
 			templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(s.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 150, Col: 11}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 151, Col: 11}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 			if templ_7745c5c3_Err != nil {
@@ -615,7 +616,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var31 string
 			templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(s.Error)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 150, Col: 27}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 151, Col: 27}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var31))
 			if templ_7745c5c3_Err != nil {
@@ -625,7 +626,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var32 string
 			templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(s.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 152, Col: 11}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 153, Col: 11}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 			if templ_7745c5c3_Err != nil {
@@ -638,7 +639,7 @@ func stepItem(s Step) templ.Component {
 			var templ_7745c5c3_Var33 string
 			templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(s.Took)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 152, Col: 27}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layout.templ`, Line: 153, Col: 27}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 			if templ_7745c5c3_Err != nil {

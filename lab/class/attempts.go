@@ -142,3 +142,80 @@ func (cr *Classroom) finalGrade(ctx context.Context, learner, scenarioID string)
 	}
 	return cr.opts.Attempts.Evaluate(ctx, a.ID)
 }
+
+// Latest is learnerID's latest attempt at scenarioID in any state, for p
+// (nil when there is none): the learner's own, or any learner's for the
+// instructor.
+func (cr *Classroom) Latest(ctx context.Context, p Principal, learnerID, scenarioID string) (*attempt.Attempt, error) {
+	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {
+		return nil, err
+	}
+	if err := cr.inClass(scenarioID); err != nil {
+		return nil, err
+	}
+	m, err := cr.attempts()
+	if err != nil {
+		return nil, err
+	}
+	return m.Latest(ctx, learnerID, scenarioID)
+}
+
+// Attempt returns attempt id for p with access a, refusing attempts that
+// are not the learner's or not of this class's scenarios (ErrForbidden,
+// whether or not the attempt exists).
+func (cr *Classroom) Attempt(ctx context.Context, p Principal, id int64, a Access) (*attempt.Attempt, error) {
+	m, err := cr.attempts()
+	if err != nil {
+		return nil, err
+	}
+	at, err := m.Attempt(ctx, id)
+	if err != nil {
+		return nil, notYours
+	}
+	if err := Authorize(p, cr.Class.ID, at.Learner, a); err != nil {
+		return nil, err
+	}
+	if cr.inClass(at.ScenarioID) != nil {
+		return nil, notYours
+	}
+	return at, nil
+}
+
+// ResetScenario sets scenarioID up afresh on p's lab cluster as a new
+// attempt: the running one is abandoned first.
+func (cr *Classroom) ResetScenario(ctx context.Context, p Principal, scenarioID string, progress cluster.Progress) (*attempt.Attempt, error) {
+	m, a, err := cr.current(ctx, p, scenarioID)
+	if err != nil {
+		return nil, err
+	}
+	done := cluster.OrNop(progress).Start(fmt.Sprintf("Removing attempt %d from your lab", a.ID))
+	err = m.Abandon(ctx, a.ID)
+	done(err)
+	if err != nil {
+		// Starting again removes what the old attempt left anyway.
+		cr.opts.Log.Warn("reset: removing the old attempt failed", "attempt", a.ID, "err", err)
+	}
+	return cr.StartScenario(ctx, p, scenarioID, progress)
+}
+
+// Progress is learnerID's status per scenario of the class, for p.
+func (cr *Classroom) Progress(ctx context.Context, p Principal, learnerID string) (map[string]attempt.Status, error) {
+	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {
+		return nil, err
+	}
+	m, err := cr.attempts()
+	if err != nil {
+		return nil, err
+	}
+	all, err := m.Progress(ctx, learnerID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]attempt.Status{}
+	for _, id := range cr.Class.Scenarios {
+		if st, ok := all[id]; ok {
+			out[id] = st
+		}
+	}
+	return out, nil
+}

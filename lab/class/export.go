@@ -117,3 +117,8 @@ func csvTime(t time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// Results are the class's results, one row per learner and scenario.
+func (cr *Classroom) Results(ctx context.Context) ([]ResultRow, error) {
+	return cr.opts.DB.Results(ctx, cr.Class)
+}

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/attempt"
+	"github.com/svclab/svclab/lab/class"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
@@ -17,10 +20,19 @@ import (
 
 func newServeCommand(o *options) *cobra.Command {
 	var addr string
+	var classes bool
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the lab's web UI",
-		Args:  cobra.NoArgs,
+		Long: `Serve the lab's web UI.
+
+By default it serves the local lab: one learner, no sign-in, any cluster.
+With --classes it serves the open classes instead (see 'svclab class create'):
+learners join at /join with the class's code, the instructor's board is at
+/class/ID/board, and the local lab's pages are off, so that learners reach
+their own labs only. Stopping the server ends the classes' labs and deletes
+their clusters; the classes stay open for the next start.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := o.provider("")
 			if err != nil {
@@ -36,17 +48,44 @@ func newServeCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := server.Listen(addr)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(o.out, "svclab is serving on http://%s/ (Ctrl-C stops it)\n", l.Addr())
 			s := &server.Server{
 				Clusters: p, Log: log, Background: cmd.Context(),
 				Catalog: m.Catalog(), Attempts: server.AttemptManager{M: m}, Learner: store.LocalLearner,
 				KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 			}
+			if classes {
+				db, err := class.OpenDB(cmd.Context(), class.DefaultDBPath(o.stateDir), nil)
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				hub := class.NewHub(class.Options{DB: db, Provider: p, Catalog: m.Catalog(), Attempts: m, Store: st, Log: log})
+				defer func() {
+					// Every lab of every class ends with the server.
+					ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 5*time.Minute)
+					defer cancel()
+					if err := hub.Shutdown(ctx); err != nil {
+						log.Error("ending the classes' labs", "err", err)
+					}
+				}()
+				if err := hub.OpenAll(cmd.Context()); err != nil {
+					return err
+				}
+				rooms := hub.Classrooms()
+				if len(rooms) == 0 {
+					return errors.New("there is no open class to serve: create one with 'svclab class create --name NAME --scenarios IDS', or serve the local lab without --classes")
+				}
+				s.Classes, s.ClassesOnly = hub, true
+				for _, cr := range rooms {
+					fmt.Fprintf(o.out, "class %s: join code %s\n", cr.Class.Name, cr.Class.JoinCode)
+				}
+			}
+			l, err := server.Listen(addr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.out, "svclab is serving on http://%s/ (Ctrl-C stops it)\n", l.Addr())
 			err = server.Serve(cmd.Context(), l, s.Handler(), log)
 			// A cluster being created when the server stops rolls back.
 			s.Wait()
@@ -54,5 +93,6 @@ func newServeCommand(o *options) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+	c.Flags().BoolVar(&classes, "classes", false, "serve the open classes (join codes, the instructor's board) instead of the local lab")
 	return c
 }

@@ -212,6 +212,12 @@ func TestClusterLifecycle(t *testing.T) {
 		if !errors.Is(err, cluster.ErrExists) || !strings.Contains(err.Error(), "exists already") {
 			t.Fatalf("second create: %v", err)
 		}
+		// The same name from another state directory: its namespaces
+		// are in use.
+		_, err = newTestProvider(t).Create(ctx, cluster.CreateOptions{Name: name})
+		if !errors.Is(err, cluster.ErrExists) || !strings.Contains(err.Error(), "in use") {
+			t.Fatalf("create from another state directory: %v", err)
+		}
 		if got := kubectl(t, c, "get", "--raw", "/readyz"); got != "ok" {
 			t.Errorf("cluster hurt by the refused create: /readyz = %q", got)
 		}
@@ -386,10 +392,29 @@ func TestSupervisorCrashIsCleanedUp(t *testing.T) {
 	if err != nil || len(sums) != 1 || sums[0].State != "stopped" {
 		t.Errorf("list after crash: %v %+v", err, sums)
 	}
+	// The state directory is lost too (a test's temporary directory, a
+	// wiped disk): a new cluster of the same name, made from another
+	// state directory, takes over what the crashed one left behind.
+	q := newTestProvider(t)
+	cc2, err := q.Create(ctx, cluster.CreateOptions{Name: name, Workers: 1})
+	if err != nil {
+		t.Fatalf("creating %s over a crashed cluster's leftovers: %v", name, err)
+	}
+	st2, dir2 := cc2.(*Cluster).State(), cc2.(*Cluster).dir
+	if st2.Bridge != st.Bridge {
+		t.Logf("the new cluster has bridge %s (the crashed one had %s)", st2.Bridge, st.Bridge)
+	}
+	if err := q.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeaks(t, dir2, st2)
 	if err := p.Delete(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	assertNoLeaks(t, dir, st)
+	if out, _ := exec.Command("ip", "-o", "link", "show", st.Bridge).CombinedOutput(); !bytes.Contains(out, []byte("does not exist")) {
+		t.Errorf("bridge %s of the crashed cluster left behind: %s", st.Bridge, out)
+	}
 }
 
 func TestBadInput(t *testing.T) {

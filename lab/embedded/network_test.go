@@ -199,3 +199,28 @@ func TestComponents(t *testing.T) {
 	}
 	golden(t, "components.txt", b.String())
 }
+
+func TestCrashedClusterBridge(t *testing.T) {
+	hostLinks := "1706: svlbr2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT\n" +
+		"1714: svl1-0@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue master svlbr1 state UP mode DEFAULT\n" +
+		"1720: vethx@if3: <BROADCAST> mtu 1500 qdisc noqueue master docker0 state UP\n"
+	tests := []struct {
+		line   string
+		bridge string
+	}{
+		{"2: eth0@if1714: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP", "svlbr1"},
+		{"2: eth0@if1720: <BROADCAST> mtu 1500", ""}, // not an svclab bridge
+		{"2: eth0@if9999: <BROADCAST> mtu 1500", ""}, // peer gone
+		{"1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536", ""},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		got := ""
+		if idx, ok := peerIndex(tc.line); ok {
+			got = masterOf(hostLinks, idx)
+		}
+		if got != tc.bridge {
+			t.Errorf("%q: bridge %q, want %q", tc.line, got, tc.bridge)
+		}
+	}
+}

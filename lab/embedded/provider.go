@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -95,10 +96,14 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		}
 		return nil, fmt.Errorf("the state directory %s is not writable: %w (choose another with --state-dir or %s)", p.StateDir, err, EnvStateDir)
 	}
-	for _, name := range cluster.NodeNames(opts.Name, opts.Workers) {
-		if _, err := os.Stat(filepath.Join("/run/netns", netnsPrefix+name)); err == nil {
+	if left := p.leftoverNetns(opts.Name); len(left) > 0 {
+		reclaimed, rerr := p.reclaimCrashed(ctx, opts.Name, left)
+		if !reclaimed || rerr != nil {
 			os.Remove(dir)
-			return nil, fmt.Errorf("network namespace %s exists already (left by another svclab state directory, or a crash): run 'svclab cluster delete --all' or choose another --name: %w", netnsPrefix+name, cluster.ErrExists)
+			if rerr != nil {
+				return nil, fmt.Errorf("removing what a crashed cluster %q left behind: %w", opts.Name, rerr)
+			}
+			return nil, fmt.Errorf("network namespace %s exists already and is in use (a cluster of that name runs from another svclab state directory): delete it there, or choose another --name: %w", left[0], cluster.ErrExists)
 		}
 	}
 	var st *State
@@ -434,6 +439,65 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// reclaimCrashed removes what a crashed cluster called name left on the
+// host — Pods' containers still running in its network namespaces, the
+// namespaces, its bridge and its nft table — when no svclab process of a
+// cluster of that name (supervisor, control plane, node agents) runs any
+// more, in whichever state directory it was made. It reports false, and
+// touches nothing, while one still runs.
+func (p *Provider) reclaimCrashed(ctx context.Context, name string, netns []string) (bool, error) {
+	if len(markedProcesses(func(d string) bool { return filepath.Base(d) == name })) > 0 {
+		return false, nil
+	}
+	st := &State{Name: name}
+	hostLinks, _ := p.Runner.Run(ctx, nil, "ip", "-o", "link", "show")
+	for _, ns := range netns {
+		st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
+		if st.Bridge != "" {
+			continue
+		}
+		if out, err := p.Runner.Run(ctx, nil, "ip", "-n", ns, "-o", "link", "show", "eth0"); err == nil {
+			if idx, ok := peerIndex(string(out)); ok {
+				st.Bridge = masterOf(string(hostLinks), idx)
+			}
+		}
+	}
+	p.Log.Warn("removing what a crashed cluster left behind", "cluster", name, "netns", len(netns), "bridge", st.Bridge)
+	killAll(processesInNetns(netns), 5*time.Second)
+	return true, fabricDown(ctx, p.Runner, st)
+}
+
+var (
+	peerRef    = regexp.MustCompile(`^\d+: [^@:]+@if(\d+):`)
+	masterName = regexp.MustCompile(` master (\S+) `)
+)
+
+// peerIndex reads the host-side interface index of a veth from its line in
+// `ip -o link show` ("2: eth0@if1714: ...").
+func peerIndex(line string) (int, bool) {
+	m := peerRef.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
+}
+
+// masterOf finds, in `ip -o link show`, the bridge of the interface with
+// index idx, if it is an svclab bridge.
+func masterOf(links string, idx int) string {
+	prefix := strconv.Itoa(idx) + ": "
+	for _, l := range strings.Split(links, "\n") {
+		if !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		if m := masterName.FindStringSubmatch(l); m != nil && strings.HasPrefix(m[1], bridgePrefix) {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 // stopSupervisor asks the supervisor to stop its components and waits for it

@@ -85,6 +85,23 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	return false, wait
 }
 
+// Wait is how long until key's bucket has a token, without taking one (0:
+// it has one now).
+func (l *Limiter) Wait(key string) time.Duration {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		return 0
+	}
+	b.refill(now, l.limit)
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration(math.Ceil((1 - b.tokens) * float64(l.limit.Every)))
+}
+
 func (b *bucket) refill(now time.Time, l Limit) {
 	if el := now.Sub(b.last); el > 0 {
 		b.tokens = math.Min(float64(l.Burst), b.tokens+float64(el)/float64(l.Every))
@@ -119,6 +136,57 @@ func ClientIP(r *http.Request) string {
 	return host
 }
 
+func tooMany(w http.ResponseWriter, wait time.Duration, what string) {
+	secs := int(math.Ceil(wait.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	http.Error(w, fmt.Sprintf("Too many %s: try again in %d seconds.", what, secs), http.StatusTooManyRequests)
+}
+
+// FailuresMiddleware limits failed attempts only: a request whose answer
+// is 400 Bad Request or 401 Unauthorized (a wrong join code, a wrong
+// token) takes a token from its key's bucket, and a key with none left is
+// refused with 429 before it is tried. Attempts that succeed cost nothing,
+// so a classroom joining at once from one address is not held up, while
+// guessing codes is.
+func FailuresMiddleware(l *Limiter, key func(*http.Request) string, what string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k := key(r)
+			if k == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if wait := l.Wait(k); wait > 0 {
+				tooMany(w, wait, what)
+				return
+			}
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			if sw.status == http.StatusBadRequest || sw.status == http.StatusUnauthorized {
+				l.Allow(k)
+			}
+		})
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
 // Middleware refuses requests whose key (from key; "" is never limited)
 // has no token left with 429 Too Many Requests, a Retry-After header and
 // what reports what was refused ("join attempts", "checks").
@@ -128,9 +196,7 @@ func Middleware(l *Limiter, key func(*http.Request) string, what string) func(ht
 			k := key(r)
 			if k != "" {
 				if ok, wait := l.Allow(k); !ok {
-					secs := int(math.Ceil(wait.Seconds()))
-					w.Header().Set("Retry-After", strconv.Itoa(secs))
-					http.Error(w, fmt.Sprintf("Too many %s: try again in %d seconds.", what, secs), http.StatusTooManyRequests)
+					tooMany(w, wait, what)
 					return
 				}
 			}

@@ -90,3 +90,39 @@ func TestMiddleware(t *testing.T) {
 		t.Errorf("another address: %d", w.Code)
 	}
 }
+
+func TestFailuresMiddleware(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	l := New(Limit{Every: 10 * time.Second, Burst: 2}, clk.now)
+	h := FailuresMiddleware(l, ClientIP, "join attempts")(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("code") != "good" {
+			http.Error(w, "that join code is not valid", http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte("joined"))
+	}))
+	try := func(code string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/join?code="+code, nil)
+		req.RemoteAddr = "192.0.2.1:5000"
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, tc := range []struct {
+		advance time.Duration
+		code    string
+		want    int
+	}{
+		// Successes cost nothing: a classroom joins at once.
+		{0, "good", 200}, {0, "good", 200}, {0, "good", 200}, {0, "good", 200},
+		// Two failures use the burst; then even a good code waits.
+		{0, "bad", 400}, {0, "bad", 400}, {0, "bad", 429}, {0, "good", 429},
+		{10 * time.Second, "good", 200},
+		{0, "bad", 400}, {0, "bad", 429},
+	} {
+		clk.t = clk.t.Add(tc.advance)
+		if got := try(tc.code); got != tc.want {
+			t.Fatalf("after %+v: %d, want %d", tc, got, tc.want)
+		}
+	}
+}

@@ -183,8 +183,9 @@ async function post(url) {
 function initActions() {
   const box = $("#attempt");
   if (!box) return;
-  const base = "/scenarios/" + box.dataset.scenario;
+  const base = box.dataset.base;
   const check = $("#check"), hint = $("#hint"), results = $("#check-results");
+  if (!check) return; // read-only
   check.onclick = async () => {
     check.disabled = true;
     results.replaceChildren(h("p", { class: "muted" }, "Checking … (probes take a few seconds)"));

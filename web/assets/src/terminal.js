@@ -9,8 +9,8 @@ import "@xterm/xterm/css/xterm.css";
 
 const isMac = /Mac|iPhone|iPad/.test(navigator.platform);
 
-function openTab(container, url, status) {
-  const term = new Terminal({ cursorBlink: true, fontSize: 13, scrollback: 5000, convertEol: false,
+function openTab(container, url, status, readOnly) {
+  const term = new Terminal({ cursorBlink: !readOnly, disableStdin: readOnly, fontSize: 13, scrollback: 5000, convertEol: false,
     fontFamily: "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace" });
   const fit = new FitAddon();
   term.loadAddon(fit);
@@ -48,8 +48,10 @@ function openTab(container, url, status) {
     ev.preventDefault();
     try { term.paste(await navigator.clipboard.readText()); } catch (e) { /* permission denied */ }
   });
-  term.onData(send);
-  term.onBinary(send);
+  if (!readOnly) {
+    term.onData(send);
+    term.onBinary(send);
+  }
   ws.onopen = () => { status.textContent = ""; resize(); term.focus(); };
   ws.onmessage = (ev) => {
     if (typeof ev.data === "string") { status.textContent = ev.data; return; }
@@ -78,7 +80,7 @@ function init() {
       el.className = "term-pane";
       el.dataset.node = node;
       panes.appendChild(el);
-      open[node] = { el, t: openTab(el, proto + location.host + root.dataset.ws + "?node=" + encodeURIComponent(node), status) };
+      open[node] = { el, t: openTab(el, proto + location.host + root.dataset.ws + "?node=" + encodeURIComponent(node), status, root.dataset.readonly === "true") };
       window.svclabTerminals = window.svclabTerminals || {};
       window.svclabTerminals[node] = open[node].t;
     } else {

@@ -1,0 +1,587 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/svclab/svclab/lab/attempt"
+	"github.com/svclab/svclab/lab/class"
+	classlabs "github.com/svclab/svclab/lab/class/labs"
+	"github.com/svclab/svclab/lab/class/ratelimit"
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/web"
+)
+
+// The class routes: learners join with a code and a display name and get a
+// cookie holding their learner token; the instructor signs in with the
+// token "svclab class create" printed. Every route under /class/{class}/
+// works out who is asking (class.Authenticate) and what they may reach
+// (class.Authorize): a learner their own lab, the instructor every lab of
+// the class read-only, anybody else nothing.
+
+type classKey struct{}
+
+type classCtx struct {
+	room *class.Classroom
+	who  class.Principal
+}
+
+// cookieName is the class's cookie: one per class, sent only to its pages.
+func cookieName(classID string) string { return "svclab_class_" + classID }
+
+func (s *Server) classRoutes(r chi.Router) {
+	join := ratelimit.FailuresMiddleware(s.joinLimiter(), ratelimit.ClientIP, "failed attempts")
+	r.Get("/join", s.joinPage)
+	r.With(join).Post("/join", s.joinClass)
+	r.Route("/class/{class}", func(r chi.Router) {
+		r.Use(s.classroom)
+		r.Get("/", s.classPage)
+		r.Get("/instructor", s.instructorLogin)
+		r.With(join).Post("/instructor", s.instructorSignIn)
+		r.Post("/lab", s.startLab)
+		r.Get("/events", s.classEvents)
+		r.Get("/board", s.boardPage)
+		r.Post("/push", s.pushMessage)
+		r.Post("/learners/{learner}/extend", s.extendLab)
+		r.Post("/learners/{learner}/reset", s.resetLab)
+		r.Get("/results.{format}", s.classResults)
+		// The learner's own scenarios, on their lab.
+		r.Group(func(r chi.Router) {
+			r.Use(s.learnerScope)
+			r.Get("/operations/{id}", s.operation)
+			r.Get("/operations/{id}/events", s.operationEvents)
+			r.Route("/scenarios/{id}", s.scenarioRoutes)
+		})
+		// The instructor watching one learner, read-only.
+		r.Route("/learners/{learner}", func(r chi.Router) {
+			r.Use(s.watchScope)
+			r.Get("/scenarios/{id}", s.scenarioPage)
+			r.Get("/scenarios/{id}/views", s.viewsSocket)
+			r.Get("/scenarios/{id}/terminal", s.terminalSocket)
+		})
+	})
+}
+
+// scenarioRoutes are a scenario's page, actions and streams, in the
+// request's scope.
+func (s *Server) scenarioRoutes(r chi.Router) {
+	r.Get("/", s.scenarioPage)
+	r.Post("/start", s.startScenario)
+	r.With(s.checkLimit).Post("/check", s.checkScenario)
+	r.Post("/hint", s.hintScenario)
+	r.Post("/reset", s.resetScenario)
+	r.Get("/views", s.viewsSocket)
+	r.Get("/terminal", s.terminalSocket)
+}
+
+func (s *Server) joinLimiter() *ratelimit.Limiter {
+	s.limitOnce.Do(s.initLimits)
+	return s.joinLimit
+}
+
+func (s *Server) initLimits() {
+	s.joinLimit = ratelimit.New(ratelimit.Join, nil)
+	s.checkLimitr = ratelimit.New(ratelimit.Check, nil)
+}
+
+// checkLimit limits how often one class learner runs checks (the local
+// lab's one learner, whose scope has no owner, is not limited).
+func (s *Server) checkLimit(next http.Handler) http.Handler {
+	s.limitOnce.Do(s.initLimits)
+	return ratelimit.Middleware(s.checkLimitr, func(r *http.Request) string { return s.scopeOf(r).owner }, "checks")(next)
+}
+
+// classroom finds the {class} being served and who is asking.
+func (s *Server) classroom(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "class")
+		room, err := s.Classes.Classroom(id)
+		if err != nil {
+			http.Error(w, "There is no class "+id+" on this server right now: check the link with your instructor.", http.StatusNotFound)
+			return
+		}
+		who := class.Principal{Role: class.Anonymous}
+		if tok := classToken(r, id); tok != "" {
+			if who, err = room.Authenticate(r.Context(), tok); err != nil {
+				s.Log.Error("authenticating a class request", "class", id, "err", err)
+				http.Error(w, "Your sign-in could not be checked right now (the database did not answer): try again in a moment.", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), classKey{}, &classCtx{room: room, who: who})))
+	})
+}
+
+// classToken is the token of the request: the class's cookie, or an
+// "Authorization: Bearer" header (scripts, the load test).
+func classToken(r *http.Request, classID string) string {
+	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+		return strings.TrimSpace(strings.TrimPrefix(h, "Bearer "))
+	}
+	if c, err := r.Cookie(cookieName(classID)); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+func classOf(r *http.Request) *classCtx { return r.Context().Value(classKey{}).(*classCtx) }
+
+// refuse answers an authorization error for the person concerned.
+func refuse(w http.ResponseWriter, r *http.Request, err error) {
+	code := class.HTTPStatus(err)
+	if code == http.StatusOK {
+		code = http.StatusInternalServerError
+	}
+	if wantsJSON(r) {
+		jsonError(w, code, err.Error())
+		return
+	}
+	http.Error(w, err.Error(), code)
+}
+
+func wantsJSON(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.Contains(r.Header.Get("Accept"), "application/json")
+}
+
+// learnerScope lets the class's learners, and only them, work on their
+// own lab.
+func (s *Server) learnerScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cc := classOf(r)
+		if err := class.Authorize(cc.who, cc.room.Class.ID, cc.who.LearnerID, class.Write); err != nil {
+			refuse(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, withScope(r, s.classScope(cc, cc.who.LearnerID, false)))
+	})
+}
+
+// watchScope lets the class's instructor watch learner {learner}'s lab.
+func (s *Server) watchScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cc := classOf(r)
+		learner := chi.URLParam(r, "learner")
+		if err := class.AuthorizeInstructor(cc.who, cc.room.Class.ID); err != nil {
+			refuse(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, withScope(r, s.classScope(cc, learner, true)))
+	})
+}
+
+func (s *Server) classScope(cc *classCtx, learner string, readOnly bool) *scope {
+	id := cc.room.Class.ID
+	in := map[string]bool{}
+	for _, sc := range cc.room.Class.Scenarios {
+		in[sc] = true
+	}
+	access := class.Write
+	base := "/class/" + id
+	if readOnly {
+		access, base = class.Read, base+"/learners/"+learner
+	}
+	return &scope{
+		learner:        learner,
+		attempts:       classAttempts{room: cc.room, who: cc.who, learner: learner},
+		clusters:       labCluster{room: cc.room, who: cc.who, learner: learner, access: access},
+		base:           base,
+		owner:          "class/" + id + "/" + learner,
+		readOnly:       readOnly,
+		classScenarios: in,
+		activity:       func() { cc.room.Activity(cc.who) },
+	}
+}
+
+// labCluster is the one cluster a class scope reaches: the learner's lab.
+type labCluster struct {
+	room    *class.Classroom
+	who     class.Principal
+	learner string
+	access  class.Access
+}
+
+func (l labCluster) Get(_ context.Context, name string) (cluster.Cluster, error) {
+	c, err := l.room.Cluster(l.who, l.learner, l.access)
+	if err != nil {
+		return nil, err
+	}
+	if c.Name() != name {
+		return nil, fmt.Errorf("that attempt ran on an earlier lab (%s), which is gone: start the scenario again on your lab", name)
+	}
+	return c, nil
+}
+
+// classAttempts are a class learner's attempts, run on their lab and shown
+// on the board; every call is authorized for who.
+type classAttempts struct {
+	room    *class.Classroom
+	who     class.Principal
+	learner string
+}
+
+var _ Attempts = classAttempts{}
+
+func (c classAttempts) Start(ctx context.Context, _, scenarioID, _ string, p cluster.Progress) (*Attempt, error) {
+	if err := c.ensureLab(ctx, p); err != nil {
+		return nil, err
+	}
+	a, err := c.room.StartScenario(ctx, c.who, scenarioID, p)
+	return fromAttempt(a), err
+}
+
+// ensureLab asks for the learner's lab when they have none, and waits
+// (reporting the queue and the start) until it is ready.
+func (c classAttempts) ensureLab(ctx context.Context, p cluster.Progress) error {
+	l, err := c.room.StartLab(c.who)
+	if err != nil {
+		return err
+	}
+	if l.State == classlabs.Ready {
+		return nil
+	}
+	events := c.room.Labs.Subscribe(c.learner, 64)
+	defer events.Cancel()
+	done := cluster.OrNop(p).Start("Waiting for your lab")
+	for {
+		l, _ = c.room.Labs.Lab(c.learner)
+		switch l.State {
+		case classlabs.Ready:
+			done(nil)
+			return nil
+		case classlabs.Ended, classlabs.Failed:
+			err := fmt.Errorf("your lab could not start: %s", l.Reason)
+			done(err)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			done(ctx.Err())
+			return ctx.Err()
+		case e, ok := <-events.C:
+			if !ok {
+				done(classlabs.ErrClosed)
+				return classlabs.ErrClosed
+			}
+			if e.Message != "" {
+				cluster.OrNop(p).Infof("%s", e.Message)
+			}
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c classAttempts) Current(ctx context.Context, _, scenarioID string) (*Attempt, error) {
+	a, err := c.room.Latest(ctx, c.who, c.learner, scenarioID)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, ErrNoAttempt
+	}
+	return fromAttempt(a), nil
+}
+
+func (c classAttempts) attempt(ctx context.Context, id int64) (*attempt.Attempt, error) {
+	return c.room.Attempt(ctx, c.who, id, class.Write)
+}
+
+func (c classAttempts) Check(ctx context.Context, id int64) (*grade.Report, error) {
+	a, err := c.attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.room.Check(ctx, c.who, a.ScenarioID)
+}
+
+func (c classAttempts) Hint(ctx context.Context, id int64) (int, string, error) {
+	a, err := c.attempt(ctx, id)
+	if err != nil {
+		return 0, "", err
+	}
+	i, text, err := c.room.Hint(ctx, c.who, a.ScenarioID)
+	if errors.Is(err, attempt.ErrNoMoreHints) {
+		return 0, "", errors.New("you have seen every hint of this scenario")
+	}
+	return i, text, err
+}
+
+func (c classAttempts) Solve(ctx context.Context, id int64, out io.Writer) error {
+	a, err := c.attempt(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.room.Solve(ctx, c.who, a.ScenarioID, out)
+}
+
+func (c classAttempts) Reset(ctx context.Context, id int64, p cluster.Progress) (*Attempt, error) {
+	a, err := c.attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ensureLab(ctx, p); err != nil {
+		return nil, err
+	}
+	na, err := c.room.ResetScenario(ctx, c.who, a.ScenarioID, p)
+	return fromAttempt(na), err
+}
+
+func (c classAttempts) Progress(ctx context.Context, _ string) (map[string]string, error) {
+	st, err := c.room.Progress(ctx, c.who, c.learner)
+	if err != nil {
+		return nil, err
+	}
+	return progressMarks(st), nil
+}
+
+// joinPage asks for the join code and a display name.
+func (s *Server) joinPage(w http.ResponseWriter, r *http.Request) {
+	writeHTML(w, r, s, web.Join(r.URL.Query().Get("code"), "", ""))
+}
+
+// joinClass joins the learner to the class of the code and sets the
+// class's cookie.
+func (s *Server) joinClass(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the form could not be read: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	code, name := r.PostFormValue("code"), r.PostFormValue("name")
+	room, j, err := s.Classes.Join(r.Context(), code, name)
+	if err != nil {
+		status := http.StatusBadRequest
+		switch {
+		case errors.Is(err, class.ErrClassFull), errors.Is(err, class.ErrNameTaken):
+			status = http.StatusConflict
+		case errors.Is(err, class.ErrClassClosed), errors.Is(err, class.ErrCodeExpired):
+			status = http.StatusGone
+		case !isLearnerError(err):
+			s.Log.Error("joining a class", "err", err)
+			status = http.StatusServiceUnavailable
+			err = errors.New("joining did not work right now (the database did not answer): try again in a moment")
+		}
+		w.WriteHeader(status)
+		writeHTML(w, r, s, web.Join(code, name, err.Error()))
+		return
+	}
+	setClassCookie(w, r, room.Class.ID, j.Token)
+	s.Log.Info("a learner joined", "class", room.Class.ID, "learner", j.Learner.ID)
+	http.Redirect(w, r, "/class/"+room.Class.ID+"/", http.StatusSeeOther)
+}
+
+// isLearnerError: errors whose message is written for the learner.
+func isLearnerError(err error) bool {
+	for _, e := range []error{class.ErrBadCode, class.ErrCodeExpired, class.ErrClassClosed, class.ErrClassFull, class.ErrNameTaken} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return strings.Contains(err.Error(), "name") || strings.Contains(err.Error(), "not running on this server")
+}
+
+func setClassCookie(w http.ResponseWriter, r *http.Request, classID, token string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName(classID), Value: token, Path: "/class/" + classID + "/",
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
+		Expires: time.Now().Add(30 * 24 * time.Hour),
+	})
+}
+
+// classPage is the learner's page of the class: their lab, the class's
+// scenarios with their progress, and what the instructor pushed.
+func (s *Server) classPage(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	switch cc.who.Role {
+	case class.InstructorRole:
+		http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/board", http.StatusSeeOther)
+		return
+	case class.LearnerRole:
+	default:
+		writeHTML(w, r, s, web.Join(cc.room.Class.JoinCode, "", ""))
+		return
+	}
+	snap, err := cc.room.Snapshot(r.Context(), cc.who)
+	if err != nil {
+		refuse(w, r, err)
+		return
+	}
+	p := web.ClassPage{ClassID: cc.room.Class.ID, Name: cc.room.Class.Name, Exam: cc.room.Class.Exam, Board: boardView(snap, s)}
+	if len(p.Board.Rows) == 1 {
+		p.Me = p.Board.Rows[0]
+	}
+	writeHTML(w, r, s, web.Class(p))
+}
+
+// startLab asks for the learner's lab (queued when the class is at
+// capacity).
+func (s *Server) startLab(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	l, err := cc.room.StartLab(cc.who)
+	if err != nil {
+		if class.HTTPStatus(err) != http.StatusForbidden && class.HTTPStatus(err) != http.StatusUnauthorized {
+			jsonError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		refuse(w, r, err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, l)
+		return
+	}
+	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/", http.StatusSeeOther)
+}
+
+// instructorLogin asks for the instructor token.
+func (s *Server) instructorLogin(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if cc.who.Role == class.InstructorRole {
+		http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/board", http.StatusSeeOther)
+		return
+	}
+	writeHTML(w, r, s, web.InstructorLogin(cc.room.Class.ID, cc.room.Class.Name, ""))
+}
+
+// instructorSignIn checks the instructor token and sets the cookie.
+func (s *Server) instructorSignIn(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the form could not be read: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	who, err := cc.room.Authenticate(r.Context(), tok)
+	if err != nil || who.Role != class.InstructorRole {
+		w.WriteHeader(http.StatusUnauthorized)
+		writeHTML(w, r, s, web.InstructorLogin(cc.room.Class.ID, cc.room.Class.Name, "That is not this class's instructor token. It was printed once by 'svclab class create'."))
+		return
+	}
+	setClassCookie(w, r, cc.room.Class.ID, tok)
+	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/board", http.StatusSeeOther)
+}
+
+// boardPage is the instructor's live board.
+func (s *Server) boardPage(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if err := class.AuthorizeInstructor(cc.who, cc.room.Class.ID); err != nil {
+		if errors.Is(err, class.ErrUnauthenticated) {
+			http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/instructor", http.StatusSeeOther)
+			return
+		}
+		refuse(w, r, err)
+		return
+	}
+	snap, err := cc.room.Snapshot(r.Context(), cc.who)
+	if err != nil {
+		http.Error(w, "the board could not be read: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	writeHTML(w, r, s, web.Board(web.BoardPage{ClassID: cc.room.Class.ID, Name: cc.room.Class.Name, JoinCode: cc.room.Class.JoinCode, Board: boardView(snap, s)}))
+}
+
+// pushMessage sends a message or a hint to one learner or to everyone.
+func (s *Server) pushMessage(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if err := r.ParseForm(); err != nil {
+		jsonError(w, http.StatusBadRequest, "the form could not be read: "+err.Error())
+		return
+	}
+	kind := r.PostFormValue("kind")
+	if kind == "" {
+		kind = "message"
+	}
+	m, err := cc.room.Push(r.Context(), cc.who, r.PostFormValue("to"), kind, r.PostFormValue("scenario"), r.PostFormValue("body"))
+	if err != nil {
+		if st := class.HTTPStatus(err); st == http.StatusUnauthorized || errors.Is(err, class.ErrForbidden) {
+			refuse(w, r, err)
+			return
+		}
+		jsonError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// extendLab gives a learner's lab more time (instructor).
+func (s *Server) extendLab(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	d := 30 * time.Minute
+	if v := r.URL.Query().Get("minutes"); v != "" {
+		var n int
+		if _, err := fmt.Sscan(v, &n); err != nil || n < 1 || n > 24*60 {
+			jsonError(w, http.StatusBadRequest, fmt.Sprintf("minutes %q: give a number from 1 to 1440", v))
+			return
+		}
+		d = time.Duration(n) * time.Minute
+	}
+	l, err := cc.room.Extend(cc.who, chi.URLParam(r, "learner"), d)
+	s.labAnswer(w, r, l, err)
+}
+
+// resetLab gives a learner's lab a fresh cluster (instructor).
+func (s *Server) resetLab(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	l, err := cc.room.Reset(cc.who, chi.URLParam(r, "learner"))
+	s.labAnswer(w, r, l, err)
+}
+
+func (s *Server) labAnswer(w http.ResponseWriter, r *http.Request, l classlabs.Lab, err error) {
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, l)
+	case errors.Is(err, class.ErrForbidden), errors.Is(err, class.ErrUnauthenticated):
+		refuse(w, r, err)
+	case errors.Is(err, classlabs.ErrNoLab):
+		jsonError(w, http.StatusNotFound, "that learner has no lab")
+	default:
+		jsonError(w, http.StatusConflict, err.Error())
+	}
+}
+
+// classResults exports the class's results as CSV or JSON (instructor).
+func (s *Server) classResults(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if err := class.AuthorizeInstructor(cc.who, cc.room.Class.ID); err != nil {
+		refuse(w, r, err)
+		return
+	}
+	format := chi.URLParam(r, "format")
+	if format != "csv" && format != "json" {
+		http.Error(w, "results come as results.csv or results.json", http.StatusNotFound)
+		return
+	}
+	rows, err := cc.room.Results(r.Context())
+	if err != nil {
+		http.Error(w, "the results could not be read: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	ctype := map[string]string{"csv": "text/csv; charset=utf-8", "json": "application/json"}[format]
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", cc.room.Class.Name+"-results."+format))
+	if err := class.WriteResults(w, rows, format); err != nil {
+		s.Log.Error("writing class results", "err", err)
+	}
+}
+
+// progressMarks maps lab/attempt's status per scenario to the catalog's
+// marks: passed once solved, else the latest attempt's state.
+func progressMarks(st map[string]attempt.Status) map[string]string {
+	out := map[string]string{}
+	for id, s := range st {
+		switch {
+		case s.State == attempt.Solved:
+			out[id] = StatePassed
+		case s.State == attempt.NotStarted || s.Latest == nil:
+		default:
+			out[id] = s.Latest.State
+		}
+	}
+	return out
+}
