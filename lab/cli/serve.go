@@ -55,7 +55,7 @@ their clusters; the classes stay open for the next start.`,
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 			}
 			if classes {
-				db, err := class.OpenDB(cmd.Context(), class.DefaultDBPath(o.stateDir), nil)
+				db, err := class.OpenDB(cmd.Context(), store.Location(o.stateDir, o.databaseURL), nil)
 				if err != nil {
 					return err
 				}
