@@ -863,3 +863,32 @@ func srvPassword(loc string) string {
 	pw, _ := u.User.Password()
 	return pw
 }
+
+// A --database-url that PostgreSQL refuses fails at once, saying why and
+// without the password.
+func TestPostgresRefusedURL(t *testing.T) {
+	loc := pgtest.Postgres.Location(t)
+	u, _ := url.Parse(loc)
+	wrongPassword := *u
+	wrongPassword.User = url.UserPassword("postgres", "not-the-password")
+	noDatabase := *u
+	noDatabase.Path = "/no_such_database"
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"wrong password", wrongPassword.String(), "PostgreSQL refused the user or password of --database-url"},
+		{"no database", noDatabase.String(), "the database of --database-url does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := Open(context.Background(), tc.url, Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "not-the-password") || strings.Contains(err.Error(), srvPassword(loc)) {
+				t.Fatalf("err = %v", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v: retried an error that stays", d)
+			}
+			t.Log(err)
+		})
+	}
+}

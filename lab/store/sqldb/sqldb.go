@@ -390,8 +390,16 @@ func IsForeignKeyViolation(err error) bool {
 	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY || pgState(err) == "23503"
 }
 
-// connectionLost tells errors of a connection that failed or broke.
+// connectionLost tells errors of a connection that failed or broke. An
+// error the server answered with is one only when its SQLSTATE says so: a
+// refused password or a missing database also fail the connection, and
+// stay.
 func connectionLost(err error) bool {
+	if s := pgState(err); s != "" {
+		// 08: connection exceptions; 57P01-3: the server shuts down or
+		// starts.
+		return strings.HasPrefix(s, "08") || s == "57P01" || s == "57P02" || s == "57P03"
+	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	switch {
@@ -400,9 +408,7 @@ func connectionLost(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ENOENT):
 		return true
 	}
-	s := pgState(err)
-	// 08: connection exceptions; 57P01-3: the server shuts down or starts.
-	return strings.HasPrefix(s, "08") || s == "57P01" || s == "57P02" || s == "57P03"
+	return false
 }
 
 // Transient tells the errors worth retrying the whole transaction for:
@@ -425,6 +431,9 @@ func Transient(err error) bool {
 	switch pgState(err) {
 	case "40001", "40P01", "53300", "55P03":
 		return true
+	}
+	if pgState(err) != "" {
+		return connectionLost(err)
 	}
 	return connectionLost(err) || pgconn.SafeToRetry(err)
 }
