@@ -371,7 +371,10 @@ func SQLite(file string) Backend {
 }
 
 // Postgres is the backend of databases on the Shared server.
-var Postgres = Backend{"postgres", func(tb testing.TB) string { return Shared(tb).NewDatabase(tb) }}
+var Postgres = Backend{"postgres", func(tb testing.TB) string {
+	tb.Helper()
+	return Shared(tb).NewDatabase(tb)
+}}
 
 // ForEachBackend runs test as the subtests "sqlite" (files named file)
 // and "postgres" (skipped, saying why, where no server can run).
