@@ -23,6 +23,9 @@ import (
 type Env struct {
 	// StateDir is the state directory (the database is svclab.db in it).
 	StateDir func() string
+	// DatabaseURL, when set and not empty, is the PostgreSQL database
+	// (--database-url) to use instead of svclab.db in the state directory.
+	DatabaseURL func() string
 	// Provider is the cluster backend.
 	Provider func() (cluster.Provider, error)
 	Log      func() *slog.Logger
@@ -37,7 +40,11 @@ func AddCommands(parent *cobra.Command, env Env) {
 	var learner string
 	open := func(cmd *cobra.Command) (*Manager, func(), error) {
 		log := env.Log()
-		st, err := store.Open(cmd.Context(), store.DefaultPath(env.StateDir()), store.Options{Log: log})
+		databaseURL := ""
+		if env.DatabaseURL != nil {
+			databaseURL = env.DatabaseURL()
+		}
+		st, err := store.Open(cmd.Context(), store.Location(env.StateDir(), databaseURL), store.Options{Log: log})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/store"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
 // fakeRunner stands in for lab/session behind attempt.Manager: setting a
@@ -69,13 +71,15 @@ func (l *fakeLab) Abort(context.Context) error                    { return nil }
 
 // TestAttempts runs a learner's scenario through lab/attempt on their own
 // lab, with lab/store in the same database file as the class tables.
-func TestAttempts(t *testing.T) {
+func TestAttempts(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testAttempts) }
+
+func testAttempts(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
 	runner := &fakeRunner{}
 	var st *store.Store
-	r := openRoom(t, Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Capacity: 2, PoolSize: 1}, func(o *Options) {
+	r := openRoom(t, b, Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Capacity: 2, PoolSize: 1}, func(o *Options) {
 		var err error
-		st, err = store.Open(ctx, o.DB.path, store.Options{})
+		st, err = store.Open(ctx, o.DB.location, store.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,14 +4,18 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
-// BenchmarkBoardChecked records a check run on the board: the SQLite
-// write and the fan-out to 30 subscribers (the instructor's board and
-// learners' pages), some of which never read.
-func BenchmarkBoardChecked(b *testing.B) {
+// BenchmarkBoardChecked records a check run on the board: the database
+// write (SQLite or PostgreSQL) and the fan-out to 30 subscribers (the
+// instructor's board and learners' pages), some of which never read.
+func BenchmarkBoardChecked(b *testing.B) { pgtest.ForEachBackendB(b, DBFileName, benchBoardChecked) }
+
+func benchBoardChecked(b *testing.B, be pgtest.Backend) {
 	ctx := context.Background()
-	db, err := OpenDB(ctx, b.TempDir()+"/"+DBFileName, nil)
+	db, err := OpenDB(ctx, be.Location(b), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

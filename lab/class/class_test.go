@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +13,9 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/scenario"
+
+	"github.com/svclab/svclab/internal/pgtest"
+	"github.com/svclab/svclab/lab/store"
 )
 
 var (
@@ -46,9 +51,9 @@ func (c *clock) Advance(d time.Duration) {
 
 func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)} }
 
-func openTestDB(t *testing.T, now func() time.Time) *DB {
+func openTestDB(t *testing.T, b pgtest.Backend, now func() time.Time) *DB {
 	t.Helper()
-	db, err := OpenDB(context.Background(), filepath.Join(t.TempDir(), DBFileName), now)
+	db, err := OpenDB(context.Background(), b.Location(t), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +161,12 @@ func newClass(t *testing.T, db *DB, spec Spec) Created {
 	return c
 }
 
-func TestCreateAndJoin(t *testing.T) {
+func TestCreateAndJoin(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testCreateAndJoin) }
+
+func testCreateAndJoin(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
 	clk := newClock()
-	db := openTestDB(t, clk.Now)
+	db := openTestDB(t, b, clk.Now)
 	cr := newClass(t, db, Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Seats: 2, CodeTTL: time.Hour})
 	if _, err := db.CreateClass(ctx, cr.Class.Spec); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("same name twice: %v", err)
@@ -221,9 +228,11 @@ func TestCreateAndJoin(t *testing.T) {
 	}
 }
 
-func TestInstructorToken(t *testing.T) {
+func TestInstructorToken(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testInstructorToken) }
+
+func testInstructorToken(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	db := openTestDB(t, nil)
+	db := openTestDB(t, b, nil)
 	cr := newClass(t, db, Spec{Name: "cka", Scenarios: []string{"selector-typo"}})
 	c, err := db.Class(ctx, cr.Class.ID)
 	if err != nil {
@@ -246,8 +255,12 @@ func TestInstructorToken(t *testing.T) {
 }
 
 func TestMigrationsAreIdempotentAndShareTheFile(t *testing.T) {
+	pgtest.ForEachBackend(t, DBFileName, testMigrationsAreIdempotentAndShareTheFile)
+}
+
+func testMigrationsAreIdempotentAndShareTheFile(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), DBFileName)
+	path := b.Location(t)
 	db, err := OpenDB(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -282,9 +295,11 @@ func TestMigrationsAreIdempotentAndShareTheFile(t *testing.T) {
 	}
 }
 
-func TestLedger(t *testing.T) {
+func TestLedger(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testLedger) }
+
+func testLedger(t *testing.T, be pgtest.Backend) {
 	ctx := context.Background()
-	db := openTestDB(t, nil)
+	db := openTestDB(t, be, nil)
 	a := newClass(t, db, Spec{Name: "a", Scenarios: []string{"selector-typo"}})
 	b := newClass(t, db, Spec{Name: "b", Scenarios: []string{"selector-typo"}})
 	la, lb := db.Ledger(a.Class.ID), db.Ledger(b.Class.ID)
@@ -312,7 +327,7 @@ func TestTransient(t *testing.T) {
 	defer db.Close()
 	// Another process holds the write lock; a connection that does not
 	// wait gets SQLITE_BUSY, which is worth retrying.
-	holder, err := db.db.Conn(ctx)
+	holder, err := db.db.Raw().Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,5 +347,147 @@ func TestTransient(t *testing.T) {
 	holder.ExecContext(ctx, `ROLLBACK`)
 	if transient(errors.New("no such table")) || transient(ErrClassFull) {
 		t.Error("a permanent error is transient")
+	}
+}
+
+// A PostgreSQL server that restarts under a class: a learner joining
+// meanwhile waits and gets in once it is back; with no time to wait, the
+// error says the server is unreachable (and never shows the password).
+func TestPostgresRestart(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	loc := srv.NewDatabase(t)
+	db, err := OpenDB(ctx, loc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := newClass(t, db, Spec{Name: "cka", Scenarios: []string{"selector-typo"}})
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := db.Join(ctx, c.Class.JoinCode, "Ann")
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("joined while the server was down: %v", err)
+	default:
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("joining across the restart: %v", err)
+	}
+	if ls, err := db.Learners(ctx, c.Class.ID); err != nil || len(ls) != 1 || ls[0].Name != "Ann" {
+		t.Errorf("learners after the restart: %+v, %v", ls, err)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, err = db.Classes(short)
+	u, _ := url.Parse(loc)
+	pw, _ := u.User.Password()
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the PostgreSQL server") || !strings.Contains(err.Error(), "listing classes") || strings.Contains(err.Error(), pw) {
+		t.Fatalf("listing classes while the server is down: %v", err)
+	}
+	t.Logf("while the server is down: %v", err)
+}
+
+// Processes opening a new database at once — svclab serve (lab/store)
+// and class commands (lab/class) — all succeed: each package's
+// migrations run once.
+func TestConcurrentOpen(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testConcurrentOpen) }
+
+func testConcurrentOpen(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	loc := b.Location(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				st, err := store.Open(ctx, loc, store.Options{})
+				if err == nil {
+					st.Close()
+				}
+				errs[i] = err
+				return
+			}
+			db, err := OpenDB(ctx, loc, nil)
+			if err == nil {
+				_, err = db.Classes(ctx)
+				db.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	db := openTestDBAt(t, loc)
+	var n int
+	if err := db.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM class_schema_migrations`).Scan(&n); err != nil || n != len(migrations) {
+		t.Errorf("class migrations recorded: %d, %v", n, err)
+	}
+}
+
+func openTestDBAt(t *testing.T, location string) *DB {
+	t.Helper()
+	db, err := OpenDB(context.Background(), location, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Learners joining at once through different processes never take more
+// seats than the class has (on PostgreSQL: the serializable transaction
+// that counts the seats and adds the learner is retried on a conflict).
+func TestConcurrentJoin(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testConcurrentJoin) }
+
+func testConcurrentJoin(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	loc := b.Location(t)
+	c := newClass(t, openTestDBAt(t, loc), Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Seats: 2})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, 8)
+	for i := range errs {
+		db := openTestDBAt(t, loc)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _, errs[i] = db.Join(ctx, c.Class.JoinCode, fmt.Sprint("learner ", i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	joined := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			joined++
+		case !errors.Is(err, ErrClassFull):
+			t.Errorf("join: %v", err)
+		}
+	}
+	ls, err := openTestDBAt(t, loc).Learners(ctx, c.Class.ID)
+	if joined != 2 || err != nil || len(ls) != 2 {
+		t.Errorf("%d joined, %d learners (%v); the class has 2 seats: %v", joined, len(ls), err, errs)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/svclab/svclab/lab/class/internal/fakecluster"
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/grade"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
 type room struct {
@@ -23,11 +25,11 @@ type room struct {
 	annTok     string
 }
 
-func openRoom(t *testing.T, spec Spec, customize ...func(*Options)) *room {
+func openRoom(t *testing.T, b pgtest.Backend, spec Spec, customize ...func(*Options)) *room {
 	t.Helper()
 	ctx := context.Background()
 	clk := newClock()
-	db := openTestDB(t, clk.Now)
+	db := openTestDB(t, b, clk.Now)
 	created := newClass(t, db, spec)
 	p := fakecluster.NewProvider()
 	o := Options{
@@ -119,8 +121,10 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
-func TestAuthenticate(t *testing.T) {
-	r := openRoom(t, Spec{Name: "cka", Scenarios: []string{"selector-typo"}})
+func TestAuthenticate(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testAuthenticate) }
+
+func testAuthenticate(t *testing.T, b pgtest.Backend) {
+	r := openRoom(t, b, Spec{Name: "cka", Scenarios: []string{"selector-typo"}})
 	other := newClass(t, r.db, Spec{Name: "other", Scenarios: []string{"selector-typo"}})
 	j, _, err := r.db.Join(context.Background(), other.Class.JoinCode, "Eve")
 	if err != nil {
@@ -144,8 +148,12 @@ func TestAuthenticate(t *testing.T) {
 // TestLearnerScopedCalls runs every learner-scoped call of a Classroom as
 // the learner, another learner, the instructor and nobody.
 func TestLearnerScopedCalls(t *testing.T) {
+	pgtest.ForEachBackend(t, DBFileName, testLearnerScopedCalls)
+}
+
+func testLearnerScopedCalls(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	r := openRoom(t, Spec{Name: "cka", Exam: true, Scenarios: []string{"selector-typo"}, Capacity: 2, PoolSize: 1})
+	r := openRoom(t, b, Spec{Name: "cka", Exam: true, Scenarios: []string{"selector-typo"}, Capacity: 2, PoolSize: 1})
 	if _, err := r.StartLab(r.ann); err != nil {
 		t.Fatal(err)
 	}
@@ -237,9 +245,11 @@ func report(results ...bool) *grade.Report {
 	return rep
 }
 
-func TestBoard(t *testing.T) {
+func TestBoard(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testBoard) }
+
+func testBoard(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	r := openRoom(t, Spec{Name: "cka", Scenarios: []string{"selector-typo", "targetport-mismatch"}, Capacity: 2})
+	r := openRoom(t, b, Spec{Name: "cka", Scenarios: []string{"selector-typo", "targetport-mismatch"}, Capacity: 2})
 	all, _ := r.Subscribe(r.instructor, 100)
 	annS, _ := r.Subscribe(r.ann, 100)
 	bobS, _ := r.Subscribe(r.bob, 100)
@@ -374,8 +384,10 @@ func TestBoard(t *testing.T) {
 	}
 }
 
-func TestBoardShowsLabs(t *testing.T) {
-	r := openRoom(t, Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Capacity: 1, PoolSize: 0})
+func TestBoardShowsLabs(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testBoardShowsLabs) }
+
+func testBoardShowsLabs(t *testing.T, b pgtest.Backend) {
+	r := openRoom(t, b, Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Capacity: 1, PoolSize: 0})
 	bobS, _ := r.Subscribe(r.bob, 100)
 	r.StartLab(r.ann)
 	if l, err := r.StartLab(r.bob); err != nil || l.State != labs.Queued || l.Position != 1 {
@@ -398,9 +410,11 @@ func TestBoardShowsLabs(t *testing.T) {
 	}
 }
 
-func TestExam(t *testing.T) {
+func TestExam(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testExam) }
+
+func testExam(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	r := openRoom(t, Spec{Name: "exam", Exam: true, Scenarios: []string{"selector-typo", "targetport-mismatch"}, Weights: map[string]float64{"selector-typo": 30, "targetport-mismatch": 70}, TimeLimit: time.Hour})
+	r := openRoom(t, b, Spec{Name: "exam", Exam: true, Scenarios: []string{"selector-typo", "targetport-mismatch"}, Weights: map[string]float64{"selector-typo": 30, "targetport-mismatch": 70}, TimeLimit: time.Hour})
 	if _, err := r.Review(ctx, r.ann, r.ann.LearnerID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("review before the exam: %v", err)
 	}

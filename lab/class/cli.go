@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -19,16 +20,20 @@ import (
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/store"
 	"github.com/svclab/svclab/scenarios"
 )
 
 // cliEnv is what the class commands share.
 type cliEnv struct {
 	stateDir string
-	log      *slog.Logger
-	out      io.Writer
-	now      func() time.Time
-	provider func() cluster.Provider
+	// databaseURL is --database-url (or SVCLAB_DATABASE_URL): a
+	// PostgreSQL database instead of the SQLite file in stateDir.
+	databaseURL string
+	log         *slog.Logger
+	out         io.Writer
+	now         func() time.Time
+	provider    func() cluster.Provider
 }
 
 func envOf(cmd *cobra.Command) *cliEnv {
@@ -36,19 +41,23 @@ func envOf(cmd *cobra.Command) *cliEnv {
 	if f := cmd.Flag("state-dir"); f != nil && f.Value.String() != "" {
 		stateDir = f.Value.String()
 	}
+	databaseURL := os.Getenv(store.EnvDatabaseURL)
+	if f := cmd.Flag("database-url"); f != nil {
+		databaseURL = f.Value.String()
+	}
 	level := slog.LevelInfo
 	if f := cmd.Flag("log-level"); f != nil {
 		_ = level.UnmarshalText([]byte(f.Value.String()))
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	return &cliEnv{
-		stateDir: stateDir, log: log, out: cmd.OutOrStdout(), now: time.Now,
+		stateDir: stateDir, databaseURL: databaseURL, log: log, out: cmd.OutOrStdout(), now: time.Now,
 		provider: func() cluster.Provider { return embedded.New(stateDir, log) },
 	}
 }
 
 func (e *cliEnv) open(ctx context.Context) (*DB, error) {
-	return OpenDB(ctx, DefaultDBPath(e.stateDir), e.now)
+	return OpenDB(ctx, store.Location(e.stateDir, e.databaseURL), e.now)
 }
 
 // Catalog loads the scenarios built into svclab.

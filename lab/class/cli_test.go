@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/internal/pgtest"
+	"github.com/svclab/svclab/lab/store"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -61,11 +64,13 @@ func TestPrint(t *testing.T) {
 	golden(t, "show-exam-closed.txt", b.Bytes())
 }
 
-// svclab runs "svclab class ARGS" against stateDir.
-func svclab(t *testing.T, stateDir string, args ...string) (string, error) {
+// svclab runs "svclab class ARGS" against stateDir and databaseURL (the
+// database in stateDir when "").
+func svclab(t *testing.T, stateDir, databaseURL string, args ...string) (string, error) {
 	t.Helper()
 	root := &cobra.Command{Use: "svclab", SilenceErrors: true, SilenceUsage: true}
 	root.PersistentFlags().String("state-dir", stateDir, "")
+	root.PersistentFlags().String("database-url", databaseURL, "")
 	root.PersistentFlags().String("log-level", "error", "")
 	root.AddCommand(NewCommand())
 	var out bytes.Buffer
@@ -76,8 +81,13 @@ func svclab(t *testing.T, stateDir string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestCommands(t *testing.T) {
-	dir := t.TempDir()
+func TestCommands(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testCommands) }
+
+func testCommands(t *testing.T, b pgtest.Backend) {
+	dir, databaseURL := t.TempDir(), ""
+	if b.Name != "sqlite" {
+		databaseURL = b.Location(t)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string // in the output, or in the error
@@ -98,7 +108,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"close", "mock"}, `Class "mock" is closed.`, false},
 		{[]string{"show", "mock"}, "closed", false},
 	} {
-		out, err := svclab(t, dir, tc.args...)
+		out, err := svclab(t, dir, databaseURL, tc.args...)
 		got := out
 		if err != nil {
 			got += err.Error()
@@ -108,10 +118,10 @@ func TestCommands(t *testing.T) {
 		}
 	}
 	// The token printed once is the one that opens the class.
-	out, _ := svclab(t, dir, "create", "--name", "tok", "--scenarios", "selector-typo")
+	out, _ := svclab(t, dir, databaseURL, "create", "--name", "tok", "--scenarios", "selector-typo")
 	i := strings.Index(out, InstructorTokenPrefix)
 	token := strings.TrimSpace(out[i:])
-	db, err := OpenDB(context.Background(), DefaultDBPath(dir), nil)
+	db, err := OpenDB(context.Background(), store.Location(dir, databaseURL), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

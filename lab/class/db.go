@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"modernc.org/sqlite" // also the database/sql driver "sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
 // DBFileName is the database's name in the state directory: the same
@@ -85,56 +83,61 @@ var migrations = []migration{
 	}},
 }
 
-// DB holds classes in SQLite.
+// DB holds classes in svclab's database (SQLite or PostgreSQL, through
+// lab/store/sqldb).
 type DB struct {
-	db   *sql.DB
-	path string
-	now  func() time.Time
+	db *sqldb.DB
+	// location is what OpenDB opened; path is how it is shown (a URL
+	// without its password).
+	location, path string
+	now            func() time.Time
 }
 
-// OpenDB opens (creating when missing) the database at path and brings
-// the class tables up to date. now is the clock (time.Now when nil).
-func OpenDB(ctx context.Context, path string, now func() time.Time) (*DB, error) {
+// OpenDB opens the database at location — a PostgreSQL URL
+// (postgres://...) or a SQLite file, created when missing; see
+// store.Location — and brings the class tables up to date. now is the
+// clock (time.Now when nil).
+func OpenDB(ctx context.Context, location string, now func() time.Time) (*DB, error) {
 	if now == nil {
 		now = time.Now
 	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("the database path %q contains ? or #; choose a --state-dir without them", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the directory of the database %s: %w (choose another with --state-dir)", path, err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	sdb, err := sql.Open("sqlite", path+"?"+q.Encode())
+	sdb, err := sqldb.Open(location, sqldb.Options{BusyTimeout: 10 * time.Second})
 	if err != nil {
-		return nil, fmt.Errorf("opening the database %s: %w", path, err)
+		return nil, err
 	}
-	sdb.SetMaxOpenConns(4)
-	d := &DB{db: sdb, path: path, now: now}
+	d := &DB{db: sdb, location: location, path: sdb.Display(), now: now}
+	if err := d.retry(ctx, func() error { return sdb.Ping(ctx) }); err != nil {
+		sdb.Close()
+		return nil, d.fail("opening the database", err)
+	}
 	if err := d.migrate(ctx); err != nil {
 		sdb.Close()
 		return nil, err
 	}
-	_ = os.Chmod(path, 0o600) // it holds token hashes
+	if sdb.Dialect() == sqldb.SQLite {
+		_ = os.Chmod(d.path, 0o600) // it holds token hashes
+	}
 	return d, nil
 }
 
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
 
+// migrate applies the migrations, each in a transaction holding the
+// database's migration lock (sqldb.Migrate), so that processes opening
+// the database at once apply each once.
 func (d *DB) migrate(ctx context.Context) error {
-	if _, err := d.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS class_schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+	err := d.txOf(ctx, sqldb.Migrate, func(tx *sqldb.Tx) error {
+		_, err := tx.ExecContext(ctx, d.db.Schema(`CREATE TABLE IF NOT EXISTS class_schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`))
+		return err
+	})
+	if err != nil {
 		return d.fail("preparing the class tables", err)
 	}
 	known := migrations[len(migrations)-1].Version
 	for _, m := range migrations {
-		err := d.tx(ctx, func(tx *sql.Tx) error {
+		err := d.txOf(ctx, sqldb.Migrate, func(tx *sqldb.Tx) error {
 			var have int
 			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM class_schema_migrations`).Scan(&have); err != nil {
 				return err
@@ -146,7 +149,7 @@ func (d *DB) migrate(ctx context.Context) error {
 				return nil
 			}
 			for _, stmt := range m.SQL {
-				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				if _, err := tx.ExecContext(ctx, d.db.Schema(stmt)); err != nil {
 					return err
 				}
 			}
@@ -161,25 +164,26 @@ func (d *DB) migrate(ctx context.Context) error {
 }
 
 func (d *DB) fail(op string, err error) error {
+	if why := sqldb.Explain(err); why != "" {
+		return fmt.Errorf("database %s: %s: %s: %w", d.path, op, why, err)
+	}
 	return fmt.Errorf("database %s: %s: %w", d.path, op, err)
 }
 
-// tx runs fn in a transaction, and again (as a failed transaction
+// tx runs fn in a write transaction, and again (as a failed transaction
 // changed nothing) while the database is locked by another process for
-// longer than the busy timeout or briefly unreachable.
-func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return d.retry(ctx, func() error {
-		tx, err := d.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
-	})
+// longer than the busy timeout, briefly unreachable, or (PostgreSQL) the
+// transaction conflicted with another.
+func (d *DB) tx(ctx context.Context, fn func(*sqldb.Tx) error) error {
+	return d.txOf(ctx, sqldb.Write, fn)
 }
+
+func (d *DB) txOf(ctx context.Context, kind sqldb.TxKind, fn func(*sqldb.Tx) error) error {
+	return d.retry(ctx, func() error { return d.db.InTx(ctx, kind, fn) })
+}
+
+// read runs fn (queries only), retried like tx.
+func (d *DB) read(ctx context.Context, fn func() error) error { return d.retry(ctx, fn) }
 
 // exec runs one statement, retried like tx.
 func (d *DB) exec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
@@ -199,7 +203,7 @@ func (d *DB) retry(ctx context.Context, fn func() error) error {
 	delay := 50 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || !transient(err) || time.Since(start) > RetryFor {
+		if err == nil || !transient(err) || time.Since(start) > RetryFor || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -211,18 +215,9 @@ func (d *DB) retry(ctx context.Context, fn func() error) error {
 	}
 }
 
-// transient tells the errors worth retrying: locked, or I/O.
-func transient(err error) bool {
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL:
-		return true
-	}
-	return false
-}
+// transient tells the errors worth retrying (sqldb.Transient): locked,
+// I/O, the server unreachable, a serialization failure.
+func transient(err error) bool { return sqldb.Transient(err) }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -255,7 +250,7 @@ func (d *DB) CreateClass(ctx context.Context, spec Spec) (Created, error) {
 	c := &Class{ID: newID(6), Spec: spec, CreatedAt: now, CodeExpiresAt: now.Add(spec.CodeTTL), tokenHash: hashToken(token)}
 	for range 5 { // a join code that collides is drawn again
 		c.JoinCode = newJoinCode()
-		err = d.tx(ctx, func(tx *sql.Tx) error {
+		err = d.tx(ctx, func(tx *sqldb.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM classes WHERE name = ?`, spec.Name).Scan(&n); err != nil {
 				return err
@@ -267,7 +262,7 @@ func (d *DB) CreateClass(ctx context.Context, spec Spec) (Created, error) {
 				c.ID, spec.Name, string(specJSON), c.JoinCode, ms(c.CodeExpiresAt), c.tokenHash, ms(now))
 			return err
 		})
-		if err == nil || !strings.Contains(err.Error(), "UNIQUE") {
+		if err == nil || !sqldb.IsUniqueViolation(err) {
 			break
 		}
 	}
@@ -301,7 +296,11 @@ func scanClass(r interface{ Scan(...any) error }) (*Class, error) {
 
 // Class returns the class with id or name ref.
 func (d *DB) Class(ctx context.Context, ref string) (*Class, error) {
-	c, err := scanClass(d.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE id = ? OR name = ?`, ref, ref))
+	var c *Class
+	err := d.read(ctx, func() (err error) {
+		c, err = scanClass(d.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE id = ? OR name = ?`, ref, ref))
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("no class %q (svclab class list): %w", ref, ErrNotFound)
 	}
@@ -313,20 +312,27 @@ func (d *DB) Class(ctx context.Context, ref string) (*Class, error) {
 
 // Classes lists every class, newest first.
 func (d *DB) Classes(ctx context.Context) ([]*Class, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT `+classColumns+` FROM classes ORDER BY created_at DESC, id`)
+	var out []*Class
+	err := d.read(ctx, func() error {
+		out = nil
+		rows, err := d.db.QueryContext(ctx, `SELECT `+classColumns+` FROM classes ORDER BY created_at DESC, id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			c, err := scanClass(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, d.fail("listing classes", err)
 	}
-	defer rows.Close()
-	var out []*Class
-	for rows.Next() {
-		c, err := scanClass(rows)
-		if err != nil {
-			return nil, d.fail("listing classes", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // CloseClass marks the class closed: nobody can join any more.
@@ -358,7 +364,11 @@ func (d *DB) join(ctx context.Context, code, name string, accept func(*Class) er
 		return JoinedLearner{}, nil, err
 	}
 	code = NormalizeCode(code)
-	c, err := scanClass(d.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE join_code = ?`, code))
+	var c *Class
+	err = d.read(ctx, func() (err error) {
+		c, err = scanClass(d.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE join_code = ?`, code))
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return JoinedLearner{}, nil, ErrBadCode
 	}
@@ -379,7 +389,7 @@ func (d *DB) join(ctx context.Context, code, name string, accept func(*Class) er
 	}
 	token := newToken(LearnerTokenPrefix)
 	l := Learner{ID: newID(12), ClassID: c.ID, Name: name, JoinedAt: now}
-	err = d.tx(ctx, func(tx *sql.Tx) error {
+	err = d.tx(ctx, func(tx *sqldb.Tx) error {
 		var seats, taken int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM class_learners WHERE class_id = ?`, c.ID).Scan(&seats); err != nil {
 			return err
@@ -414,7 +424,9 @@ func (d *DB) LearnerByToken(ctx context.Context, token string) (Learner, error) 
 	// The lookup is by hash: its timing says nothing about the token.
 	var l Learner
 	var joined int64
-	err := d.db.QueryRowContext(ctx, `SELECT id, class_id, name, joined_at FROM class_learners WHERE token_hash = ?`, hashToken(token)).Scan(&l.ID, &l.ClassID, &l.Name, &joined)
+	err := d.read(ctx, func() error {
+		return d.db.QueryRowContext(ctx, `SELECT id, class_id, name, joined_at FROM class_learners WHERE token_hash = ?`, hashToken(token)).Scan(&l.ID, &l.ClassID, &l.Name, &joined)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return Learner{}, ErrNotFound
 	}
@@ -427,22 +439,29 @@ func (d *DB) LearnerByToken(ctx context.Context, token string) (Learner, error) 
 
 // Learners lists a class's learners in the order they joined.
 func (d *DB) Learners(ctx context.Context, classID string) ([]Learner, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT id, class_id, name, joined_at FROM class_learners WHERE class_id = ? ORDER BY joined_at, name`, classID)
+	var out []Learner
+	err := d.read(ctx, func() error {
+		out = nil
+		rows, err := d.db.QueryContext(ctx, `SELECT id, class_id, name, joined_at FROM class_learners WHERE class_id = ? ORDER BY joined_at, name`, classID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l Learner
+			var joined int64
+			if err := rows.Scan(&l.ID, &l.ClassID, &l.Name, &joined); err != nil {
+				return err
+			}
+			l.JoinedAt = time.UnixMilli(joined).UTC()
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, d.fail("listing learners", err)
 	}
-	defer rows.Close()
-	var out []Learner
-	for rows.Next() {
-		var l Learner
-		var joined int64
-		if err := rows.Scan(&l.ID, &l.ClassID, &l.Name, &joined); err != nil {
-			return nil, d.fail("listing learners", err)
-		}
-		l.JoinedAt = time.UnixMilli(joined).UTC()
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Ledger is the labs.Ledger of one class: the clusters it owns.
@@ -471,20 +490,27 @@ func (l *Ledger) Forget(ctx context.Context, name string) error {
 }
 
 func (l *Ledger) Owned(ctx context.Context) ([]string, error) {
-	rows, err := l.d.db.QueryContext(ctx, `SELECT name FROM class_clusters WHERE class_id = ? ORDER BY name`, l.class)
+	var out []string
+	err := l.d.read(ctx, func() error {
+		out = nil
+		rows, err := l.d.db.QueryContext(ctx, `SELECT name FROM class_clusters WHERE class_id = ? ORDER BY name`, l.class)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, l.d.fail("listing the class's clusters", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // saveCell stores one board cell.
@@ -503,34 +529,42 @@ func (d *DB) saveCell(ctx context.Context, learner string, c Cell) error {
 
 // cells loads the board cells of a class's learners.
 func (d *DB) cells(ctx context.Context, classID string) (map[string][]Cell, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT p.learner_id, p.cell FROM class_progress p JOIN class_learners l ON l.id = p.learner_id WHERE l.class_id = ?`, classID)
+	var out map[string][]Cell
+	err := d.read(ctx, func() error {
+		out = map[string][]Cell{}
+		rows, err := d.db.QueryContext(ctx, `SELECT p.learner_id, p.cell FROM class_progress p JOIN class_learners l ON l.id = p.learner_id WHERE l.class_id = ?`, classID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var learner, cell string
+			if err := rows.Scan(&learner, &cell); err != nil {
+				return err
+			}
+			var c Cell
+			if err := json.Unmarshal([]byte(cell), &c); err != nil {
+				return fmt.Errorf("progress of %s: %w", learner, err)
+			}
+			out[learner] = append(out[learner], c)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, d.fail("reading progress", err)
 	}
-	defer rows.Close()
-	out := map[string][]Cell{}
-	for rows.Next() {
-		var learner, cell string
-		if err := rows.Scan(&learner, &cell); err != nil {
-			return nil, err
-		}
-		var c Cell
-		if err := json.Unmarshal([]byte(cell), &c); err != nil {
-			return nil, fmt.Errorf("progress of %s: %w", learner, err)
-		}
-		out[learner] = append(out[learner], c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // addMessage stores a message or hint pushed by the instructor.
 func (d *DB) addMessage(ctx context.Context, classID string, m *Message) error {
-	res, err := d.exec(ctx, `INSERT INTO class_messages (class_id, learner_id, kind, scenario_id, body, at) VALUES (?, ?, ?, ?, ?, ?)`,
-		classID, m.To, m.Kind, m.Scenario, m.Body, ms(m.At))
+	err := d.tx(ctx, func(tx *sqldb.Tx) error {
+		return tx.QueryRowContext(ctx, `INSERT INTO class_messages (class_id, learner_id, kind, scenario_id, body, at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+			classID, m.To, m.Kind, m.Scenario, m.Body, ms(m.At)).Scan(&m.ID)
+	})
 	if err != nil {
 		return d.fail("recording a message", err)
 	}
-	m.ID, _ = res.LastInsertId()
 	return nil
 }
 
@@ -543,22 +577,29 @@ func (d *DB) messages(ctx context.Context, classID, learner string) ([]Message, 
 		q += ` AND learner_id IN ('', ?)`
 		args = append(args, learner)
 	}
-	rows, err := d.db.QueryContext(ctx, q+` ORDER BY id`, args...)
+	var out []Message
+	err := d.read(ctx, func() error {
+		out = nil
+		rows, err := d.db.QueryContext(ctx, q+` ORDER BY id`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m Message
+			var at int64
+			if err := rows.Scan(&m.ID, &m.To, &m.Kind, &m.Scenario, &m.Body, &at); err != nil {
+				return err
+			}
+			m.At = time.UnixMilli(at).UTC()
+			out = append(out, m)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, d.fail("reading messages", err)
 	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		var m Message
-		var at int64
-		if err := rows.Scan(&m.ID, &m.To, &m.Kind, &m.Scenario, &m.Body, &at); err != nil {
-			return nil, err
-		}
-		m.At = time.UnixMilli(at).UTC()
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // exam rows
@@ -578,7 +619,9 @@ func (d *DB) exam(ctx context.Context, learner string) (ExamSession, error) {
 		finished  sql.NullInt64
 		result    string
 	)
-	err := d.db.QueryRowContext(ctx, `SELECT started_at, deadline, finished_at, result FROM class_exams WHERE learner_id = ?`, learner).Scan(&start, &dl, &finished, &result)
+	err := d.read(ctx, func() error {
+		return d.db.QueryRowContext(ctx, `SELECT started_at, deadline, finished_at, result FROM class_exams WHERE learner_id = ?`, learner).Scan(&start, &dl, &finished, &result)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return ExamSession{}, ErrNotFound
 	}

@@ -28,10 +28,15 @@
 // instructor reads every lab of their class, anybody else is refused.
 // lab/class/ratelimit limits the join and check endpoints.
 //
-// Classes live in svclab.db in the state directory, the database lab/store
-// uses, in tables of their own with their own migration history
-// (class_schema_migrations): lab/store numbers its migrations for itself
-// and refuses versions it does not know. The clusters a class owns are
+// Classes live in the database lab/store uses — svclab.db in the state
+// directory, or the PostgreSQL database of --database-url
+// (SVCLAB_DATABASE_URL) — in tables of their own with their own migration
+// history (class_schema_migrations): lab/store numbers its migrations for
+// itself and refuses versions it does not know. The queries and migrations
+// are written once for both databases through lab/store/sqldb: writes are
+// serialized transactions, migrations hold the migration lock, and reads
+// and writes are retried while the database is locked or the server is
+// briefly unreachable. The clusters a class owns are
 // recorded there before they are created, so the next start (or "svclab
 // class close") deletes what a crash left behind.
 package class

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/svclab/svclab/internal/pgtest"
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
@@ -26,7 +27,7 @@ import (
 // "supervisor" would run the tests again.
 func TestMain(m *testing.M) {
 	embedded.Init()
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // offsetClock is the real time plus an offset the test moves forward, so

@@ -5,11 +5,15 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
-func TestExport(t *testing.T) {
+func TestExport(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testExport) }
+
+func testExport(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	r := openRoom(t, Spec{Name: "exam", Exam: true, Scenarios: []string{"selector-typo", "targetport-mismatch"}, Weights: map[string]float64{"selector-typo": 40, "targetport-mismatch": 60}})
+	r := openRoom(t, b, Spec{Name: "exam", Exam: true, Scenarios: []string{"selector-typo", "targetport-mismatch"}, Weights: map[string]float64{"selector-typo": 40, "targetport-mismatch": 60}})
 	r.Board.Started(ctx, r.ann.LearnerID, "selector-typo")
 	r.Board.HintUsed(ctx, r.ann.LearnerID, "selector-typo", 1)
 	r.clk.Advance(90 * time.Second)

@@ -9,12 +9,16 @@ import (
 
 	"github.com/svclab/svclab/lab/class/internal/fakecluster"
 	"github.com/svclab/svclab/lab/class/labs"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
-func TestHub(t *testing.T) {
+func TestHub(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testHub) }
+
+func testHub(t *testing.T, be pgtest.Backend) {
 	ctx := context.Background()
 	clk := newClock()
-	db := openTestDB(t, clk.Now)
+	db := openTestDB(t, be, clk.Now)
 	a := newClass(t, db, Spec{Name: "a", Scenarios: []string{"selector-typo"}, PoolSize: 0})
 	b := newClass(t, db, Spec{Name: "b", Scenarios: []string{"selector-typo"}, PoolSize: 0})
 	old := newClass(t, db, Spec{Name: "old", Scenarios: []string{"selector-typo"}})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svclab/svclab/internal/pgtest"
 	"github.com/svclab/svclab/lab/class/labs"
 )
 
@@ -69,7 +70,8 @@ func TestWebhook(t *testing.T) {
 	rc := &receiver{tries: map[string]int{}, failN: 1}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	r := openRoom(t, Spec{Name: "hooked", Scenarios: []string{"selector-typo"}, Capacity: 2, Webhook: srv.URL + "/hook"})
+	// The deliveries do not touch the database: SQLite is enough.
+	r := openRoom(t, pgtest.SQLite(DBFileName), Spec{Name: "hooked", Scenarios: []string{"selector-typo"}, Capacity: 2, Webhook: srv.URL + "/hook"})
 	if !strings.HasPrefix(r.Class.WebhookSecret, "whsec_") {
 		t.Fatalf("webhook secret %q", r.Class.WebhookSecret)
 	}

@@ -4,17 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/svclab/svclab/internal/pgtest"
 	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/store"
 )
 
 func TestMain(m *testing.M) {
 	embedded.Init()
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 func runCLI(t *testing.T, args ...string) (string, error) {
@@ -132,5 +136,49 @@ func TestClusterCommands(t *testing.T) {
 	out, _ = runCLI(t, "cluster", "list", "--state-dir", state)
 	if !strings.Contains(out, "No clusters.") {
 		t.Errorf("list after delete:\n%s", out)
+	}
+}
+
+// --database-url (or SVCLAB_DATABASE_URL) puts everything the commands
+// store in that PostgreSQL database — the learner's progress (lab/store)
+// and the classes (lab/class) — and nothing in the state directory.
+func TestDatabaseURL(t *testing.T) {
+	for _, how := range []string{"flag", "env"} {
+		t.Run(how, func(t *testing.T) {
+			url := pgtest.Shared(t).NewDatabase(t)
+			state := t.TempDir()
+			run := func(args ...string) string {
+				t.Helper()
+				args = append([]string{"--state-dir", state}, args...)
+				if how == "flag" {
+					args = append([]string{"--database-url", url}, args...)
+				} else {
+					t.Setenv(store.EnvDatabaseURL, url)
+				}
+				out, err := runCLI(t, args...)
+				if err != nil {
+					t.Fatalf("svclab %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				return out
+			}
+			run("scenario", "status")
+			run("class", "create", "--name", "pg-"+how, "--scenarios", "selector-typo")
+			if out := run("class", "list"); !strings.Contains(out, "pg-"+how) {
+				t.Errorf("class list: %s", out)
+			}
+			if _, err := os.Stat(filepath.Join(state, store.FileName)); !os.IsNotExist(err) {
+				t.Errorf("%s in the state directory: %v", store.FileName, err)
+			}
+			// Both packages' migrations ran there.
+			db, err := sql.Open("pgx", url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var storeV, classV int
+			if err := db.QueryRow(`SELECT (SELECT MAX(version) FROM schema_migrations), (SELECT MAX(version) FROM class_schema_migrations)`).Scan(&storeV, &classV); err != nil || storeV != store.SchemaVersion() || classV < 1 {
+				t.Errorf("schema versions in PostgreSQL: store %d, class %d, %v", storeV, classV, err)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,13 +16,17 @@ import (
 	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
+	"github.com/svclab/svclab/lab/store"
 )
 
 // options are the flags every command shares.
 type options struct {
 	stateDir string
-	logLevel string
-	out, err io.Writer
+	// databaseURL, when set, is the PostgreSQL database svclab keeps its
+	// data in instead of svclab.db in stateDir.
+	databaseURL string
+	logLevel    string
+	out, err    io.Writer
 }
 
 func (o *options) logger() *slog.Logger {
@@ -58,10 +63,12 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.PersistentFlags().StringVar(&o.stateDir, "state-dir", embedded.DefaultStateDir(), "where svclab keeps its clusters' state (env "+embedded.EnvStateDir+")")
+	root.PersistentFlags().StringVar(&o.databaseURL, "database-url", os.Getenv(store.EnvDatabaseURL),
+		"keep learners, attempts and classes in this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DATABASE) instead of svclab.db in the state directory (env "+store.EnvDatabaseURL+")")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
 	scenarioCmd := scenario.NewCommand()
-	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.stateDir }, Provider: func() (cluster.Provider, error) { return o.provider("") }, Log: o.logger})
+	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.stateDir }, DatabaseURL: func() string { return o.databaseURL }, Provider: func() (cluster.Provider, error) { return o.provider("") }, Log: o.logger})
 	root.AddCommand(scenarioCmd)
 	root.AddCommand(session.NewCommand())
 	root.AddCommand(class.NewCommand())

@@ -39,7 +39,7 @@ their clusters; the classes stay open for the next start.`,
 				return err
 			}
 			log := o.logger()
-			st, err := store.Open(cmd.Context(), store.DefaultPath(o.stateDir), store.Options{Log: log})
+			st, err := store.Open(cmd.Context(), store.Location(o.stateDir, o.databaseURL), store.Options{Log: log})
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ their clusters; the classes stay open for the next start.`,
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 			}
 			if classes {
-				db, err := class.OpenDB(cmd.Context(), class.DefaultDBPath(o.stateDir), nil)
+				db, err := class.OpenDB(cmd.Context(), store.Location(o.stateDir, o.databaseURL), nil)
 				if err != nil {
 					return err
 				}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -29,6 +30,7 @@ var Requirements = []Requirement{
 	{"modprobe", "kmod", "loading kernel modules"},
 	{"debootstrap", "debootstrap", "building the Debian root filesystem pods and node shells run from"},
 	{"chromium", "chromium", "the browser tests of the web UI (chromedp drives it)"},
+	{"postgres", "postgresql", "PostgreSQL: the tests of lab/store and lab/class run a throwaway server (svclab itself only needs it with --database-url)"},
 }
 
 // Host is what setup needs to know about the machine, behind an interface
@@ -110,10 +112,14 @@ func (System) LookPath(cmd string) error {
 	if _, err := exec.LookPath(cmd); err == nil {
 		return nil
 	}
-	// sbin directories are not on every user's PATH.
-	for _, d := range []string{"/usr/sbin", "/sbin"} {
-		if fi, err := os.Stat(d + "/" + cmd); err == nil && !fi.IsDir() {
-			return nil
+	// sbin directories are not on every user's PATH; Debian keeps the
+	// PostgreSQL server's binaries in a directory per major version.
+	for _, pattern := range []string{"/usr/sbin", "/sbin", "/usr/lib/postgresql/*/bin"} {
+		dirs, _ := filepath.Glob(pattern)
+		for _, d := range dirs {
+			if fi, err := os.Stat(filepath.Join(d, cmd)); err == nil && !fi.IsDir() {
+				return nil
+			}
 		}
 	}
 	return exec.ErrNotFound

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
 // fakeHost is a hand-written Host: commands in have are present; Run
@@ -68,6 +70,8 @@ func TestEnsure(t *testing.T) {
 		{name: "nothing missing", root: true, debian: true},
 		{name: "root on debian installs", missing: []string{"nft", "conntrack"}, root: true, debian: true,
 			wantCalls: []string{"apt-get update -qq", "apt-get install -y -qq --no-install-recommends nftables conntrack"}},
+		{name: "the PostgreSQL server", missing: []string{"postgres"}, root: true, debian: true,
+			wantCalls: []string{"apt-get update -qq", "apt-get install -y -qq --no-install-recommends postgresql"}},
 		{name: "not root says sudo", missing: []string{"runc"}, debian: true, wantErr: "Install them with: sudo apt-get install -y runc"},
 		{name: "check only never installs", missing: []string{"runc"}, root: true, debian: true, checkOnly: true, wantErr: "sudo apt-get install -y runc"},
 		{name: "not debian names the packages", missing: []string{"ip"}, root: true, wantErr: "Debian packages iproute2"},
@@ -94,5 +98,16 @@ func TestEnsure(t *testing.T) {
 				t.Errorf("still missing after Ensure: %v", Missing(h))
 			}
 		})
+	}
+}
+
+// The PostgreSQL server's binaries are not on PATH (Debian keeps them in
+// /usr/lib/postgresql/VERSION/bin): setup still finds them.
+func TestSystemFindsPostgres(t *testing.T) {
+	if _, err := pgtest.BinDir(); err != nil {
+		t.Skip(err)
+	}
+	if err := (System{}).LookPath("postgres"); err != nil {
+		t.Errorf("postgres not found: %v", err)
 	}
 }

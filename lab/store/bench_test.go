@@ -3,13 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
+
+	"github.com/svclab/svclab/internal/pgtest"
 )
 
-func benchStore(b *testing.B) *Store {
+func benchStore(b *testing.B, be pgtest.Backend) *Store {
 	b.Helper()
-	s, err := Open(context.Background(), filepath.Join(b.TempDir(), FileName), Options{})
+	s, err := Open(context.Background(), be.Location(b), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -21,9 +22,11 @@ func benchStore(b *testing.B) *Store {
 }
 
 // Recording a check run of six checks, as every "Check my work" does.
-func BenchmarkRecordCheckRun(b *testing.B) {
+func BenchmarkRecordCheckRun(b *testing.B) { pgtest.ForEachBackendB(b, FileName, benchRecordCheckRun) }
+
+func benchRecordCheckRun(b *testing.B, be pgtest.Backend) {
 	ctx := context.Background()
-	s := benchStore(b)
+	s := benchStore(b, be)
 	a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "selector-typo", Cluster: "lab", Backend: "embedded"})
 	if err != nil {
 		b.Fatal(err)
@@ -42,8 +45,12 @@ func BenchmarkRecordCheckRun(b *testing.B) {
 // Listing a learner's attempts (what progress reads on every catalog page)
 // among 2000 attempts of 20 learners.
 func BenchmarkAttemptsOfLearner(b *testing.B) {
+	pgtest.ForEachBackendB(b, FileName, benchAttemptsOfLearner)
+}
+
+func benchAttemptsOfLearner(b *testing.B, be pgtest.Backend) {
 	ctx := context.Background()
-	s := benchStore(b)
+	s := benchStore(b, be)
 	for l := range 20 {
 		name := fmt.Sprintf("learner-%d", l)
 		s.EnsureLearner(ctx, name, "")
@@ -64,9 +71,11 @@ func BenchmarkAttemptsOfLearner(b *testing.B) {
 }
 
 // Looking a web session up (and marking it seen), once per web request.
-func BenchmarkWebSession(b *testing.B) {
+func BenchmarkWebSession(b *testing.B) { pgtest.ForEachBackendB(b, FileName, benchWebSession) }
+
+func benchWebSession(b *testing.B, be pgtest.Backend) {
 	ctx := context.Background()
-	s := benchStore(b)
+	s := benchStore(b, be)
 	ws, err := s.CreateWebSession(ctx, LocalLearner)
 	if err != nil {
 		b.Fatal(err)

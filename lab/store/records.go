@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	sqlite3 "modernc.org/sqlite/lib"
+	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
 // LocalLearner is the learner of single-user use: no login, one per
@@ -37,7 +37,7 @@ func (s *Store) EnsureLearner(ctx context.Context, name, displayName string) (Le
 		displayName = name
 	}
 	var l Learner
-	err := s.write(ctx, "recording learner "+name, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "recording learner "+name, func(ctx context.Context, tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO learners (name, display_name, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`, name, displayName, s.now()); err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *Store) Learners(ctx context.Context) ([]Learner, error) {
 
 // SetDisplayName changes a learner's display name.
 func (s *Store) SetDisplayName(ctx context.Context, name, displayName string) error {
-	return s.write(ctx, "renaming learner "+name, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "renaming learner "+name, func(ctx context.Context, tx *sqldb.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE learners SET display_name = ? WHERE name = ?`, displayName, name)
 		if err != nil {
 			return err
@@ -169,7 +169,7 @@ type NewAttempt struct {
 // CreateAttempt records a running attempt of an existing learner.
 func (s *Store) CreateAttempt(ctx context.Context, n NewAttempt) (Attempt, error) {
 	var id int64
-	err := s.write(ctx, fmt.Sprintf("recording an attempt of %s at %s", n.Learner, n.ScenarioID), func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, fmt.Sprintf("recording an attempt of %s at %s", n.Learner, n.ScenarioID), func(ctx context.Context, tx *sqldb.Tx) error {
 		var lid int64
 		err := tx.QueryRowContext(ctx, `SELECT id FROM learners WHERE name = ?`, n.Learner).Scan(&lid)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -178,9 +178,12 @@ func (s *Store) CreateAttempt(ctx context.Context, n NewAttempt) (Attempt, error
 		if err != nil {
 			return err
 		}
-		err = tx.QueryRowContext(ctx, `INSERT INTO attempts (learner_id, scenario_id, cluster, backend, started_at, state) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+		// A running attempt on the cluster already (the unique index
+		// attempts_one_running_per_cluster) inserts nothing.
+		err = tx.QueryRowContext(ctx, `INSERT INTO attempts (learner_id, scenario_id, cluster, backend, started_at, state) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING RETURNING id`,
 			lid, n.ScenarioID, n.Cluster, n.Backend, s.now(), Running).Scan(&id)
-		if code(err) == sqlite3.SQLITE_CONSTRAINT {
+		if errors.Is(err, sql.ErrNoRows) {
 			var other Attempt
 			if other, err = scanAttempt(tx.QueryRowContext(ctx, `SELECT `+attemptColumns+` WHERE a.state = 'running' AND a.backend = ? AND a.cluster = ?`, n.Backend, n.Cluster)); err != nil {
 				return err
@@ -313,12 +316,12 @@ func (s *Store) Attempts(ctx context.Context, f AttemptFilter) ([]Attempt, error
 // make no sense (a passed attempt that errors, an abandoned one that runs)
 // are refused.
 func (s *Store) SetState(ctx context.Context, id int64, to State, msg string) error {
-	return s.write(ctx, fmt.Sprintf("marking attempt %d %s", id, to), func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, fmt.Sprintf("marking attempt %d %s", id, to), func(ctx context.Context, tx *sqldb.Tx) error {
 		return setState(ctx, tx, id, to, msg, s.now())
 	})
 }
 
-func setState(ctx context.Context, tx *sql.Tx, id int64, to State, msg string, now int64) error {
+func setState(ctx context.Context, tx *sqldb.Tx, id int64, to State, msg string, now int64) error {
 	var from State
 	err := tx.QueryRowContext(ctx, `SELECT state FROM attempts WHERE id = ?`, id).Scan(&from)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -363,7 +366,7 @@ func (e *StateError) Error() string {
 // MarkSolutionUsed records that the reference solution was applied to
 // attempt id.
 func (s *Store) MarkSolutionUsed(ctx context.Context, id int64) error {
-	return s.write(ctx, fmt.Sprintf("recording the reference solution of attempt %d", id), func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, fmt.Sprintf("recording the reference solution of attempt %d", id), func(ctx context.Context, tx *sqldb.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE attempts SET solution_used_at = COALESCE(solution_used_at, ?) WHERE id = ?`, s.now(), id)
 		if err != nil {
 			return err
@@ -378,7 +381,7 @@ func (s *Store) MarkSolutionUsed(ctx context.Context, id int64) error {
 // SetBaseline stores the baseline of attempt id (what its rightFix checks
 // compare with), replacing an earlier one.
 func (s *Store) SetBaseline(ctx context.Context, id int64, data []byte) error {
-	return s.write(ctx, fmt.Sprintf("recording the baseline of attempt %d", id), func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, fmt.Sprintf("recording the baseline of attempt %d", id), func(ctx context.Context, tx *sqldb.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO attempt_baselines (attempt_id, taken_at, data) VALUES (?, ?, ?)
 			ON CONFLICT (attempt_id) DO UPDATE SET taken_at = excluded.taken_at, data = excluded.data`, id, s.now(), data)
 		return err
@@ -441,7 +444,7 @@ func (s *Store) RecordCheckRun(ctx context.Context, run CheckRun, then State, er
 	if run.Trigger == "" {
 		run.Trigger = TriggerLearner
 	}
-	err := s.write(ctx, fmt.Sprintf("recording a check run of attempt %d", run.AttemptID), func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, fmt.Sprintf("recording a check run of attempt %d", run.AttemptID), func(ctx context.Context, tx *sqldb.Tx) error {
 		var state State
 		err := tx.QueryRowContext(ctx, `SELECT state FROM attempts WHERE id = ?`, run.AttemptID).Scan(&state)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -543,10 +546,10 @@ type HintShown struct {
 // recorded once, the first time. It reports whether the hint was new.
 func (s *Store) RecordHint(ctx context.Context, id int64, hint int, reason HintReason) (bool, error) {
 	var added bool
-	err := s.write(ctx, fmt.Sprintf("recording hint %d of attempt %d", hint, id), func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, fmt.Sprintf("recording hint %d of attempt %d", hint, id), func(ctx context.Context, tx *sqldb.Tx) error {
 		r, err := tx.ExecContext(ctx, `INSERT INTO hints_shown (attempt_id, hint, shown_at, reason) VALUES (?, ?, ?, ?) ON CONFLICT (attempt_id, hint) DO NOTHING`, id, hint, s.now(), reason)
 		if err != nil {
-			if code(err) != 0 && strings.Contains(err.Error(), "FOREIGN KEY") {
+			if sqldb.IsForeignKeyViolation(err) {
 				return fmt.Errorf("attempt %d: %w", id, ErrNotFound)
 			}
 			return err
@@ -601,7 +604,7 @@ func (s *Store) CreateWebSession(ctx context.Context, learner string) (WebSessio
 	ws := WebSession{ID: base64.RawURLEncoding.EncodeToString(b), Learner: learner}
 	now := s.now()
 	ws.Created, ws.LastSeen = time.UnixMilli(now), time.UnixMilli(now)
-	err := s.write(ctx, "starting a web session for "+learner, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "starting a web session for "+learner, func(ctx context.Context, tx *sqldb.Tx) error {
 		r, err := tx.ExecContext(ctx, `INSERT INTO web_sessions (id, learner_id, created_at, last_seen_at) SELECT ?, id, ?, ? FROM learners WHERE name = ?`, ws.ID, now, now, learner)
 		if err != nil {
 			return err
@@ -617,7 +620,7 @@ func (s *Store) CreateWebSession(ctx context.Context, learner string) (WebSessio
 // WebSession returns the session id and marks it seen now.
 func (s *Store) WebSession(ctx context.Context, id string) (WebSession, error) {
 	var ws WebSession
-	err := s.write(ctx, "reading a web session", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "reading a web session", func(ctx context.Context, tx *sqldb.Tx) error {
 		var created, seen int64
 		err := tx.QueryRowContext(ctx, `SELECT w.id, l.name, w.created_at, w.last_seen_at FROM web_sessions w JOIN learners l ON l.id = w.learner_id WHERE w.id = ?`, id).
 			Scan(&ws.ID, &ws.Learner, &created, &seen)
@@ -637,7 +640,7 @@ func (s *Store) WebSession(ctx context.Context, id string) (WebSession, error) {
 
 // DeleteWebSession ends session id (no error when there is none).
 func (s *Store) DeleteWebSession(ctx context.Context, id string) error {
-	return s.write(ctx, "ending a web session", func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "ending a web session", func(ctx context.Context, tx *sqldb.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE id = ?`, id)
 		return err
 	})
@@ -647,7 +650,7 @@ func (s *Store) DeleteWebSession(ctx context.Context, id string) error {
 // many.
 func (s *Store) ExpireWebSessions(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
-	err := s.write(ctx, "expiring web sessions", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "expiring web sessions", func(ctx context.Context, tx *sqldb.Tx) error {
 		r, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE last_seen_at < ?`, before.UnixMilli())
 		if err != nil {
 			return err

@@ -2,18 +2,15 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
 // FileName is the database's name in the state directory.
@@ -57,15 +54,30 @@ func (o *Options) defaults() {
 // Store is an open svclab database. It is safe for concurrent use, also by
 // several processes.
 type Store struct {
-	db   *sql.DB
+	db   *sqldb.DB
 	path string
 	opts Options
 }
 
-// Open opens the database at path, creating it (and its directory) when
-// missing, and migrates its schema to SchemaVersion.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	s, err := open(ctx, path, opts)
+// EnvDatabaseURL is the environment variable that, like --database-url,
+// puts svclab's data in a PostgreSQL database.
+const EnvDatabaseURL = "SVCLAB_DATABASE_URL"
+
+// Location is where svclab's database is: databaseURL (a PostgreSQL URL,
+// from --database-url or SVCLAB_DATABASE_URL) when set, else svclab.db in
+// stateDir.
+func Location(stateDir, databaseURL string) string {
+	if databaseURL != "" {
+		return databaseURL
+	}
+	return DefaultPath(stateDir)
+}
+
+// Open opens the database at location — a PostgreSQL URL
+// (postgres://...) or the path of a SQLite file, created (with its
+// directory) when missing — and migrates its schema to SchemaVersion.
+func Open(ctx context.Context, location string, opts Options) (*Store, error) {
+	s, err := open(ctx, location, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -77,52 +89,33 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 }
 
 // open opens the database without touching its schema.
-func open(ctx context.Context, path string, opts Options) (*Store, error) {
+func open(ctx context.Context, location string, opts Options) (*Store, error) {
 	opts.defaults()
-	if path == "" {
+	if location == "" {
 		return nil, errors.New("store: no database path")
 	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("store: the database path %q contains ? or #; choose a --state-dir without them", path)
-	}
-	abs, err := filepath.Abs(path)
+	db, err := sqldb.Open(location, sqldb.Options{BusyTimeout: opts.BusyTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return nil, fmt.Errorf("store: creating the directory of the database %s: %w (choose another with --state-dir)", abs, err)
-	}
-	_, statErr := os.Stat(abs)
-	created := errors.Is(statErr, os.ErrNotExist)
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	// Every transaction takes the write lock when it begins, so two writers
-	// queue on the busy timeout instead of one failing when it upgrades
-	// its read lock.
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", abs+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("store: opening %s: %w", abs, err)
-	}
-	db.SetMaxOpenConns(4)
-	db.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db, path: abs, opts: opts}
-	if err := s.retry(ctx, "opening the database", func(ctx context.Context) error { return db.PingContext(ctx) }); err != nil {
+	s := &Store{db: db, path: db.Display(), opts: opts}
+	if err := s.retry(ctx, "opening the database", db.Ping); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if created {
+	if db.Created {
 		// The database holds web session ids: keep it to its owner.
-		_ = os.Chmod(abs, 0o600)
+		_ = os.Chmod(s.path, 0o600)
 	}
 	return s, nil
 }
 
-// Path is the database file.
+// Path is the database: the SQLite file, or the PostgreSQL URL without
+// its password.
 func (s *Store) Path() string { return s.path }
+
+// Dialect is the database's dialect.
+func (s *Store) Dialect() sqldb.Dialect { return s.db.Dialect() }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
@@ -137,14 +130,14 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 }
 
 // migrate applies the migrations of migs up to version target, each in its
-// own transaction.
+// own transaction holding the migration lock.
 func (s *Store) migrate(ctx context.Context, migs []migration, target int) error {
-	err := s.write(ctx, "preparing the schema table", func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	err := s.tx(ctx, sqldb.Migrate, "preparing the schema table", func(ctx context.Context, tx *sqldb.Tx) error {
+		_, err := tx.ExecContext(ctx, s.db.Schema(`CREATE TABLE IF NOT EXISTS schema_migrations (
 			version INTEGER PRIMARY KEY,
 			name TEXT NOT NULL,
 			applied_at INTEGER NOT NULL
-		)`)
+		)`))
 		return err
 	})
 	if err != nil {
@@ -161,25 +154,25 @@ func (s *Store) migrate(ctx context.Context, migs []migration, target int) error
 		if m.Version > target {
 			break
 		}
-		err := s.write(ctx, fmt.Sprintf("migrating the schema to version %d (%s)", m.Version, m.Name), func(ctx context.Context, tx *sql.Tx) error {
+		err := s.tx(ctx, sqldb.Migrate, fmt.Sprintf("migrating the schema to version %d (%s)", m.Version, m.Name), func(ctx context.Context, tx *sqldb.Tx) error {
 			var have int
 			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
 				return err
 			}
 			if have > known {
-				return fmt.Errorf("the database was written by a newer svclab (schema version %d; this svclab knows versions up to %d): upgrade svclab, or use another --state-dir", have, known)
+				return fmt.Errorf("the database was written by a newer svclab (schema version %d; this svclab knows versions up to %d): upgrade svclab, or use another --state-dir or --database-url", have, known)
 			}
 			if have >= m.Version {
 				return nil // another process got here first
 			}
 			for _, stmt := range m.SQL {
-				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				if _, err := tx.ExecContext(ctx, s.db.Schema(stmt)); err != nil {
 					return fmt.Errorf("%s: %w", firstLine(stmt), err)
 				}
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.Version, m.Name, s.now())
 			if err == nil {
-				s.opts.Log.Debug("migrated the database schema", "path", s.path, "version", m.Version, "name", m.Name)
+				s.opts.Log.Debug("migrated the database schema", "database", s.path, "version", m.Version, "name", m.Name)
 			}
 			return err
 		})
@@ -193,7 +186,7 @@ func (s *Store) migrate(ctx context.Context, migs []migration, target int) error
 		return err
 	}
 	if v > known {
-		return s.fail("opening the database", fmt.Errorf("the database was written by a newer svclab (schema version %d; this svclab knows versions up to %d): upgrade svclab, or use another --state-dir", v, known), 1)
+		return s.fail("opening the database", fmt.Errorf("the database was written by a newer svclab (schema version %d; this svclab knows versions up to %d): upgrade svclab, or use another --state-dir or --database-url", v, known), 1)
 	}
 	return nil
 }
@@ -208,19 +201,15 @@ func firstLine(s string) string {
 
 func (s *Store) now() int64 { return s.opts.Now().UnixMilli() }
 
-// write runs fn in an immediate transaction, retrying the whole
-// transaction on transient errors.
-func (s *Store) write(ctx context.Context, op string, fn func(context.Context, *sql.Tx) error) error {
+// write runs fn in a write transaction (serialized with every other
+// writer), retrying the whole transaction on transient errors.
+func (s *Store) write(ctx context.Context, op string, fn func(context.Context, *sqldb.Tx) error) error {
+	return s.tx(ctx, sqldb.Write, op, fn)
+}
+
+func (s *Store) tx(ctx context.Context, kind sqldb.TxKind, op string, fn func(context.Context, *sqldb.Tx) error) error {
 	return s.retry(ctx, op, func(ctx context.Context) error {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(ctx, tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
+		return s.db.InTx(ctx, kind, func(tx *sqldb.Tx) error { return fn(ctx, tx) })
 	})
 }
 
@@ -238,10 +227,10 @@ func (s *Store) retry(ctx context.Context, op string, fn func(context.Context) e
 		if err == nil || errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if !transient(err) || s.opts.RetryFor < 0 || time.Since(start) >= s.opts.RetryFor || ctx.Err() != nil {
+		if !sqldb.Transient(err) || s.opts.RetryFor < 0 || time.Since(start) >= s.opts.RetryFor || ctx.Err() != nil {
 			return s.fail(op, err, tries)
 		}
-		s.opts.Log.Warn("database busy or unavailable, retrying", "op", op, "path", s.path, "try", tries, "err", err)
+		s.opts.Log.Warn("database busy or unavailable, retrying", "op", op, "database", s.path, "try", tries, "err", err)
 		select {
 		case <-ctx.Done():
 			return s.fail(op, err, tries)
@@ -279,40 +268,10 @@ func (s *Store) fail(op string, err error, tries int) error {
 	return &Error{Op: op, Path: s.path, Tries: tries, Err: err}
 }
 
-// code is the primary SQLite result code of err, or 0.
-func code(err error) int {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() & 0xff
-	}
-	return 0
-}
-
-// transient tells errors worth retrying: the database is locked by another
-// connection or process, or the file was briefly unreachable.
-func transient(err error) bool {
-	switch code(err) {
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL:
-		return true
-	}
-	return false
-}
-
 // explain says what err means for the person running svclab.
 func explain(err error) string {
-	switch code(err) {
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return "the database is locked by another svclab process that holds it too long (" + err.Error() + ")"
-	case sqlite3.SQLITE_FULL:
-		return "the disk is full (" + err.Error() + ")"
-	case sqlite3.SQLITE_READONLY:
-		return "the database file is read-only; check its permissions and the file system (" + err.Error() + ")"
-	case sqlite3.SQLITE_CANTOPEN:
-		return "cannot open the database file; check that its directory exists and is writable (" + err.Error() + ")"
-	case sqlite3.SQLITE_IOERR:
-		return "an I/O error reading or writing the database file (" + err.Error() + ")"
-	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
-		return "the file is not a usable svclab database (damaged, or another kind of file); move it away and svclab starts a new one (" + err.Error() + ")"
+	if why := sqldb.Explain(err); why != "" {
+		return why + " (" + err.Error() + ")"
 	}
 	return err.Error()
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,24 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/svclab/svclab/internal/pgtest"
+	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
-func openTest(t *testing.T) *Store {
+// forEachBackend runs test on SQLite and on PostgreSQL (a throwaway
+// server; skipped, saying why, where none can run).
+func forEachBackend(t *testing.T, test func(*testing.T, pgtest.Backend)) {
+	pgtest.ForEachBackend(t, FileName, test)
+}
+
+var sqliteBackend = pgtest.SQLite(FileName)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func openTest(t *testing.T, b pgtest.Backend) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), FileName), Options{})
+	s, err := Open(context.Background(), b.Location(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,11 +38,14 @@ func openTest(t *testing.T) *Store {
 	return s
 }
 
-// schema is the database's schema: every table, index and column, as
-// SQLite reports them.
+// schema is the database's schema: every table, index and column, as the
+// database reports them.
 func schema(t *testing.T, s *Store) string {
 	t.Helper()
-	rows, err := s.db.Query(`SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name`)
+	if s.Dialect() == sqldb.Postgres {
+		return pgSchema(t, s)
+	}
+	rows, err := s.db.Raw().Query(`SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +63,7 @@ func schema(t *testing.T, s *Store) string {
 		}
 	}
 	for _, tbl := range tables {
-		cols, err := s.db.Query(`SELECT name, type, "notnull", COALESCE(dflt_value, ''), pk FROM pragma_table_info(?) ORDER BY name`, tbl)
+		cols, err := s.db.Raw().Query(`SELECT name, type, "notnull", COALESCE(dflt_value, ''), pk FROM pragma_table_info(?) ORDER BY name`, tbl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,6 +76,32 @@ func schema(t *testing.T, s *Store) string {
 			b.WriteString("  " + tbl + "." + name + " " + typ + " notnull=" + string(rune('0'+notnull)) + " default=" + dflt + " pk=" + string(rune('0'+pk)) + "\n")
 		}
 		cols.Close()
+	}
+	return b.String()
+}
+
+// pgSchema is schema on PostgreSQL: its indexes (with their definitions)
+// and columns.
+func pgSchema(t *testing.T, s *Store) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT tablename || ' ' || indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY tablename, indexname`,
+		`SELECT table_name || '.' || column_name || ' ' || data_type || ' nullable=' || is_nullable || ' identity=' || is_identity || ' default=' || COALESCE(column_default, '')
+			FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, column_name`,
+	} {
+		rows, err := s.db.Raw().Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(line + "\n")
+		}
+		rows.Close()
 	}
 	return b.String()
 }
@@ -86,12 +129,14 @@ var seeds = map[int][]string{
 // A database of every earlier schema version (and a new one) migrates to
 // the current version, keeps its data, and ends with the same schema as a
 // database created at the current version.
-func TestMigrateFromEachVersion(t *testing.T) {
+func TestMigrateFromEachVersion(t *testing.T) { forEachBackend(t, testMigrateFromEachVersion) }
+
+func testMigrateFromEachVersion(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	want := schema(t, openTest(t))
+	want := schema(t, openTest(t, b))
 	for from := 0; from < SchemaVersion(); from++ {
 		t.Run("from version "+string(rune('0'+from)), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), FileName)
+			path := b.Location(t)
 			old, err := open(ctx, path, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -104,7 +149,7 @@ func TestMigrateFromEachVersion(t *testing.T) {
 			}
 			for v := 1; v <= from; v++ {
 				for _, stmt := range seeds[v] {
-					if _, err := old.db.Exec(stmt); err != nil {
+					if _, err := old.db.ExecContext(ctx, stmt); err != nil {
 						t.Fatalf("seed of version %d: %v", v, err)
 					}
 				}
@@ -170,9 +215,11 @@ func TestMigrationsNumbered(t *testing.T) {
 
 // A migration that fails leaves the database at the version before it,
 // with none of its statements applied.
-func TestFailedMigrationRollsBack(t *testing.T) {
+func TestFailedMigrationRollsBack(t *testing.T) { forEachBackend(t, testFailedMigrationRollsBack) }
+
+func testFailedMigrationRollsBack(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.Location(t)
 	s, err := open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -190,31 +237,33 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 		t.Errorf("version %d after a failed migration, want 1", v)
 	}
 	var n int
-	s.db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'half'`).Scan(&n)
-	if n != 0 {
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM half`).Scan(&n); err == nil {
 		t.Error("the failed migration's first statement was kept")
 	}
 }
 
-func TestNewerDatabaseRefused(t *testing.T) {
+func TestNewerDatabaseRefused(t *testing.T) { forEachBackend(t, testNewerDatabaseRefused) }
+
+func testNewerDatabaseRefused(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.Location(t)
 	s, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from the future', 0)`, SchemaVersion()+1); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from the future', 0)`, SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	_, err = Open(ctx, path, Options{})
-	if err == nil || !strings.Contains(err.Error(), "written by a newer svclab") || !strings.Contains(err.Error(), path) {
+	if err == nil || !strings.Contains(err.Error(), "written by a newer svclab") || !strings.Contains(err.Error(), sqldb.Display(path)) {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestNotADatabase(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
+	b := sqliteBackend
+	path := b.Location(t)
 	if err := os.WriteFile(path, []byte(strings.Repeat("not sqlite at all\n", 100)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +287,8 @@ func TestUnwritableDirectory(t *testing.T) {
 }
 
 func TestNewFileIsPrivate(t *testing.T) {
-	s := openTest(t)
+	b := sqliteBackend
+	s := openTest(t, b)
 	fi, err := os.Stat(s.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +300,10 @@ func TestNewFileIsPrivate(t *testing.T) {
 
 // Several processes (here: stores) opening a new database at once all
 // succeed: the migrations run once.
-func TestConcurrentOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
+func TestConcurrentOpen(t *testing.T) { forEachBackend(t, testConcurrentOpen) }
+
+func testConcurrentOpen(t *testing.T, b pgtest.Backend) {
+	path := b.Location(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
 	for i := range errs {
@@ -303,8 +355,9 @@ func holdLock(t *testing.T, path string, d time.Duration) <-chan struct{} {
 // A database locked for longer than the busy timeout: writes are retried
 // until the lock goes; when it stays, the error says what happened.
 func TestLockedDatabase(t *testing.T) {
+	b := sqliteBackend
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.Location(t)
 	s, err := Open(ctx, path, Options{BusyTimeout: 20 * time.Millisecond, RetryFor: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -331,9 +384,11 @@ func TestLockedDatabase(t *testing.T) {
 	}
 }
 
-func TestLearners(t *testing.T) {
+func TestLearners(t *testing.T) { forEachBackend(t, testLearners) }
+
+func testLearners(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := openTest(t, b)
 	l, err := s.EnsureLearner(ctx, LocalLearner, "")
 	if err != nil || l.Name != LocalLearner || l.DisplayName != LocalLearner || l.ID == 0 {
 		t.Fatalf("%+v, %v", l, err)
@@ -364,10 +419,12 @@ func TestLearners(t *testing.T) {
 	}
 }
 
-func TestAttempts(t *testing.T) {
+func TestAttempts(t *testing.T) { forEachBackend(t, testAttempts) }
+
+func testAttempts(t *testing.T, be pgtest.Backend) {
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000)
-	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{Now: func() time.Time { now = now.Add(time.Second); return now }})
+	s, err := Open(ctx, be.Location(t), Options{Now: func() time.Time { now = now.Add(time.Second); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,9 +574,11 @@ func equal(a, b []int64) bool {
 	return true
 }
 
-func TestStateTransitions(t *testing.T) {
+func TestStateTransitions(t *testing.T) { forEachBackend(t, testStateTransitions) }
+
+func testStateTransitions(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := openTest(t, b)
 	s.EnsureLearner(ctx, LocalLearner, "")
 	for _, tc := range []struct {
 		path []State
@@ -572,10 +631,12 @@ func TestStateTransitions(t *testing.T) {
 	}
 }
 
-func TestWebSessions(t *testing.T) {
+func TestWebSessions(t *testing.T) { forEachBackend(t, testWebSessions) }
+
+func testWebSessions(t *testing.T, be pgtest.Backend) {
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000)
-	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{Now: func() time.Time { return now }})
+	s, err := Open(ctx, be.Location(t), Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,8 +676,12 @@ func TestWebSessions(t *testing.T) {
 // One cluster runs one attempt at a time, also when two processes start at
 // once: the database refuses the second.
 func TestOneRunningAttemptPerCluster(t *testing.T) {
+	forEachBackend(t, testOneRunningAttemptPerCluster)
+}
+
+func testOneRunningAttemptPerCluster(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := openTest(t, b)
 	s.EnsureLearner(ctx, LocalLearner, "")
 	a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
 	if err != nil {
@@ -638,9 +703,11 @@ func TestOneRunningAttemptPerCluster(t *testing.T) {
 
 // Databases of earlier versions could hold two running attempts on one
 // cluster; migrating keeps the newest running.
-func TestMigrateDuplicateRunning(t *testing.T) {
+func TestMigrateDuplicateRunning(t *testing.T) { forEachBackend(t, testMigrateDuplicateRunning) }
+
+func testMigrateDuplicateRunning(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), FileName)
+	path := b.Location(t)
 	old, err := open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -654,7 +721,7 @@ func TestMigrateDuplicateRunning(t *testing.T) {
 		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, state) VALUES (2, 1, 'b', 'lab', 'embedded', 3000, 'running')`,
 		`INSERT INTO attempts (id, learner_id, scenario_id, cluster, backend, started_at, state) VALUES (3, 1, 'c', 'other', 'embedded', 3000, 'running')`,
 	} {
-		if _, err := old.db.Exec(stmt); err != nil {
+		if _, err := old.db.ExecContext(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -671,9 +738,11 @@ func TestMigrateDuplicateRunning(t *testing.T) {
 	}
 }
 
-func TestTimeline(t *testing.T) {
+func TestTimeline(t *testing.T) { forEachBackend(t, testTimeline) }
+
+func testTimeline(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	s := openTest(t)
+	s := openTest(t, b)
 	if _, err := s.EnsureLearner(ctx, LocalLearner, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -689,8 +758,8 @@ func TestTimeline(t *testing.T) {
 			{At: at.Add(2 * time.Second), Kind: "check", Level: "warning", Text: long}},
 		nil,
 	}
-	for _, b := range batches {
-		if err := s.AppendEvents(ctx, a.ID, b); err != nil {
+	for _, batch := range batches {
+		if err := s.AppendEvents(ctx, a.ID, batch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -707,5 +776,161 @@ func TestTimeline(t *testing.T) {
 	}
 	if evs, err := s.Events(ctx, a.ID+100); err != nil || len(evs) != 0 {
 		t.Errorf("timeline of a missing attempt: %v %v", evs, err)
+	}
+}
+
+// Processes starting attempts on one cluster at once: exactly one gets
+// it, the others are told who has it — also on PostgreSQL, where the
+// writes run at once (serializable, retried on conflicts).
+func TestConcurrentCreateAttempt(t *testing.T) { forEachBackend(t, testConcurrentCreateAttempt) }
+
+func testConcurrentCreateAttempt(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	loc := b.Location(t)
+	first := openTest2(t, loc)
+	if _, err := first.EnsureLearner(ctx, LocalLearner, ""); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	stores := []*Store{first}
+	for len(stores) < n {
+		stores = append(stores, openTest2(t, loc))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: fmt.Sprint("s", i), Cluster: "lab", Backend: "embedded"})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		var busy *BusyError
+		switch {
+		case err == nil:
+			won++
+		case !errors.As(err, &busy):
+			t.Errorf("a loser's error: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d attempts got the cluster: %v", won, errs)
+	}
+	if running, err := first.Attempts(ctx, AttemptFilter{States: []State{Running}}); err != nil || len(running) != 1 {
+		t.Errorf("running attempts %+v, %v", running, err)
+	}
+}
+
+func openTest2(t *testing.T, location string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), location, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// A PostgreSQL server that goes away for a moment: what svclab does then
+// fails with an error that says so, and works again once the server is
+// back, with nothing lost. A write begun during the outage is retried
+// until the server is back.
+func TestPostgresOutage(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	loc := srv.NewDatabase(t)
+	s, err := Open(ctx, loc, Options{RetryFor: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	patient, err := Open(ctx, loc, Options{RetryFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
+	s.EnsureLearner(ctx, LocalLearner, "")
+	before, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: "lab", Backend: "embedded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	impatient, _ := Open(ctx, loc, Options{RetryFor: -1})
+	if impatient != nil {
+		t.Fatal("opened a database whose server is down")
+	}
+	_, err = s.Attempt(ctx, before.ID)
+	var se *Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "cannot reach the PostgreSQL server") ||
+		!strings.Contains(err.Error(), "reading attempt") || !strings.Contains(err.Error(), sqldb.Display(loc)) || strings.Contains(err.Error(), srvPassword(loc)) {
+		t.Fatalf("reading while the server is down: %v", err)
+	}
+	t.Logf("the error while the server is down: %v", err)
+
+	// A write while the server is down waits for it.
+	done := make(chan error, 1)
+	go func() {
+		_, err := patient.RecordCheckRun(ctx, CheckRun{AttemptID: before.ID, Passed: true, Score: 1, MaxScore: 1}, Passed, "")
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("the write ended while the server was down: %v", err)
+	default:
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the write begun while the server was down: %v", err)
+	}
+	a, err := s.Attempt(ctx, before.ID)
+	if err != nil || a.State != Passed || a.CheckRuns != 1 || a.Learner != LocalLearner {
+		t.Fatalf("after the server is back: %+v, %v", a, err)
+	}
+	if runs, err := s.CheckRuns(ctx, before.ID); err != nil || len(runs) != 1 {
+		t.Errorf("check runs after the outage: %+v, %v", runs, err)
+	}
+}
+
+func srvPassword(loc string) string {
+	u, _ := url.Parse(loc)
+	pw, _ := u.User.Password()
+	return pw
+}
+
+// A --database-url that PostgreSQL refuses fails at once, saying why and
+// without the password.
+func TestPostgresRefusedURL(t *testing.T) {
+	loc := pgtest.Postgres.Location(t)
+	u, _ := url.Parse(loc)
+	wrongPassword := *u
+	wrongPassword.User = url.UserPassword("postgres", "not-the-password")
+	noDatabase := *u
+	noDatabase.Path = "/no_such_database"
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"wrong password", wrongPassword.String(), "PostgreSQL refused the user or password of --database-url"},
+		{"no database", noDatabase.String(), "the database of --database-url does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := Open(context.Background(), tc.url, Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "not-the-password") || strings.Contains(err.Error(), srvPassword(loc)) {
+				t.Fatalf("err = %v", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v: retried an error that stays", d)
+			}
+			t.Log(err)
+		})
 	}
 }

@@ -2,10 +2,11 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
 // Event is one entry of an attempt's timeline: a terminal command, a
@@ -28,7 +29,7 @@ func (s *Store) AppendEvents(ctx context.Context, id int64, events []Event) erro
 	if len(events) == 0 {
 		return nil
 	}
-	return s.write(ctx, fmt.Sprintf("recording %d timeline events of attempt %d", len(events), id), func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, fmt.Sprintf("recording %d timeline events of attempt %d", len(events), id), func(ctx context.Context, tx *sqldb.Tx) error {
 		for _, e := range events {
 			text := e.Text
 			if len(text) > MaxEventText {
