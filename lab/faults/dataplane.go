@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -656,14 +657,19 @@ func (f nodePortPrimaryIPOnly) target(ctx context.Context, c cluster.Cluster, p 
 // learner would see (connections dropped) with rules that name what they
 // stand for.
 const (
-	conntrackTable = "svclab-conntrack-max"
+	conntrackTable = ConntrackTable
 	hairpinTable   = "svclab-no-hairpin"
 )
 
+// ConntrackTable is the inet table of conntrack-table-small.
+const ConntrackTable = "svclab-conntrack-max"
+
 // conntrackTableSmall caps the number of connections a node tracks: once
-// max connections are tracked, new ones (forwarded to Pods or made by the
-// node itself) are dropped, as a full conntrack table drops them
-// ("nf_conntrack: table full, dropping packet").
+// max connections are tracked, new ones (forwarded to or from Pods, or made
+// by the node itself) are dropped, as a full conntrack table drops them
+// ("nf_conntrack: table full, dropping packet"); the connections already
+// tracked go on working. One rule in chain capacity counts for both hooks, so
+// the node's own connections and those it forwards fill one table.
 type conntrackTableSmall struct{ scenario.FaultSpec }
 
 func (f conntrackTableSmall) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
@@ -671,25 +677,83 @@ func (f conntrackTableSmall) Inject(ctx context.Context, c cluster.Cluster, p sc
 	if err != nil {
 		return err
 	}
-	max := p.Int("max", 64)
-	// The count is of the connections the rule has seen and conntrack
-	// still holds (nft's connlimit), which fill the table as real ones do.
-	script := fmt.Sprintf(`table inet %[1]s {
-	comment "emulates net.netfilter.nf_conntrack_max=%[2]d: new connections beyond %[2]d tracked ones are dropped"
-	chain prerouting {
-		type filter hook prerouting priority raw + 1; policy accept;
-		ct state new ct count over %[2]d counter drop comment "conntrack table full"
-	}
-	chain output {
-		type filter hook output priority raw + 1; policy accept;
-		ct state new ct count over %[2]d counter drop comment "conntrack table full"
-	}
-}
-`, conntrackTable, max)
-	if _, err := run(ctx, c, node, "bash", "-c", "nft -f - <<'EOF'\n"+script+"EOF\n"); err != nil {
+	if _, err := run(ctx, c, node, "bash", "-c", "nft -f - <<'EOF'\n"+conntrackMaxScript(p.Int("max", 64))+"EOF\n"); err != nil {
 		return fmt.Errorf("capping the conntrack table of node %s: %w", node, err)
 	}
 	return nil
+}
+
+// conntrackMaxScript is the nft script of the conntrack-table-small table.
+// The count is of the connections the rule has seen and conntrack still
+// holds, closed TCP connections aside (nft's connlimit), which fill the
+// table as real ones do; the chains run after conntrack (priority -200).
+func conntrackMaxScript(max int) string {
+	return fmt.Sprintf(`table inet %[1]s {
+	comment "emulates net.netfilter.nf_conntrack_max=%[2]d: new connections beyond %[2]d tracked ones are dropped"
+	chain prerouting {
+		type filter hook prerouting priority mangle - 10; policy accept;
+		jump capacity
+	}
+	chain output {
+		type filter hook output priority mangle - 10; policy accept;
+		jump capacity
+	}
+	chain capacity {
+		ct state new ct count over %[2]d counter drop comment "nf_conntrack: table full, dropping packet"
+	}
+}
+`, conntrackTable, max)
+}
+
+// ConntrackLimit is what limits the connections a node tracks.
+type ConntrackLimit struct {
+	// Max is the limit in effect: the kernel's nf_conntrack_max, or the
+	// stand-in's cap when that is lower.
+	Max int
+	// Sysctl is net.netfilter.nf_conntrack_max as the node reads it (the
+	// machine's: only the host's initial namespace may set it).
+	Sysctl int
+	// Count is net.netfilter.nf_conntrack_count, the node's entries.
+	Count int
+	// Capped is set when the stand-in table caps the node below Sysctl.
+	Capped bool
+}
+
+var ctCountOverRE = regexp.MustCompile(`ct count over (\d+)`)
+
+// ConntrackMax reads how many connections node may track: the sysctl and,
+// where the conntrack-table-small table is in place, its lowest cap (a
+// learner may have changed the rule or added others).
+func ConntrackMax(ctx context.Context, c cluster.Cluster, node string) (ConntrackLimit, error) {
+	out, err := run(ctx, c, node, "sh", "-c", "cat /proc/sys/net/netfilter/nf_conntrack_max /proc/sys/net/netfilter/nf_conntrack_count; nft list table inet "+conntrackTable+" 2>/dev/null || true")
+	if err != nil {
+		return ConntrackLimit{}, fmt.Errorf("reading the conntrack limit of node %s: %w", node, err)
+	}
+	return parseConntrackMax(out)
+}
+
+func parseConntrackMax(out string) (ConntrackLimit, error) {
+	lines := strings.SplitN(out, "\n", 3)
+	if len(lines) < 2 {
+		return ConntrackLimit{}, fmt.Errorf("unexpected answer %q", out)
+	}
+	var l ConntrackLimit
+	var err error
+	if l.Sysctl, err = strconv.Atoi(strings.TrimSpace(lines[0])); err != nil {
+		return l, fmt.Errorf("nf_conntrack_max: %w", err)
+	}
+	if l.Count, err = strconv.Atoi(strings.TrimSpace(lines[1])); err != nil {
+		return l, fmt.Errorf("nf_conntrack_count: %w", err)
+	}
+	l.Max = l.Sysctl
+	if len(lines) == 3 {
+		for _, m := range ctCountOverRE.FindAllStringSubmatch(lines[2], -1) {
+			if n, err := strconv.Atoi(m[1]); err == nil && n < l.Max {
+				l.Max, l.Capped = n, true
+			}
+		}
+	}
+	return l, nil
 }
 
 func (f conntrackTableSmall) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {

@@ -411,7 +411,7 @@ func TestDataplaneFaults(t *testing.T) {
 			},
 			wantCalls: []string{"lab-worker: ip -o -4 addr show", "lab-worker: ip addr del 172.29.1.50/24 dev eth0"}},
 		{name: "conntrack table capped", fault: "conntrack-table-small", params: scenario.Params{"node": "worker", "max": 16},
-			wantCalls: []string{"lab-worker: bash -c nft -f - <<'EOF'\ntable inet svclab-conntrack-max {\n\tcomment \"emulates net.netfilter.nf_conntrack_max=16: new connections beyond 16 tracked ones are dropped\"\n\tchain prerouting {\n\t\ttype filter hook prerouting priority raw + 1; policy accept;\n\t\tct state new ct count over 16 counter drop comment \"conntrack table full\"\n\t}\n\tchain output {\n\t\ttype filter hook output priority raw + 1; policy accept;\n\t\tct state new ct count over 16 counter drop comment \"conntrack table full\"\n\t}\n}\nEOF\n"}},
+			wantCalls: []string{"lab-worker: bash -c nft -f - <<'EOF'\ntable inet svclab-conntrack-max {\n\tcomment \"emulates net.netfilter.nf_conntrack_max=16: new connections beyond 16 tracked ones are dropped\"\n\tchain prerouting {\n\t\ttype filter hook prerouting priority mangle - 10; policy accept;\n\t\tjump capacity\n\t}\n\tchain output {\n\t\ttype filter hook output priority mangle - 10; policy accept;\n\t\tjump capacity\n\t}\n\tchain capacity {\n\t\tct state new ct count over 16 counter drop comment \"nf_conntrack: table full, dropping packet\"\n\t}\n}\nEOF\n"}},
 		{name: "conntrack table restored", fault: "conntrack-table-small", params: scenario.Params{"node": "worker"}, revert: true,
 			wantCalls: []string{"lab-worker: bash -c ! nft list table inet svclab-conntrack-max >/dev/null 2>&1 || nft delete table inet svclab-conntrack-max"}},
 		{name: "hairpin off for the Service's Pods", fault: "hairpin", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
@@ -567,5 +567,26 @@ func TestLibraryMatchesDeclarations(t *testing.T) {
 	}
 	if err := Inject(context.Background(), newFake(), r, []scenario.Fault{{Name: "scale-to-zero", Params: scenario.Params{"deployment": 3}}}); err == nil || !strings.Contains(err.Error(), "invalid parameters") {
 		t.Errorf("invalid params: %v", err)
+	}
+}
+
+func TestParseConntrackMax(t *testing.T) {
+	table := conntrackMaxScript(32)
+	for _, tc := range []struct {
+		name, out string
+		want      ConntrackLimit
+		wantErr   bool
+	}{
+		{"no stand-in", "262144\n57\n", ConntrackLimit{Max: 262144, Sysctl: 262144, Count: 57}, false},
+		{"capped", "262144\n57\n" + table, ConntrackLimit{Max: 32, Sysctl: 262144, Count: 57, Capped: true}, false},
+		{"raised in the rule", "262144\n57\n" + strings.ReplaceAll(table, "over 32", "over 65536"), ConntrackLimit{Max: 65536, Sysctl: 262144, Count: 57, Capped: true}, false},
+		{"cap above the sysctl", "1024\n7\n" + strings.ReplaceAll(table, "over 32", "over 65536"), ConntrackLimit{Max: 1024, Sysctl: 1024, Count: 7}, false},
+		{"two rules, the lower counts", "262144\n9\n" + table + "\t\tct state new ct count over 8 drop\n", ConntrackLimit{Max: 8, Sysctl: 262144, Count: 9, Capped: true}, false},
+		{"garbage", "cat: no such file\n", ConntrackLimit{}, true},
+	} {
+		got, err := parseConntrackMax(tc.out)
+		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
+			t.Errorf("%s: %+v, %v; want %+v (error %v)", tc.name, got, err, tc.want, tc.wantErr)
+		}
 	}
 }

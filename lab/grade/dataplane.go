@@ -51,6 +51,8 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (str
 				a.line, a.pass, a.err = g.rules(ctx, node, d.Rules)
 			case d.Conntrack != nil:
 				a.line, a.pass, a.err = g.conntrack(ctx, node, d.Conntrack)
+			case d.ConntrackMax != nil:
+				a.line, a.pass, a.err = g.conntrackMax(ctx, node, d.ConntrackMax)
 			default:
 				a.line, a.pass = g.proxyMode(ctx, node, d.ProxyMode)
 			}
@@ -392,4 +394,25 @@ func (g *Grader) askProxyMode(ctx context.Context, node string) (string, error) 
 	}
 	defer release()
 	return faults.ProxyMode(ctx, g.Cluster, node)
+}
+
+// conntrackMax tells whether node may track at least a.AtLeast connections.
+func (g *Grader) conntrackMax(ctx context.Context, node string, a *scenario.ConntrackMaxAssertion) (string, bool, error) {
+	release, err := g.acquire(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	defer release()
+	l, err := faults.ConntrackMax(ctx, g.Cluster, node)
+	if err != nil {
+		return "", false, err
+	}
+	line := fmt.Sprintf("nf_conntrack_max %d, %d entries tracked", l.Max, l.Count)
+	if l.Capped {
+		line = fmt.Sprintf("conntrack table capped at %d connections (the lab's stand-in for nf_conntrack_max: nft table inet %s), %d entries tracked", l.Max, faults.ConntrackTable, l.Count)
+	}
+	if l.Max < a.AtLeast {
+		line += fmt.Sprintf("; it must hold at least %d", a.AtLeast)
+	}
+	return line, l.Max >= a.AtLeast, nil
 }

@@ -588,6 +588,32 @@ func TestDataplaneNodesAtOnce(t *testing.T) {
 	}
 }
 
+func TestConntrackMax(t *testing.T) {
+	for _, tc := range []struct {
+		name, out string
+		pass      bool
+		detail    string
+	}{
+		{"capped", "262144\n40\ntable inet svclab-conntrack-max {\n\tchain capacity {\n\t\tct state new ct count over 32 counter packets 9 bytes 540 drop\n\t}\n}\n", false,
+			"lab-worker: conntrack table capped at 32 connections (the lab's stand-in for nf_conntrack_max: nft table inet svclab-conntrack-max), 40 entries tracked; it must hold at least 65536"},
+		{"raised", "262144\n40\ntable inet svclab-conntrack-max {\n\tchain capacity {\n\t\tct state new ct count over 100000 drop\n\t}\n}\n", true,
+			"lab-worker: conntrack table capped at 100000 connections"},
+		{"stand-in gone", "262144\n40\n", true, "lab-worker: nf_conntrack_max 262144, 40 entries tracked"},
+	} {
+		g := newGrader(func(node string, cmd []string) (string, error) {
+			if !strings.Contains(strings.Join(cmd, " "), "nf_conntrack_max") {
+				return "", fmt.Errorf("unexpected %v", cmd)
+			}
+			return tc.out, nil
+		}, nil)
+		c := &scenario.Check{ID: "max", Weight: 1, Dataplane: &scenario.DataplaneCheck{Nodes: []string{"worker"}, ConntrackMax: &scenario.ConntrackMaxAssertion{AtLeast: 65536}}}
+		r := g.Check(context.Background(), c, nil)
+		if r.Passed != tc.pass || r.Error != "" || !strings.HasPrefix(r.Detail, tc.detail) {
+			t.Errorf("%s: passed=%v error=%q detail=%q", tc.name, r.Passed, r.Error, r.Detail)
+		}
+	}
+}
+
 func TestConntrack(t *testing.T) {
 	dnsSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}

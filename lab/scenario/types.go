@@ -253,13 +253,21 @@ type Responders struct {
 }
 
 // DataplaneCheck asserts on the rules or conntrack tables of nodes, or on
-// the mode their proxier runs in. Exactly one of Rules, Conntrack and
-// ProxyMode is set.
+// the mode their proxier runs in. Exactly one of Rules, Conntrack,
+// ConntrackMax and ProxyMode is set.
 type DataplaneCheck struct {
-	Nodes     []string            `yaml:"nodes" rule:"unique" doc:"Nodes' short names (default: every node)."`
-	Rules     *RulesAssertion     `yaml:"rules" doc:"What the node's proxy rules do with a Service's traffic."`
-	Conntrack *ConntrackAssertion `yaml:"conntrack" doc:"What the node's conntrack table holds."`
-	ProxyMode string              `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The mode the node's kube-proxy runs in (it answers on 127.0.0.1:10249/proxyMode)."`
+	Nodes        []string               `yaml:"nodes" rule:"unique" doc:"Nodes' short names (default: every node)."`
+	Rules        *RulesAssertion        `yaml:"rules" doc:"What the node's proxy rules do with a Service's traffic."`
+	Conntrack    *ConntrackAssertion    `yaml:"conntrack" doc:"What the node's conntrack table holds."`
+	ConntrackMax *ConntrackMaxAssertion `yaml:"conntrackMax" doc:"How many connections the node's conntrack table may hold."`
+	ProxyMode    string                 `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The mode the node's kube-proxy runs in (it answers on 127.0.0.1:10249/proxyMode)."`
+}
+
+// ConntrackMaxAssertion says how many connections a node's conntrack table
+// must be able to hold: its net.netfilter.nf_conntrack_max, or the lower
+// cap of the lab's stand-in for it (the conntrack-table-small fault).
+type ConntrackMaxAssertion struct {
+	AtLeast int `yaml:"atLeast" rule:"required,min=1" doc:"The lowest limit that passes."`
 }
 
 // Rule verdicts of RulesAssertion.
