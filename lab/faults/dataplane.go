@@ -226,21 +226,17 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting CoreDNS Pod %s: %w", pod.Name, err)
 		}
-		// A node hands the lowest free address to its next Pod, which
-		// would give the replacement the dead Pod's address and end the
-		// staleness at once. A placeholder on the node takes the address
-		// first and keeps it until Revert.
-		if err := holdAddress(ctx, cs, pod.Spec.NodeName, pod.Name); err != nil {
-			return err
-		}
+		// Nodes hand out Pod addresses round-robin (the node agent as
+		// host-local IPAM does), so the replacement gets a fresh address
+		// and the dead one stays unused.
 	}
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 		if err != nil {
 			return false, nil
 		}
-		// Every replica must run on a fresh address: a replica started
-		// later could take the dead one's address and end the staleness.
+		// Every replica must run on a fresh address: a replica on a dead
+		// one would end the staleness.
 		want := int32(1)
 		if d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{}); err == nil && d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
@@ -250,47 +246,15 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 			if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
 				continue
 			}
-			if podIPs[pod.Status.PodIP] {
-				// The placeholder lost the race: once more.
+			if staleNode[pod.Status.PodIP] != "" {
 				_ = cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-				_ = holdAddress(ctx, cs, pod.Spec.NodeName, pod.Name)
 				continue
 			}
 			if pod.Status.Phase == corev1.PodRunning {
 				running++
 			}
 		}
-		// Until a placeholder holds each dead address, any Pod started on
-		// its node later (a CoreDNS restart) could take it.
-		all, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		held := map[string]bool{}
-		pending := map[string]bool{} // nodes with a placeholder still without an address
-		for _, pod := range all.Items {
-			isHold := pod.Labels[addressHoldLabel] != ""
-			switch {
-			case pod.Status.PodIP != "":
-				held[pod.Status.PodIP] = isHold
-			case isHold && pod.DeletionTimestamp == nil:
-				pending[pod.Spec.NodeName] = true
-			}
-		}
-		settled := true
-		for ip, node := range staleNode {
-			isHeld, used := held[ip]
-			switch {
-			case !used && !pending[node]:
-				// Free now: the next Pod on the node takes it.
-				_ = holdAddress(ctx, cs, node, ip)
-				pending[node] = true
-				settled = false
-			case !isHeld:
-				settled = false
-			}
-		}
-		return running >= want && settled, nil
+		return running >= want, nil
 	})
 	if err != nil {
 		return fmt.Errorf("no replacement CoreDNS Pod with a new address came up within 2 minutes: %w", err)
@@ -387,25 +351,11 @@ func moveCoreDNSPod(ctx context.Context, cs kubernetes.Interface, names []string
 	return nil
 }
 
-// addressHoldLabel marks the placeholder Pods of staleUDPConntrackDNS.
+// addressHoldLabel marks the placeholder Pods that earlier versions of
+// staleUDPConntrackDNS started to keep a dead CoreDNS Pod's address from
+// being handed out again (when nodes handed out the lowest free address);
+// Revert still removes any that a cluster kept.
 const addressHoldLabel = "svclab.dev/address-hold"
-
-// holdAddress starts a placeholder Pod on node, bound there directly, so
-// that it takes the address the Pod named after just freed.
-func holdAddress(ctx context.Context, cs kubernetes.Interface, node, after string) error {
-	zero := int64(0)
-	hold := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "svclab-address-hold-", Namespace: "kube-system",
-			Labels: map[string]string{addressHoldLabel: after}},
-		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: &zero,
-			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers:  []corev1.Container{{Name: "hold", Image: "busybox:1.36", Command: []string{"sleep", "3600"}}}},
-	}
-	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, hold, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("holding the address of CoreDNS Pod %s on node %s: %w", after, node, err)
-	}
-	return nil
-}
 
 // releaseAddresses deletes the placeholder Pods.
 func releaseAddresses(ctx context.Context, cs kubernetes.Interface) error {
