@@ -254,7 +254,20 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 				running++
 			}
 		}
-		return running >= want, nil
+		if running < want {
+			return false, nil
+		}
+		// A Pod deleted without grace is gone from the API at once, but
+		// its node tears it down a moment later, and until then it still
+		// answers the pinned flow: wait until no node routes to a dead
+		// address any more (its veth is gone).
+		for ip, node := range staleNode {
+			out, err := run(ctx, c, node, "ip", "-o", "route", "show", ip+"/32")
+			if err != nil || strings.TrimSpace(out) != "" {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("no replacement CoreDNS Pod with a new address came up within 2 minutes: %w", err)

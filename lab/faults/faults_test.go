@@ -495,7 +495,14 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 	// whose entry the kernel would flush with its veth; the second by the
 	// remote one.
 	answers := []string{"10.244.1.2", "10.244.2.2"}
+	// The deleted Pod's node tears it down a moment later.
+	routes := []string{"10.244.2.2 dev veth1234 scope link src 10.244.2.1\n", ""}
 	f.respond = func(node, cmd string) (string, error) {
+		if strings.HasPrefix(cmd, "ip -o route show") {
+			r := routes[0]
+			routes = routes[1:]
+			return r, nil
+		}
 		if strings.HasPrefix(cmd, "conntrack -L") {
 			ip := answers[0]
 			answers = answers[1:]
@@ -520,6 +527,7 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 			"lab-worker: dig +time=2 +tries=1 -b 0.0.0.0#53535 @10.96.0.10 kubernetes.default.svc.cluster.local",
 			"lab-worker: conntrack -L -p udp --orig-dst 10.96.0.10 --orig-port-src 53535")
 	}
+	want = append(want, "lab-worker2: ip -o route show 10.244.2.2/32", "lab-worker2: ip -o route show 10.244.2.2/32")
 	if strings.Join(f.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("calls:\n%s", strings.Join(f.calls, "\n"))
 	}
