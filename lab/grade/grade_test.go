@@ -126,7 +126,7 @@ func scenarioObject(id, kind, name string) runtime.Object {
 	panic("no " + kind + " " + name)
 }
 
-func loadScenario(t *testing.T, id string) *scenario.Scenario {
+func loadScenario(t testing.TB, id string) *scenario.Scenario {
 	t.Helper()
 	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
 	if err := problems.Err(); err != nil {
