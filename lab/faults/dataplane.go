@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -225,21 +226,17 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting CoreDNS Pod %s: %w", pod.Name, err)
 		}
-		// A node hands the lowest free address to its next Pod, which
-		// would give the replacement the dead Pod's address and end the
-		// staleness at once. A placeholder on the node takes the address
-		// first and keeps it until Revert.
-		if err := holdAddress(ctx, cs, pod.Spec.NodeName, pod.Name); err != nil {
-			return err
-		}
+		// Nodes hand out Pod addresses round-robin (the node agent as
+		// host-local IPAM does), so the replacement gets a fresh address
+		// and the dead one stays unused.
 	}
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 		if err != nil {
 			return false, nil
 		}
-		// Every replica must run on a fresh address: a replica started
-		// later could take the dead one's address and end the staleness.
+		// Every replica must run on a fresh address: a replica on a dead
+		// one would end the staleness.
 		want := int32(1)
 		if d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{}); err == nil && d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
@@ -249,47 +246,28 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 			if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
 				continue
 			}
-			if podIPs[pod.Status.PodIP] {
-				// The placeholder lost the race: once more.
+			if staleNode[pod.Status.PodIP] != "" {
 				_ = cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-				_ = holdAddress(ctx, cs, pod.Spec.NodeName, pod.Name)
 				continue
 			}
 			if pod.Status.Phase == corev1.PodRunning {
 				running++
 			}
 		}
-		// Until a placeholder holds each dead address, any Pod started on
-		// its node later (a CoreDNS restart) could take it.
-		all, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
+		if running < want {
 			return false, nil
 		}
-		held := map[string]bool{}
-		pending := map[string]bool{} // nodes with a placeholder still without an address
-		for _, pod := range all.Items {
-			isHold := pod.Labels[addressHoldLabel] != ""
-			switch {
-			case pod.Status.PodIP != "":
-				held[pod.Status.PodIP] = isHold
-			case isHold && pod.DeletionTimestamp == nil:
-				pending[pod.Spec.NodeName] = true
-			}
-		}
-		settled := true
+		// A Pod deleted without grace is gone from the API at once, but
+		// its node tears it down a moment later, and until then it still
+		// answers the pinned flow: wait until no node routes to a dead
+		// address any more (its veth is gone).
 		for ip, node := range staleNode {
-			isHeld, used := held[ip]
-			switch {
-			case !used && !pending[node]:
-				// Free now: the next Pod on the node takes it.
-				_ = holdAddress(ctx, cs, node, ip)
-				pending[node] = true
-				settled = false
-			case !isHeld:
-				settled = false
+			out, err := run(ctx, c, node, "ip", "-o", "route", "show", ip+"/32")
+			if err != nil || strings.TrimSpace(out) != "" {
+				return false, nil
 			}
 		}
-		return running >= want && settled, nil
+		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("no replacement CoreDNS Pod with a new address came up within 2 minutes: %w", err)
@@ -386,25 +364,11 @@ func moveCoreDNSPod(ctx context.Context, cs kubernetes.Interface, names []string
 	return nil
 }
 
-// addressHoldLabel marks the placeholder Pods of staleUDPConntrackDNS.
+// addressHoldLabel marks the placeholder Pods that earlier versions of
+// staleUDPConntrackDNS started to keep a dead CoreDNS Pod's address from
+// being handed out again (when nodes handed out the lowest free address);
+// Revert still removes any that a cluster kept.
 const addressHoldLabel = "svclab.dev/address-hold"
-
-// holdAddress starts a placeholder Pod on node, bound there directly, so
-// that it takes the address the Pod named after just freed.
-func holdAddress(ctx context.Context, cs kubernetes.Interface, node, after string) error {
-	zero := int64(0)
-	hold := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "svclab-address-hold-", Namespace: "kube-system",
-			Labels: map[string]string{addressHoldLabel: after}},
-		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: &zero,
-			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers:  []corev1.Container{{Name: "hold", Image: "busybox:1.36", Command: []string{"sleep", "3600"}}}},
-	}
-	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, hold, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("holding the address of CoreDNS Pod %s on node %s: %w", after, node, err)
-	}
-	return nil
-}
 
 // releaseAddresses deletes the placeholder Pods.
 func releaseAddresses(ctx context.Context, cs kubernetes.Interface) error {
@@ -656,14 +620,19 @@ func (f nodePortPrimaryIPOnly) target(ctx context.Context, c cluster.Cluster, p 
 // learner would see (connections dropped) with rules that name what they
 // stand for.
 const (
-	conntrackTable = "svclab-conntrack-max"
+	conntrackTable = ConntrackTable
 	hairpinTable   = "svclab-no-hairpin"
 )
 
+// ConntrackTable is the inet table of conntrack-table-small.
+const ConntrackTable = "svclab-conntrack-max"
+
 // conntrackTableSmall caps the number of connections a node tracks: once
-// max connections are tracked, new ones (forwarded to Pods or made by the
-// node itself) are dropped, as a full conntrack table drops them
-// ("nf_conntrack: table full, dropping packet").
+// max connections are tracked, new ones (forwarded to or from Pods, or made
+// by the node itself) are dropped, as a full conntrack table drops them
+// ("nf_conntrack: table full, dropping packet"); the connections already
+// tracked go on working. One rule in chain capacity counts for both hooks, so
+// the node's own connections and those it forwards fill one table.
 type conntrackTableSmall struct{ scenario.FaultSpec }
 
 func (f conntrackTableSmall) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
@@ -671,25 +640,83 @@ func (f conntrackTableSmall) Inject(ctx context.Context, c cluster.Cluster, p sc
 	if err != nil {
 		return err
 	}
-	max := p.Int("max", 64)
-	// The count is of the connections the rule has seen and conntrack
-	// still holds (nft's connlimit), which fill the table as real ones do.
-	script := fmt.Sprintf(`table inet %[1]s {
-	comment "emulates net.netfilter.nf_conntrack_max=%[2]d: new connections beyond %[2]d tracked ones are dropped"
-	chain prerouting {
-		type filter hook prerouting priority raw + 1; policy accept;
-		ct state new ct count over %[2]d counter drop comment "conntrack table full"
-	}
-	chain output {
-		type filter hook output priority raw + 1; policy accept;
-		ct state new ct count over %[2]d counter drop comment "conntrack table full"
-	}
-}
-`, conntrackTable, max)
-	if _, err := run(ctx, c, node, "bash", "-c", "nft -f - <<'EOF'\n"+script+"EOF\n"); err != nil {
+	if _, err := run(ctx, c, node, "bash", "-c", "nft -f - <<'EOF'\n"+conntrackMaxScript(p.Int("max", 64))+"EOF\n"); err != nil {
 		return fmt.Errorf("capping the conntrack table of node %s: %w", node, err)
 	}
 	return nil
+}
+
+// conntrackMaxScript is the nft script of the conntrack-table-small table.
+// The count is of the connections the rule has seen and conntrack still
+// holds, closed TCP connections aside (nft's connlimit), which fill the
+// table as real ones do; the chains run after conntrack (priority -200).
+func conntrackMaxScript(max int) string {
+	return fmt.Sprintf(`table inet %[1]s {
+	comment "emulates net.netfilter.nf_conntrack_max=%[2]d: new connections beyond %[2]d tracked ones are dropped"
+	chain prerouting {
+		type filter hook prerouting priority mangle - 10; policy accept;
+		jump capacity
+	}
+	chain output {
+		type filter hook output priority mangle - 10; policy accept;
+		jump capacity
+	}
+	chain capacity {
+		ct state new ct count over %[2]d counter drop comment "nf_conntrack: table full, dropping packet"
+	}
+}
+`, conntrackTable, max)
+}
+
+// ConntrackLimit is what limits the connections a node tracks.
+type ConntrackLimit struct {
+	// Max is the limit in effect: the kernel's nf_conntrack_max, or the
+	// stand-in's cap when that is lower.
+	Max int
+	// Sysctl is net.netfilter.nf_conntrack_max as the node reads it (the
+	// machine's: only the host's initial namespace may set it).
+	Sysctl int
+	// Count is net.netfilter.nf_conntrack_count, the node's entries.
+	Count int
+	// Capped is set when the stand-in table caps the node below Sysctl.
+	Capped bool
+}
+
+var ctCountOverRE = regexp.MustCompile(`ct count over (\d+)`)
+
+// ConntrackMax reads how many connections node may track: the sysctl and,
+// where the conntrack-table-small table is in place, its lowest cap (a
+// learner may have changed the rule or added others).
+func ConntrackMax(ctx context.Context, c cluster.Cluster, node string) (ConntrackLimit, error) {
+	out, err := run(ctx, c, node, "sh", "-c", "cat /proc/sys/net/netfilter/nf_conntrack_max /proc/sys/net/netfilter/nf_conntrack_count; nft list table inet "+conntrackTable+" 2>/dev/null || true")
+	if err != nil {
+		return ConntrackLimit{}, fmt.Errorf("reading the conntrack limit of node %s: %w", node, err)
+	}
+	return parseConntrackMax(out)
+}
+
+func parseConntrackMax(out string) (ConntrackLimit, error) {
+	lines := strings.SplitN(out, "\n", 3)
+	if len(lines) < 2 {
+		return ConntrackLimit{}, fmt.Errorf("unexpected answer %q", out)
+	}
+	var l ConntrackLimit
+	var err error
+	if l.Sysctl, err = strconv.Atoi(strings.TrimSpace(lines[0])); err != nil {
+		return l, fmt.Errorf("nf_conntrack_max: %w", err)
+	}
+	if l.Count, err = strconv.Atoi(strings.TrimSpace(lines[1])); err != nil {
+		return l, fmt.Errorf("nf_conntrack_count: %w", err)
+	}
+	l.Max = l.Sysctl
+	if len(lines) == 3 {
+		for _, m := range ctCountOverRE.FindAllStringSubmatch(lines[2], -1) {
+			if n, err := strconv.Atoi(m[1]); err == nil && n < l.Max {
+				l.Max, l.Capped = n, true
+			}
+		}
+	}
+	return l, nil
 }
 
 func (f conntrackTableSmall) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
@@ -411,7 +410,7 @@ func TestDataplaneFaults(t *testing.T) {
 			},
 			wantCalls: []string{"lab-worker: ip -o -4 addr show", "lab-worker: ip addr del 172.29.1.50/24 dev eth0"}},
 		{name: "conntrack table capped", fault: "conntrack-table-small", params: scenario.Params{"node": "worker", "max": 16},
-			wantCalls: []string{"lab-worker: bash -c nft -f - <<'EOF'\ntable inet svclab-conntrack-max {\n\tcomment \"emulates net.netfilter.nf_conntrack_max=16: new connections beyond 16 tracked ones are dropped\"\n\tchain prerouting {\n\t\ttype filter hook prerouting priority raw + 1; policy accept;\n\t\tct state new ct count over 16 counter drop comment \"conntrack table full\"\n\t}\n\tchain output {\n\t\ttype filter hook output priority raw + 1; policy accept;\n\t\tct state new ct count over 16 counter drop comment \"conntrack table full\"\n\t}\n}\nEOF\n"}},
+			wantCalls: []string{"lab-worker: bash -c nft -f - <<'EOF'\ntable inet svclab-conntrack-max {\n\tcomment \"emulates net.netfilter.nf_conntrack_max=16: new connections beyond 16 tracked ones are dropped\"\n\tchain prerouting {\n\t\ttype filter hook prerouting priority mangle - 10; policy accept;\n\t\tjump capacity\n\t}\n\tchain output {\n\t\ttype filter hook output priority mangle - 10; policy accept;\n\t\tjump capacity\n\t}\n\tchain capacity {\n\t\tct state new ct count over 16 counter drop comment \"nf_conntrack: table full, dropping packet\"\n\t}\n}\nEOF\n"}},
 		{name: "conntrack table restored", fault: "conntrack-table-small", params: scenario.Params{"node": "worker"}, revert: true,
 			wantCalls: []string{"lab-worker: bash -c ! nft list table inet svclab-conntrack-max >/dev/null 2>&1 || nft delete table inet svclab-conntrack-max"}},
 		{name: "hairpin off for the Service's Pods", fault: "hairpin", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
@@ -488,18 +487,22 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-b", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
 			Spec: corev1.PodSpec{NodeName: "lab-worker2"}, Status: corev1.PodStatus{PodIP: "10.244.2.2", Phase: corev1.PodRunning}},
 	}
+	// A placeholder an earlier version left.
+	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "svclab-address-hold-x", Namespace: "kube-system", Labels: map[string]string{addressHoldLabel: "coredns-b"}},
+		Spec: corev1.PodSpec{NodeName: "lab-worker2"}, Status: corev1.PodStatus{PodIP: "10.244.2.3", Phase: corev1.PodRunning}})
 	f := newFake(objs...)
-	// The node gives the placeholder the dead Pod's address.
-	f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
-		pod.Status.PodIP = "10.244.2.2"
-		return false, nil, nil
-	})
 	// The first query is answered by the CoreDNS Pod on the node itself,
 	// whose entry the kernel would flush with its veth; the second by the
 	// remote one.
 	answers := []string{"10.244.1.2", "10.244.2.2"}
+	// The deleted Pod's node tears it down a moment later.
+	routes := []string{"10.244.2.2 dev veth1234 scope link src 10.244.2.1\n", ""}
 	f.respond = func(node, cmd string) (string, error) {
+		if strings.HasPrefix(cmd, "ip -o route show") {
+			r := routes[0]
+			routes = routes[1:]
+			return r, nil
+		}
 		if strings.HasPrefix(cmd, "conntrack -L") {
 			ip := answers[0]
 			answers = answers[1:]
@@ -524,6 +527,7 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 			"lab-worker: dig +time=2 +tries=1 -b 0.0.0.0#53535 @10.96.0.10 kubernetes.default.svc.cluster.local",
 			"lab-worker: conntrack -L -p udp --orig-dst 10.96.0.10 --orig-port-src 53535")
 	}
+	want = append(want, "lab-worker2: ip -o route show 10.244.2.2/32", "lab-worker2: ip -o route show 10.244.2.2/32")
 	if strings.Join(f.calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("calls:\n%s", strings.Join(f.calls, "\n"))
 	}
@@ -531,15 +535,16 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 	if len(pods.Items) != 1 || pods.Items[0].Name != "coredns-a" {
 		t.Errorf("the CoreDNS Pod that answered was not deleted: %+v", pods.Items)
 	}
-	// A placeholder holds the dead Pod's address on its node until Revert.
-	holds, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
-	if len(holds.Items) != 1 || holds.Items[0].Spec.NodeName != "lab-worker2" {
-		t.Errorf("placeholders %+v", holds.Items)
+	// No placeholder holds the dead Pod's address: nodes hand out
+	// addresses round-robin.
+	all, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+	if len(all.Items) != 2 {
+		t.Errorf("Pods after the fault: %+v", all.Items)
 	}
 	if err := fault.(Reverter).Revert(ctx, f, scenario.Params{"node": "worker"}); err != nil {
 		t.Fatal(err)
 	}
-	holds, _ = f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
+	holds, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
 	if len(holds.Items) != 0 {
 		t.Errorf("placeholders left after Revert: %+v", holds.Items)
 	}
@@ -567,5 +572,26 @@ func TestLibraryMatchesDeclarations(t *testing.T) {
 	}
 	if err := Inject(context.Background(), newFake(), r, []scenario.Fault{{Name: "scale-to-zero", Params: scenario.Params{"deployment": 3}}}); err == nil || !strings.Contains(err.Error(), "invalid parameters") {
 		t.Errorf("invalid params: %v", err)
+	}
+}
+
+func TestParseConntrackMax(t *testing.T) {
+	table := conntrackMaxScript(32)
+	for _, tc := range []struct {
+		name, out string
+		want      ConntrackLimit
+		wantErr   bool
+	}{
+		{"no stand-in", "262144\n57\n", ConntrackLimit{Max: 262144, Sysctl: 262144, Count: 57}, false},
+		{"capped", "262144\n57\n" + table, ConntrackLimit{Max: 32, Sysctl: 262144, Count: 57, Capped: true}, false},
+		{"raised in the rule", "262144\n57\n" + strings.ReplaceAll(table, "over 32", "over 65536"), ConntrackLimit{Max: 65536, Sysctl: 262144, Count: 57, Capped: true}, false},
+		{"cap above the sysctl", "1024\n7\n" + strings.ReplaceAll(table, "over 32", "over 65536"), ConntrackLimit{Max: 1024, Sysctl: 1024, Count: 7}, false},
+		{"two rules, the lower counts", "262144\n9\n" + table + "\t\tct state new ct count over 8 drop\n", ConntrackLimit{Max: 8, Sysctl: 262144, Count: 9, Capped: true}, false},
+		{"garbage", "cat: no such file\n", ConntrackLimit{}, true},
+	} {
+		got, err := parseConntrackMax(tc.out)
+		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
+			t.Errorf("%s: %+v, %v; want %+v (error %v)", tc.name, got, err, tc.want, tc.wantErr)
+		}
 	}
 }

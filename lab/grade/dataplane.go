@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -33,26 +34,40 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (str
 			names = append(names, scenario.NodeName(g.Cluster.Name(), short))
 		}
 	}
+	// The nodes are asked at once (nodeExec bounds the commands); the
+	// report keeps the nodes' order.
+	type answer struct {
+		line string
+		pass bool
+		err  error
+	}
+	answers := make([]answer, len(names))
+	var wg sync.WaitGroup
+	for i, node := range names {
+		wg.Go(func() {
+			a := &answers[i]
+			switch {
+			case d.Rules != nil:
+				a.line, a.pass, a.err = g.rules(ctx, node, d.Rules)
+			case d.Conntrack != nil:
+				a.line, a.pass, a.err = g.conntrack(ctx, node, d.Conntrack)
+			case d.ConntrackMax != nil:
+				a.line, a.pass, a.err = g.conntrackMax(ctx, node, d.ConntrackMax)
+			default:
+				a.line, a.pass = g.proxyMode(ctx, node, d.ProxyMode)
+			}
+		})
+	}
+	wg.Wait()
 	var ok, bad []string
-	for _, node := range names {
-		var line string
-		var pass bool
-		var err error
-		switch {
-		case d.Rules != nil:
-			line, pass, err = g.rules(ctx, node, d.Rules)
-		case d.Conntrack != nil:
-			line, pass, err = g.conntrack(ctx, node, d.Conntrack)
-		default:
-			line, pass = g.proxyMode(ctx, node, d.ProxyMode)
+	for i, a := range answers {
+		if a.err != nil {
+			return "", a.err
 		}
-		if err != nil {
-			return "", err
-		}
-		if pass {
-			ok = append(ok, node+": "+line)
+		if a.pass {
+			ok = append(ok, names[i]+": "+a.line)
 		} else {
-			bad = append(bad, node+": "+line)
+			bad = append(bad, names[i]+": "+a.line)
 		}
 	}
 	if len(bad) > 0 {
@@ -63,7 +78,7 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (str
 
 func (g *Grader) nodeOutput(ctx context.Context, node string, cmd ...string) (string, error) {
 	var out, errOut bytes.Buffer
-	if err := g.Cluster.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &errOut}); err != nil {
+	if err := g.nodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &errOut}); err != nil {
 		return "", fmt.Errorf("%s on node %s: %w: %s", strings.Join(cmd, " "), node, err, strings.TrimSpace(errOut.String()))
 	}
 	return out.String(), nil
@@ -148,7 +163,7 @@ func (g *Grader) rules(ctx context.Context, node string, r *scenario.RulesAssert
 // no proxier answers (it is dead, which is what a scenario may be about),
 // the rules it left behind tell.
 func (g *Grader) proxyRules(ctx context.Context, node string) (mode, dump string, err error) {
-	mode, err = faults.ProxyMode(ctx, g.Cluster, node)
+	mode, err = g.askProxyMode(ctx, node)
 	if err != nil {
 		if dump, nftErr := g.nodeOutput(ctx, node, "nft", "list", "table", "ip", "kube-proxy"); nftErr == nil {
 			return scenario.ProxyModeNFTables, dump, nil
@@ -364,9 +379,40 @@ func (g *Grader) readyAddresses(ctx context.Context, svc *corev1.Service) (map[s
 // does not answer fails the check (it is not running, or crash-looping on
 // its configuration).
 func (g *Grader) proxyMode(ctx context.Context, node, mode string) (string, bool) {
-	got, err := faults.ProxyMode(ctx, g.Cluster, node)
+	got, err := g.askProxyMode(ctx, node)
 	if err != nil {
 		return "kube-proxy does not answer: " + err.Error(), false
 	}
 	return "kube-proxy runs in " + got + " mode", got == mode
+}
+
+// askProxyMode asks node's proxier for its mode, within the MaxExecs bound.
+func (g *Grader) askProxyMode(ctx context.Context, node string) (string, error) {
+	release, err := g.acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return faults.ProxyMode(ctx, g.Cluster, node)
+}
+
+// conntrackMax tells whether node may track at least a.AtLeast connections.
+func (g *Grader) conntrackMax(ctx context.Context, node string, a *scenario.ConntrackMaxAssertion) (string, bool, error) {
+	release, err := g.acquire(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	defer release()
+	l, err := faults.ConntrackMax(ctx, g.Cluster, node)
+	if err != nil {
+		return "", false, err
+	}
+	line := fmt.Sprintf("nf_conntrack_max %d, %d entries tracked", l.Max, l.Count)
+	if l.Capped {
+		line = fmt.Sprintf("conntrack table capped at %d connections (the lab's stand-in for nf_conntrack_max: nft table inet %s), %d entries tracked", l.Max, faults.ConntrackTable, l.Count)
+	}
+	if l.Max < a.AtLeast {
+		line += fmt.Sprintf("; it must hold at least %d", a.AtLeast)
+	}
+	return line, l.Max >= a.AtLeast, nil
 }

@@ -14,16 +14,24 @@
 //     which Pod answered (and whether it ran on the client's node or in its
 //     zone), to /clientip which client address it saw. A probe may start
 //     from a Pod on a given node (onNode), target a node's secondary
-//     address, and send DNS from a fixed source port;
+//     address, and send DNS from a fixed source port. Attempts run in
+//     parallel; each has a timeout (2s when it should succeed, 1s when it
+//     should be refused or time out) and a 1s bound on its TCP handshake,
+//     so a dropped SYN costs a second, not the whole timeout;
 //   - dataplane: what a node's proxy rules do with a Service's traffic
 //     (nft list table ip kube-proxy, or iptables-save), what its
-//     conntrack table holds for the Service (conntrack -L), and which mode
-//     its kube-proxy runs in;
+//     conntrack table holds for the Service (conntrack -L), how many
+//     connections the table may hold (nf_conntrack_max, or the lab's
+//     stand-in cap), and which mode its kube-proxy runs in. The nodes are
+//     asked at once;
 //   - rightFix: the object still exists, is the same object (UID), or kept a
 //     field, compared with a Baseline recorded right after the faults were
 //     injected.
 //
 // Every check returns a Result with a message written for the learner;
-// Grade runs a scenario's checks concurrently, sums the weights of those
-// that passed into a score and lists the hints that failed checks unlock.
+// Grade runs a scenario's checks concurrently (at most MaxExecs commands on
+// nodes and in Pods at a time, over one shared API client), sums the
+// weights of those that passed into a score and lists the hints that
+// failed checks unlock. BenchmarkGrade (lab/session) measures a grading of
+// every scenario on a real cluster.
 package grade

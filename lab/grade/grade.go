@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -24,8 +25,21 @@ type Grader struct {
 	PodExec PodExecutor
 	// CheckTimeout bounds each check (default 30s).
 	CheckTimeout time.Duration
-	Log          *slog.Logger
+	// MaxExecs bounds the commands (probes, rule dumps) that run at once
+	// on nodes and in Pods (default DefaultMaxExecs).
+	MaxExecs int
+	Log      *slog.Logger
+
+	mu   sync.Mutex
+	cs   kubernetes.Interface // the cluster's client, made once
+	sem  chan struct{}        // MaxExecs slots
+	once sync.Once
 }
+
+// DefaultMaxExecs is the default of Grader.MaxExecs: enough for every probe
+// of a scenario and a dataplane check's nodes at once, few enough that a
+// grading does not swamp a small machine with shells.
+const DefaultMaxExecs = 6
 
 // New returns a Grader for c that reads objects with the dynamic client
 // and runs commands in Pods through the exec subresource.
@@ -38,7 +52,7 @@ func New(c cluster.Cluster, log *slog.Logger) (*Grader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Grader{Cluster: c, Objects: objs, PodExec: pe, Log: log}, nil
+	return &Grader{Cluster: c, Objects: objs, PodExec: pe, Log: log, cs: pe.Client}, nil
 }
 
 func (g *Grader) log() *slog.Logger {
@@ -48,12 +62,58 @@ func (g *Grader) log() *slog.Logger {
 	return g.Log
 }
 
+// client returns the cluster's client; every check of every grading
+// shares it (and its connections to the API server).
 func (g *Grader) client() (kubernetes.Interface, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cs != nil {
+		return g.cs, nil
+	}
 	cs, err := g.Cluster.Client()
 	if err != nil {
 		return nil, fmt.Errorf("connecting to cluster %s: %w", g.Cluster.Name(), err)
 	}
+	g.cs = cs
 	return cs, nil
+}
+
+// acquire takes one of the MaxExecs slots for a command on a node or in a
+// Pod; release gives it back.
+func (g *Grader) acquire(ctx context.Context) (release func(), err error) {
+	g.once.Do(func() {
+		n := g.MaxExecs
+		if n <= 0 {
+			n = DefaultMaxExecs
+		}
+		g.sem = make(chan struct{}, n)
+	})
+	select {
+	case g.sem <- struct{}{}:
+		return func() { <-g.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// nodeExec runs cmd on node within the MaxExecs bound.
+func (g *Grader) nodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+	release, err := g.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return g.Cluster.NodeExec(ctx, node, cmd, stdio)
+}
+
+// podExec runs cmd in a Pod's container within the MaxExecs bound.
+func (g *Grader) podExec(ctx context.Context, namespace, pod, container string, cmd []string, stdout, stderr io.Writer) error {
+	release, err := g.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return g.PodExec.Exec(ctx, namespace, pod, container, cmd, stdout, stderr)
 }
 
 // Result is the outcome of one check.
@@ -144,6 +204,11 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 		rep.Score = 100 * passed / total
 	}
 	rep.Duration = time.Since(start)
+	if log := g.log(); log.Enabled(ctx, slog.LevelDebug) {
+		for _, r := range rep.Results {
+			log.Debug("check graded", "scenario", s.ID, "check", r.ID, "kind", r.Kind, "passed", r.Passed, "duration", r.Duration)
+		}
+	}
 	g.log().Debug("graded", "scenario", s.ID, "score", rep.Score, "duration", rep.Duration)
 	return rep
 }

@@ -126,7 +126,7 @@ func scenarioObject(id, kind, name string) runtime.Object {
 	panic("no " + kind + " " + name)
 }
 
-func loadScenario(t *testing.T, id string) *scenario.Scenario {
+func loadScenario(t testing.TB, id string) *scenario.Scenario {
 	t.Helper()
 	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
 	if err := problems.Err(); err != nil {
@@ -339,7 +339,8 @@ func TestProbeJudgement(t *testing.T) {
 			if r.Passed != tc.pass || r.Error != "" || !strings.Contains(r.Detail, tc.detail) {
 				t.Errorf("passed=%v error=%q detail=%q", r.Passed, r.Error, r.Detail)
 			}
-			if !strings.Contains(script, "H='172.29.1.4'") || !strings.Contains(script, "P=30080") || !strings.Contains(script, `curl -sS -m "$T" "http://$H:$P/clientip"`) {
+			if !strings.Contains(script, "H='172.29.1.4'") || !strings.Contains(script, "P=30080") || !strings.Contains(script, `T=3; TS=3; C=1;`) ||
+				!strings.Contains(script, `curl -sS --connect-timeout "$C" -m "$T" "http://$H:$P/clientip"`) {
 				t.Errorf("script:\n%s", script)
 			}
 		})
@@ -423,7 +424,7 @@ func TestProbeScriptRuns(t *testing.T) {
 		if tc.protocol != "http" {
 			p.Path = ""
 		}
-		script := probeScript(p, probeTarget{host: tc.host, port: 80, resolve: tc.resolve}, tc.fromNode, 5, time.Second)
+		script := probeScript(p, probeTarget{host: tc.host, port: 80, resolve: tc.resolve}, tc.fromNode, 5, time.Second, time.Second)
 		cmd := exec.Command(sh, "-c", script)
 		cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin"}
 		out, err := cmd.CombinedOutput()
@@ -438,6 +439,31 @@ func TestProbeScriptRuns(t *testing.T) {
 			if a.outcome != tc.want {
 				t.Errorf("%s %s: outcome %s (%q), want %s", tc.protocol, tc.host, a.outcome, a.raw, tc.want)
 			}
+		}
+	}
+}
+
+func TestProbeTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		protocol, outcome, timeout string
+		want, connect, dropWait    time.Duration
+	}{
+		{"http", scenario.OutcomeSuccess, "", 2 * time.Second, time.Second, time.Second},
+		{"http", scenario.OutcomeSuccess, "3s", 3 * time.Second, time.Second, time.Second},
+		{"http", scenario.OutcomeTimeout, "", time.Second, time.Second, time.Second},
+		{"tcp", scenario.OutcomeRefused, "", time.Second, time.Second, time.Second},
+		{"tcp", scenario.OutcomeSuccess, "500ms", 500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
+		{"dns", scenario.OutcomeSuccess, "", 2 * time.Second, time.Second, 2 * time.Second},
+		{"udp", scenario.OutcomeTimeout, "", time.Second, time.Second, time.Second},
+		{"dns", scenario.OutcomeSuccess, "1s", time.Second, time.Second, time.Second},
+	} {
+		p := &scenario.ProbeCheck{Protocol: tc.protocol, Timeout: tc.timeout, Expect: scenario.ProbeExpect{Outcome: tc.outcome}}
+		timeout, connect, err := probeTimeouts(p)
+		if err != nil || timeout != tc.want || connect != tc.connect {
+			t.Errorf("%s expecting %s, timeout %q: %s, %s, %v; want %s, %s", tc.protocol, tc.outcome, tc.timeout, timeout, connect, err, tc.want, tc.connect)
+		}
+		if got := DropWait(p); got != tc.dropWait {
+			t.Errorf("%s expecting %s, timeout %q: DropWait %s, want %s", tc.protocol, tc.outcome, tc.timeout, got, tc.dropWait)
 		}
 	}
 }
@@ -528,6 +554,63 @@ func TestRulesOfADeadProxier(t *testing.T) {
 		Dataplane: &scenario.DataplaneCheck{Nodes: []string{"worker"}, Rules: &scenario.RulesAssertion{Service: "web", Namespace: "shop", Expect: scenario.RulesEndpoints}}}
 	if r := g.Check(context.Background(), c, nil); !r.Passed || !strings.HasPrefix(r.Detail, "lab-worker: nftables port 80 endpoints") {
 		t.Errorf("%+v", r)
+	}
+}
+
+// A dataplane check asks its nodes at once, at most MaxExecs commands at a
+// time, and reports them in the nodes' order.
+func TestDataplaneNodesAtOnce(t *testing.T) {
+	var mu sync.Mutex
+	running, most := 0, 0
+	g := newGrader(func(node string, cmd []string) (string, error) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		if node == "lab-worker" {
+			return "iptables", nil
+		}
+		return "nftables", nil
+	}, nil)
+	g.MaxExecs = 2
+	c := &scenario.Check{ID: "mode", Weight: 1, Dataplane: &scenario.DataplaneCheck{ProxyMode: scenario.ProxyModeNFTables}}
+	r := g.Check(context.Background(), c, nil)
+	want := "lab-worker: kube-proxy runs in iptables mode; lab-control-plane: kube-proxy runs in nftables mode; lab-worker2: kube-proxy runs in nftables mode"
+	if r.Passed || r.Detail != want {
+		t.Errorf("passed=%v detail=%q, want %q", r.Passed, r.Detail, want)
+	}
+	if most != 2 {
+		t.Errorf("%d commands ran at once, want 2 (MaxExecs)", most)
+	}
+}
+
+func TestConntrackMax(t *testing.T) {
+	for _, tc := range []struct {
+		name, out string
+		pass      bool
+		detail    string
+	}{
+		{"capped", "262144\n40\ntable inet svclab-conntrack-max {\n\tchain capacity {\n\t\tct state new ct count over 32 counter packets 9 bytes 540 drop\n\t}\n}\n", false,
+			"lab-worker: conntrack table capped at 32 connections (the lab's stand-in for nf_conntrack_max: nft table inet svclab-conntrack-max), 40 entries tracked; it must hold at least 65536"},
+		{"raised", "262144\n40\ntable inet svclab-conntrack-max {\n\tchain capacity {\n\t\tct state new ct count over 100000 drop\n\t}\n}\n", true,
+			"lab-worker: conntrack table capped at 100000 connections"},
+		{"stand-in gone", "262144\n40\n", true, "lab-worker: nf_conntrack_max 262144, 40 entries tracked"},
+	} {
+		g := newGrader(func(node string, cmd []string) (string, error) {
+			if !strings.Contains(strings.Join(cmd, " "), "nf_conntrack_max") {
+				return "", fmt.Errorf("unexpected %v", cmd)
+			}
+			return tc.out, nil
+		}, nil)
+		c := &scenario.Check{ID: "max", Weight: 1, Dataplane: &scenario.DataplaneCheck{Nodes: []string{"worker"}, ConntrackMax: &scenario.ConntrackMaxAssertion{AtLeast: 65536}}}
+		r := g.Check(context.Background(), c, nil)
+		if r.Passed != tc.pass || r.Error != "" || !strings.HasPrefix(r.Detail, tc.detail) {
+			t.Errorf("%s: passed=%v error=%q detail=%q", tc.name, r.Passed, r.Error, r.Detail)
+		}
 	}
 }
 

@@ -24,8 +24,50 @@ import (
 // Defaults of a probe.
 const (
 	DefaultAttempts = 10
-	DefaultTimeout  = 2 * time.Second
+	// DefaultTimeout bounds each attempt of a probe that expects success.
+	DefaultTimeout = 2 * time.Second
+	// DefaultFailureTimeout bounds each attempt of a probe that expects
+	// its attempts to be refused or to time out: a refusal comes at once,
+	// and an answer within the machine comes in milliseconds, so waiting
+	// longer only slows grading down.
+	DefaultFailureTimeout = time.Second
+	// ConnectTimeout bounds the TCP handshake of http and tcp attempts
+	// (when the attempt's timeout is longer). The handshake is the
+	// kernel's work on both ends, over veths on one machine: it completes
+	// in milliseconds even on a loaded machine, and a SYN unanswered for a
+	// second was dropped (the kernel would only resend it now).
+	ConnectTimeout = time.Second
 )
+
+// probeTimeouts returns the timeout of each attempt of p and the timeout of
+// its TCP handshake.
+func probeTimeouts(p *scenario.ProbeCheck) (timeout, connect time.Duration, err error) {
+	timeout = DefaultTimeout
+	if p.Expect.Outcome != scenario.OutcomeSuccess {
+		timeout = DefaultFailureTimeout
+	}
+	if p.Timeout != "" {
+		if timeout, err = time.ParseDuration(p.Timeout); err != nil {
+			return 0, 0, fmt.Errorf("timeout %q: %w", p.Timeout, err)
+		}
+	}
+	return timeout, min(timeout, ConnectTimeout), nil
+}
+
+// DropWait is how long an attempt of p waits for an answer that never
+// comes (a dropped packet): the handshake's timeout for http and tcp, the
+// attempt's timeout for udp and dns. A probe that meets a DROP takes that
+// long on top of the cost of running it.
+func DropWait(p *scenario.ProbeCheck) time.Duration {
+	timeout, connect, err := probeTimeouts(p)
+	if err != nil {
+		return DefaultTimeout
+	}
+	if p.Protocol == "http" || p.Protocol == "tcp" {
+		return connect
+	}
+	return timeout
+}
 
 // probeSource is where a probe runs.
 type probeSource struct {
@@ -71,18 +113,16 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 	if n == 0 {
 		n = DefaultAttempts
 	}
-	timeout := DefaultTimeout
-	if p.Timeout != "" {
-		if timeout, err = time.ParseDuration(p.Timeout); err != nil {
-			return "", fmt.Errorf("timeout %q: %w", p.Timeout, err)
-		}
+	timeout, connect, err := probeTimeouts(p)
+	if err != nil {
+		return "", err
 	}
-	script := probeScript(p, tgt, src.node != "", n, timeout)
+	script := probeScript(p, tgt, src.node != "", n, timeout, connect)
 	var out, errOut bytes.Buffer
 	if src.node != "" {
-		err = g.Cluster.NodeExec(ctx, src.node, []string{"sh", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errOut})
+		err = g.nodeExec(ctx, src.node, []string{"sh", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errOut})
 	} else {
-		err = g.PodExec.Exec(ctx, src.namespace, src.pod, src.container, []string{"sh", "-c", script}, &out, &errOut)
+		err = g.podExec(ctx, src.namespace, src.pod, src.container, []string{"sh", "-c", script}, &out, &errOut)
 	}
 	attempts := parseAttempts(out.String(), p.Protocol)
 	if err != nil && len(attempts) == 0 {
@@ -248,12 +288,14 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 // probeScript is a POSIX sh script that runs n attempts in parallel and
 // prints one line per attempt: "@@ N RC OUTPUT" (the output on one line).
 // It runs on nodes (Debian tools: curl, bash, dig) and in Pods (curl or
-// busybox wget, nc, dig or busybox nslookup).
-func probeScript(p *scenario.ProbeCheck, t probeTarget, fromNode bool, n int, timeout time.Duration) string {
+// busybox wget, nc, dig or busybox nslookup). Each attempt takes at most
+// timeout; its TCP handshake (curl, bash's /dev/tcp) at most connect.
+func probeScript(p *scenario.ProbeCheck, t probeTarget, fromNode bool, n int, timeout, connect time.Duration) string {
 	secs := int(math.Ceil(timeout.Seconds()))
 	tf := strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64)
+	cf := strconv.FormatFloat(connect.Seconds(), 'f', -1, 64)
 	var b strings.Builder
-	fmt.Fprintf(&b, "T=%s; TS=%d; P=%d; H=%s\n", tf, secs, t.port, shq(t.host))
+	fmt.Fprintf(&b, "T=%s; TS=%d; C=%s; P=%d; H=%s\n", tf, secs, cf, t.port, shq(t.host))
 	if t.resolve != "" {
 		fmt.Fprintf(&b, "H=$(dig +short +time=%d +tries=1 @%s %s | grep -v '^;' | tail -n 1); [ -n \"$H\" ] || H=%s\n",
 			secs, cluster.DefaultClusterDNS, shq(t.resolve), shq("could-not-resolve-"+t.resolve))
@@ -270,12 +312,13 @@ func probeScript(p *scenario.ProbeCheck, t probeTarget, fromNode bool, n int, ti
 			path = "/"
 		}
 		url := "http://" + hostPort + path
-		fmt.Fprintf(&b, "  if command -v curl >/dev/null 2>&1; then curl -sS -m \"$T\" \"%s\"; else timeout $((TS+1)) wget -qO- \"%s\"; fi\n", url, url)
+		fmt.Fprintf(&b, "  if command -v curl >/dev/null 2>&1; then curl -sS --connect-timeout \"$C\" -m \"$T\" \"%s\"; else timeout $((TS+1)) wget -qO- \"%s\"; fi\n", url, url)
 	case "tcp":
+		// A tcp attempt is only the handshake.
 		if fromNode {
-			b.WriteString("  timeout \"$TS\" bash -c 'exec 3<>/dev/tcp/'\"$H/$P\"\n")
+			b.WriteString("  timeout \"$C\" bash -c 'exec 3<>/dev/tcp/'\"$H/$P\"\n")
 		} else {
-			b.WriteString("  if command -v bash >/dev/null 2>&1; then timeout \"$TS\" bash -c 'exec 3<>/dev/tcp/'\"$H/$P\"; else nc -w \"$TS\" \"$H\" \"$P\" </dev/null; fi\n")
+			b.WriteString("  if command -v bash >/dev/null 2>&1; then timeout \"$C\" bash -c 'exec 3<>/dev/tcp/'\"$H/$P\"; else nc -w \"$TS\" \"$H\" \"$P\" </dev/null; fi\n")
 		}
 	case "udp":
 		b.WriteString("  printf 'hostname\\n' | timeout $((TS+1)) nc -u -w \"$TS\" \"$H\" \"$P\"\n")

@@ -32,6 +32,12 @@ type podNetwork struct {
 	// used maps allocated addresses to pod UIDs; persisted so a restarted
 	// agent does not hand out an address twice.
 	used map[netip.Addr]string
+	// last is the address allocated last (persisted too): the next
+	// allocation starts after it, as the host-local IPAM plugin's
+	// last_reserved_ip does, so a new Pod does not get the address of a
+	// Pod deleted a moment ago (EndpointSlices and conntrack entries that
+	// still name the old Pod would point at the new one).
+	last netip.Addr
 	// hostPorts holds each pod's elements of the hostport map.
 	hostPorts      map[string][]string
 	hostPortsReady bool
@@ -52,6 +58,11 @@ func (n *podNetwork) setCIDR(cidr netip.Prefix) error {
 		return nil
 	}
 	n.cidr = cidr
+	if b, err := os.ReadFile(n.lastFile()); err == nil {
+		if a, err := netip.ParseAddr(strings.TrimSpace(string(b))); err == nil && cidr.Contains(a) {
+			n.last = a
+		}
+	}
 	b, err := os.ReadFile(n.ipamFile())
 	if err != nil {
 		return nil
@@ -70,23 +81,39 @@ func (n *podNetwork) setCIDR(cidr netip.Prefix) error {
 
 func (n *podNetwork) ipamFile() string { return filepath.Join(n.stateDir, "ipam.json") }
 
+// lastFile holds the last allocated address (host-local's
+// last_reserved_ip).
+func (n *podNetwork) lastFile() string { return filepath.Join(n.stateDir, "last_reserved_ip") }
+
 func (n *podNetwork) saveLocked() error {
 	m := map[string]string{}
 	for ip, uid := range n.used {
 		m[ip.String()] = uid
 	}
 	b, _ := json.Marshal(m)
-	tmp := n.ipamFile() + ".tmp"
+	if err := writeFileAtomic(n.ipamFile(), b); err != nil {
+		return err
+	}
+	if n.last.IsValid() {
+		return writeFileAtomic(n.lastFile(), []byte(n.last.String()+"\n"))
+	}
+	return nil
+}
+
+func writeFileAtomic(name string, b []byte) error {
+	tmp := name + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, n.ipamFile())
+	return os.Rename(tmp, name)
 }
 
 // gateway is the CIDR's first address.
 func (n *podNetwork) gateway() netip.Addr { return n.cidr.Masked().Addr().Next() }
 
-// allocate returns uid's address, allocating the lowest free one.
+// allocate returns uid's address, allocating the first free one after the
+// address allocated last (round-robin, wrapping around at the end of the
+// CIDR).
 func (n *podNetwork) allocate(uid string) (netip.Addr, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -99,16 +126,27 @@ func (n *podNetwork) allocate(uid string) (netip.Addr, error) {
 		}
 	}
 	// .0 is the network, .1 the gateway; the last is the broadcast.
-	for ip := n.gateway().Next(); n.cidr.Contains(ip); ip = ip.Next() {
-		if !n.cidr.Contains(ip.Next()) {
-			break
-		}
-		if _, taken := n.used[ip]; !taken {
-			n.used[ip] = uid
+	first := n.gateway().Next()
+	usable := func(ip netip.Addr) bool {
+		return n.cidr.Contains(ip) && n.cidr.Contains(ip.Next()) && first.Compare(ip) <= 0
+	}
+	start := first
+	if n.last.IsValid() && usable(n.last.Next()) {
+		start = n.last.Next()
+	}
+	ip := start
+	for {
+		if _, taken := n.used[ip]; !taken && usable(ip) {
+			n.used[ip], n.last = uid, ip
 			return ip, n.saveLocked()
 		}
+		if ip = ip.Next(); !usable(ip) {
+			ip = first
+		}
+		if ip == start || !usable(ip) {
+			return netip.Addr{}, fmt.Errorf("no free pod address left in %s", n.cidr)
+		}
 	}
-	return netip.Addr{}, fmt.Errorf("no free pod address left in %s", n.cidr)
 }
 
 func (n *podNetwork) release(uid string) error {

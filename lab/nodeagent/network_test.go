@@ -101,8 +101,8 @@ func TestPodNetworkSetup(t *testing.T) {
 	if !slices.Equal(r.cmds, []string{"ip netns del " + netns, "ip -n svclab-lab-worker link del " + veth}) {
 		t.Errorf("teardown: %v", r.cmds)
 	}
-	if got, _ := n.allocate("uid-4"); got.String() != "10.244.1.2" {
-		t.Errorf("freed address not reused: %s", got)
+	if got, _ := n.allocate("uid-4"); got.String() == "10.244.1.2" {
+		t.Errorf("the address freed a moment ago was handed out again at once")
 	}
 }
 
@@ -118,8 +118,8 @@ func TestPodNetworkSetupFailureCleansUp(t *testing.T) {
 	if tail := r.cmds[len(r.cmds)-2:]; !slices.Equal(tail, []string{"ip netns del " + netns, "ip -n node-ns link del " + veth}) {
 		t.Errorf("a failed setup ends with %q, want the namespace and veth removed", tail)
 	}
-	if got, _ := n.allocate("uid-2"); got.String() != "10.244.2.2" {
-		t.Errorf("the failed pod's address was not released: next is %s", got)
+	if len(n.used) != 0 {
+		t.Errorf("the failed pod's address was not released: %v", n.used)
 	}
 }
 
@@ -203,7 +203,71 @@ func TestPodNetworkSweep(t *testing.T) {
 	if ip, _ := next.allocate("uid-k"); ip.String() != "10.244.1.4" {
 		t.Errorf("the adopted pod's address is %s, want 10.244.1.4 kept", ip)
 	}
-	if ip, _ := next.allocate("uid-c"); ip.String() != "10.244.1.2" {
-		t.Errorf("after the sweep the first address is %s, want 10.244.1.2 free again", ip)
+	// The swept pods' addresses are free, but allocation goes on after
+	// the last one handed out.
+	if len(next.used) != 1 {
+		t.Errorf("after the sweep %v are allocated, want uid-k's only", next.used)
+	}
+	if ip, _ := next.allocate("uid-c"); ip.String() != "10.244.1.5" {
+		t.Errorf("after the sweep the next address is %s, want 10.244.1.5", ip)
+	}
+}
+
+// Addresses go round: a new pod gets the first free address after the one
+// allocated last, wrapping around at the end of the CIDR, across agent
+// restarts (as host-local's last_reserved_ip).
+func TestPodAddressesRoundRobin(t *testing.T) {
+	dir := t.TempDir()
+	cidr := netip.MustParsePrefix("10.244.3.0/29") // .2 to .6 for pods
+	n := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	n.setCIDR(cidr)
+	alloc := func(n *podNetwork, uid string) string {
+		t.Helper()
+		ip, err := n.allocate(uid)
+		if err != nil {
+			return err.Error()
+		}
+		return ip.String()
+	}
+	for _, step := range []struct {
+		release []string
+		uid     string
+		want    string
+	}{
+		{nil, "a", "10.244.3.2"},
+		{nil, "b", "10.244.3.3"},
+		{[]string{"a"}, "c", "10.244.3.4"}, // not a's .2, freed a moment ago
+		{nil, "c", "10.244.3.4"},           // a pod keeps its address
+		{[]string{"b"}, "d", "10.244.3.5"},
+		{nil, "e", "10.244.3.6"},
+		{nil, "f", "10.244.3.2"}, // wraps around past the broadcast address
+		{nil, "g", "10.244.3.3"},
+		{nil, "h", "no free pod address left in 10.244.3.0/29"},
+		{[]string{"d"}, "h", "10.244.3.5"},
+	} {
+		for _, uid := range step.release {
+			if err := n.release(uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := alloc(n, step.uid); got != step.want {
+			t.Fatalf("allocate(%s) after releasing %v = %s, want %s", step.uid, step.release, got, step.want)
+		}
+	}
+
+	// A restarted agent goes on after the last address: .5 was last.
+	n.release("e")
+	n.release("f")
+	next := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	next.setCIDR(cidr)
+	if got := alloc(next, "i"); got != "10.244.3.6" {
+		t.Errorf("after a restart the next address is %s, want 10.244.3.6", got)
+	}
+
+	// A last address outside a new CIDR is forgotten.
+	other := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	other.setCIDR(netip.MustParsePrefix("10.244.9.0/24"))
+	if got := alloc(other, "j"); got != "10.244.9.2" {
+		t.Errorf("in a new CIDR the first address is %s, want 10.244.9.2", got)
 	}
 }

@@ -13,7 +13,7 @@ const SchemaID = "https://svclab.dev/schemas/scenario.json"
 // be set.
 var oneOfGroups = map[reflect.Type][]string{
 	reflect.TypeFor[Check]():          {CheckAPI, CheckProbe, CheckDataplane, CheckRightFix},
-	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "proxyMode"},
+	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "conntrackMax", "proxyMode"},
 	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector"},
 }
 

@@ -194,7 +194,7 @@ type ProbeCheck struct {
 	Query      string      `yaml:"query" doc:"The name to resolve (dns only)."`
 	Attempts   int         `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10)."`
 	SourcePort int         `yaml:"sourcePort" rule:"min=1,max=65535" doc:"dns probes from a node: send from this UDP source port, as a resolver that keeps its socket does; the attempts then run one after the other."`
-	Timeout    string      `yaml:"timeout" rule:"pattern=duration" doc:"Each probe's timeout, such as 2s (default 2s)."`
+	Timeout    string      `yaml:"timeout" rule:"pattern=duration" doc:"Each attempt's timeout, such as 2s (default 2s; 1s when the attempts should be refused or time out). The TCP handshake of http and tcp attempts gets at most 1s of it."`
 	Expect     ProbeExpect `yaml:"expect" rule:"required" doc:"The expected outcome."`
 }
 
@@ -253,13 +253,21 @@ type Responders struct {
 }
 
 // DataplaneCheck asserts on the rules or conntrack tables of nodes, or on
-// the mode their proxier runs in. Exactly one of Rules, Conntrack and
-// ProxyMode is set.
+// the mode their proxier runs in. Exactly one of Rules, Conntrack,
+// ConntrackMax and ProxyMode is set.
 type DataplaneCheck struct {
-	Nodes     []string            `yaml:"nodes" rule:"unique" doc:"Nodes' short names (default: every node)."`
-	Rules     *RulesAssertion     `yaml:"rules" doc:"What the node's proxy rules do with a Service's traffic."`
-	Conntrack *ConntrackAssertion `yaml:"conntrack" doc:"What the node's conntrack table holds."`
-	ProxyMode string              `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The mode the node's kube-proxy runs in (it answers on 127.0.0.1:10249/proxyMode)."`
+	Nodes        []string               `yaml:"nodes" rule:"unique" doc:"Nodes' short names (default: every node)."`
+	Rules        *RulesAssertion        `yaml:"rules" doc:"What the node's proxy rules do with a Service's traffic."`
+	Conntrack    *ConntrackAssertion    `yaml:"conntrack" doc:"What the node's conntrack table holds."`
+	ConntrackMax *ConntrackMaxAssertion `yaml:"conntrackMax" doc:"How many connections the node's conntrack table may hold."`
+	ProxyMode    string                 `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The mode the node's kube-proxy runs in (it answers on 127.0.0.1:10249/proxyMode)."`
+}
+
+// ConntrackMaxAssertion says how many connections a node's conntrack table
+// must be able to hold: its net.netfilter.nf_conntrack_max, or the lower
+// cap of the lab's stand-in for it (the conntrack-table-small fault).
+type ConntrackMaxAssertion struct {
+	AtLeast int `yaml:"atLeast" rule:"required,min=1" doc:"The lowest limit that passes."`
 }
 
 // Rule verdicts of RulesAssertion.

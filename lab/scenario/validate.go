@@ -406,8 +406,8 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 }
 
 func (v *validator) dataplane(p string, d *DataplaneCheck) {
-	if count(d.Rules != nil, d.Conntrack != nil, d.ProxyMode != "") != 1 {
-		v.bad(p, "set exactly one of rules, conntrack and proxyMode")
+	if count(d.Rules != nil, d.Conntrack != nil, d.ConntrackMax != nil, d.ProxyMode != "") != 1 {
+		v.bad(p, "set exactly one of rules, conntrack, conntrackMax and proxyMode")
 	}
 	for i, n := range d.Nodes {
 		v.node(fmt.Sprintf("%s.nodes[%d]", p, i), n)

@@ -122,11 +122,31 @@ func checkOutcomes(t *testing.T, outcomes []Outcome, err error, want int) {
 	}
 }
 
+// e2eScenarios are the scenarios that the end-to-end tests run: those
+// that SVCLAB_E2E_SCENARIOS names (comma-separated ids), or every one.
+func e2eScenarios(t *testing.T, cat *scenario.Catalog) (ids []string, all bool) {
+	t.Helper()
+	env := os.Getenv("SVCLAB_E2E_SCENARIOS")
+	if env == "" {
+		return nil, true
+	}
+	for _, id := range strings.Split(env, ",") {
+		id = strings.TrimSpace(id)
+		if cat.Get(id) == nil {
+			t.Fatalf("SVCLAB_E2E_SCENARIOS names %q; the scenarios are %s", id, strings.Join(cat.IDs(), ", "))
+		}
+		ids = append(ids, id)
+	}
+	return ids, false
+}
+
 // TestExercisesEndToEnd runs exactly what "svclab exercise run --all
 // --solve" runs: every scenario on embedded clusters (one per cluster
 // shape), each broken by its faults (the checks fail), fixed by its
 // reference solution (every check passes) and removed again; then the
 // dataplane faults one by one, and the clusters are deleted.
+// SVCLAB_E2E_SCENARIOS=id,id runs only those scenarios (and skips the
+// dataplane faults unless it names targetport-mismatch).
 func TestExercisesEndToEnd(t *testing.T) {
 	p, base, svclab := e2eProvider(t)
 	ctx := context.Background()
@@ -135,8 +155,13 @@ func TestExercisesEndToEnd(t *testing.T) {
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}
+	ids, all := e2eScenarios(t, cat)
+	want := len(cat.Scenarios)
+	if !all {
+		want = len(ids)
+	}
 	var out bytes.Buffer
-	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: true, Solve: true, Cluster: base, Keep: true, Out: &out, Svclab: svclab})
+	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: all, IDs: ids, Solve: true, Cluster: base, Keep: true, Out: &out, Svclab: svclab})
 	var clusters []string
 	for _, o := range outcomes {
 		if !slices.Contains(clusters, o.Cluster) {
@@ -149,10 +174,13 @@ func TestExercisesEndToEnd(t *testing.T) {
 	})
 	PrintSummary(&out, outcomes)
 	t.Log(out.String())
-	checkOutcomes(t, outcomes, err, len(cat.Scenarios))
+	checkOutcomes(t, outcomes, err, want)
 
 	t.Run("dataplane-faults", func(t *testing.T) {
 		s := cat.Get("targetport-mismatch")
+		if !all && !slices.Contains(ids, "targetport-mismatch") {
+			s = nil
+		}
 		if s == nil {
 			t.Skip("no scenario targetport-mismatch to borrow an application from")
 		}
@@ -170,15 +198,21 @@ func TestExercisesEndToEnd(t *testing.T) {
 // least three is TestScenariosShape's business, in scenarios/.) It takes
 // about three times as long as TestExercisesEndToEnd, so it runs only with
 // SVCLAB_E2E_WRONG_FIXES=1 (a CI job of its own), keeping the package
-// within go tool task test's timeout.
+// within go tool task test's timeout. SVCLAB_E2E_SCENARIOS=id,id tries only
+// those scenarios' wrong fixes.
 func TestWrongFixesEndToEnd(t *testing.T) {
 	if os.Getenv("SVCLAB_E2E_WRONG_FIXES") == "" {
 		t.Skip("set SVCLAB_E2E_WRONG_FIXES=1 to try every scenario's wrong fixes (svclab exercise run --all --wrong-fixes)")
 	}
 	p, base, svclab := e2eProvider(t)
 	cat, _ := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry()})
+	ids, all := e2eScenarios(t, cat)
+	want := len(cat.Scenarios)
+	if !all {
+		want = len(ids)
+	}
 	var out bytes.Buffer
-	outcomes, err := Exercise(context.Background(), ExerciseOptions{Provider: p, All: true, WrongFixes: true, Cluster: base, Out: &out, Svclab: svclab})
+	outcomes, err := Exercise(context.Background(), ExerciseOptions{Provider: p, All: all, IDs: ids, WrongFixes: true, Cluster: base, Out: &out, Svclab: svclab})
 	var clusters []string
 	for _, o := range outcomes {
 		clusters = append(clusters, o.Cluster)
@@ -186,7 +220,7 @@ func TestWrongFixesEndToEnd(t *testing.T) {
 	t.Cleanup(func() { deleteClusters(t, p, clusters...) })
 	PrintSummary(&out, outcomes)
 	t.Log(out.String())
-	checkOutcomes(t, outcomes, err, len(cat.Scenarios))
+	checkOutcomes(t, outcomes, err, want)
 	for _, o := range outcomes {
 		n := 0
 		for _, s := range o.Steps {

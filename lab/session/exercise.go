@@ -405,7 +405,7 @@ func judgeBroken(s *scenario.Scenario, rep *grade.Report) (string, *grade.Report
 	if len(failing) == 0 {
 		problems = append(problems, "every check passes although the faults are in place")
 	}
-	if budget := maxGradeDuration + maxProbeTimeout(s); rep.Duration > budget {
+	if budget := maxGradeDuration + maxDropWait(s); rep.Duration > budget {
 		problems = append(problems, fmt.Sprintf("grading took %s (budget %s)", rep.Duration.Round(100*time.Millisecond), budget))
 	}
 	detail := fmt.Sprintf("score %.0f%%, failing %s (graded in %s)", rep.Score, strings.Join(failing, ", "), rep.Duration.Round(100*time.Millisecond))
@@ -415,16 +415,14 @@ func judgeBroken(s *scenario.Scenario, rep *grade.Report) (string, *grade.Report
 	return detail, rep, nil
 }
 
-// maxProbeTimeout is the longest probe timeout of s: a probe that expects
-// success and meets a DROP takes that long.
-func maxProbeTimeout(s *scenario.Scenario) time.Duration {
-	longest := grade.DefaultTimeout
+// maxDropWait is the longest time a probe of s waits for an answer that
+// never comes (grade.DropWait): a probe that expects success and meets a
+// DROP takes that long.
+func maxDropWait(s *scenario.Scenario) time.Duration {
+	var longest time.Duration
 	for _, c := range s.Checks {
-		if c.Probe == nil || c.Probe.Timeout == "" {
-			continue
-		}
-		if d, err := time.ParseDuration(c.Probe.Timeout); err == nil && d > longest {
-			longest = d
+		if c.Probe != nil {
+			longest = max(longest, grade.DropWait(c.Probe))
 		}
 	}
 	return longest

@@ -70,7 +70,13 @@ func TestGroupByShape(t *testing.T) {
 
 func TestJudgeBroken(t *testing.T) {
 	s := &scenario.Scenario{ID: "x", Checks: []scenario.Check{
-		{ID: "probe", Probe: &scenario.ProbeCheck{}},
+		{ID: "probe", Probe: &scenario.ProbeCheck{Protocol: "http", Expect: scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess}}},
+		{ID: "kept", RightFix: &scenario.RightFixCheck{}},
+	}}
+	// A DNS probe that meets a DROP waits its whole timeout, an http one
+	// only for the handshake.
+	dns := &scenario.Scenario{ID: "y", Checks: []scenario.Check{
+		{ID: "probe", Probe: &scenario.ProbeCheck{Protocol: "dns", Expect: scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess}}},
 		{ID: "kept", RightFix: &scenario.RightFixCheck{}},
 	}}
 	for _, tc := range []struct {
@@ -78,15 +84,22 @@ func TestJudgeBroken(t *testing.T) {
 		results []grade.Result
 		dur     time.Duration
 		wantErr string
+		s       *scenario.Scenario
 	}{
-		{"broken", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, time.Second, ""},
-		{"passes", []grade.Result{{ID: "probe", Passed: true}, {ID: "kept", Passed: true}}, time.Second, "every check passes although the faults are in place"},
-		{"right fix fails", []grade.Result{{ID: "probe"}, {ID: "kept", Detail: "gone"}}, time.Second, "right-fix rule kept fails before anything was changed: gone"},
-		{"errs", []grade.Result{{ID: "probe", Error: "timeout"}, {ID: "kept", Passed: true}}, time.Second, "check probe could not run: timeout"},
-		{"slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 6 * time.Second, "grading took 6s (budget 5s)"},
+		{"broken", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, time.Second, "", nil},
+		{"passes", []grade.Result{{ID: "probe", Passed: true}, {ID: "kept", Passed: true}}, time.Second, "every check passes although the faults are in place", nil},
+		{"right fix fails", []grade.Result{{ID: "probe"}, {ID: "kept", Detail: "gone"}}, time.Second, "right-fix rule kept fails before anything was changed: gone", nil},
+		{"errs", []grade.Result{{ID: "probe", Error: "timeout"}, {ID: "kept", Passed: true}}, time.Second, "check probe could not run: timeout", nil},
+		{"slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 4500 * time.Millisecond, "grading took 4.5s (budget 4s)", nil},
+		{"dns within budget", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 4500 * time.Millisecond, "", dns},
+		{"dns slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 6 * time.Second, "grading took 6s (budget 5s)", dns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := judgeBroken(s, &grade.Report{Results: tc.results, Duration: tc.dur})
+			sc := s
+			if tc.s != nil {
+				sc = tc.s
+			}
+			_, _, err := judgeBroken(sc, &grade.Report{Results: tc.results, Duration: tc.dur})
 			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("err %v, want %q", err, tc.wantErr)
 			}
