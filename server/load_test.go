@@ -404,7 +404,7 @@ func (l *loadLearner) session(hub *class.Hub, classID string) {
 	for {
 		page := l.get(op, "operation page")
 		if strings.Contains(page, `data-done="true"`) {
-			if strings.Contains(page, "Failed:") {
+			if strings.Contains(page, `<span class="state-broken">Failed:`) {
 				t.Errorf("%s: the scenario did not start:\n%s", l.name, page)
 				return
 			}
@@ -465,8 +465,8 @@ func (l *loadLearner) session(hub *class.Hub, classID string) {
 	}
 }
 
-// reportLabMemory logs the resident memory of each lab cluster of the
-// state directory: its control plane and node agents (marked with the
+// reportLabMemory logs the memory of each lab cluster of the state
+// directory: its control plane and node agents (marked with the
 // cluster's directory) and the containers in its Pods' namespaces.
 func reportLabMemory(t *testing.T, stateDir string, p *embedded.Provider) {
 	sums, err := p.List(context.Background())
@@ -506,9 +506,11 @@ func reportLabMemory(t *testing.T, stateDir string, p *embedded.Provider) {
 		if owner == "" {
 			continue
 		}
-		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		for _, line := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		// Proportional set size: pages shared between processes (the
+		// svclab and svclab-kube binaries) counted once in all.
+		rollup, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+		for _, line := range strings.Split(string(rollup), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
 				kb, _ := strconv.ParseInt(f[1], 10, 64)
 				rss[owner] += kb
 			}
@@ -516,11 +518,11 @@ func reportLabMemory(t *testing.T, stateDir string, p *embedded.Provider) {
 	}
 	var total int64
 	for name, kb := range rss {
-		t.Logf("memory of lab %s: %d MiB resident", name, kb>>10)
+		t.Logf("memory of lab %s: %d MiB (proportional set size)", name, kb>>10)
 		total += kb
 	}
 	if len(rss) > 0 {
-		t.Logf("memory per lab: %d MiB resident on average over %d labs", (total/int64(len(rss)))>>10, len(rss))
+		t.Logf("memory per lab: %d MiB on average over %d labs", (total/int64(len(rss)))>>10, len(rss))
 	}
 	t.Logf("the test process (server and class): %d MiB resident", selfRSS()>>10)
 }
