@@ -54,6 +54,9 @@ func (s *Server) classRoutes(r chi.Router) {
 		r.Post("/learners/{learner}/extend", s.extendLab)
 		r.Post("/learners/{learner}/reset", s.resetLab)
 		r.Get("/results.{format}", s.classResults)
+		r.Post("/exam/start", s.startExam)
+		r.Post("/exam/finish", s.finishExam)
+		r.Get("/review", s.reviewPage)
 		// The learner's own scenarios, on their lab.
 		r.Group(func(r chi.Router) {
 			r.Use(s.learnerScope)
@@ -68,6 +71,7 @@ func (s *Server) classRoutes(r chi.Router) {
 			r.Get("/scenarios/{id}/views", s.viewsSocket)
 			r.Get("/scenarios/{id}/terminal", s.terminalSocket)
 			r.Get("/scenarios/{id}/replay", s.replayPage)
+			r.Get("/review", s.reviewPage)
 		})
 	})
 }
@@ -428,7 +432,13 @@ func (s *Server) classPage(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, err)
 		return
 	}
-	p := web.ClassPage{ClassID: cc.room.Class.ID, Name: cc.room.Class.Name, Exam: cc.room.Class.Exam, Board: boardView(snap, s)}
+	p := web.ClassPage{ClassID: cc.room.Class.ID, Name: cc.room.Class.Name, Board: boardView(snap, s)}
+	if cc.room.Class.Exam {
+		if p.Exam, err = s.examView(r.Context(), cc); err != nil {
+			http.Error(w, "your exam could not be read: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	if len(p.Board.Rows) == 1 {
 		p.Me = p.Board.Rows[0]
 	}
@@ -600,4 +610,75 @@ func progressMarks(st map[string]attempt.Status) map[string]string {
 		}
 	}
 	return out
+}
+
+// examView is the learner's exam for their class page.
+func (s *Server) examView(ctx context.Context, cc *classCtx) (*web.ExamView, error) {
+	e, err := cc.room.Exam(ctx, cc.who, cc.who.LearnerID)
+	if errors.Is(err, class.ErrNotFound) {
+		return &web.ExamView{State: "not-started"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := &web.ExamView{State: "running", Deadline: e.Deadline.UTC().Format(time.RFC3339)}
+	if e.Finished(time.Now()) {
+		v.State = "finished"
+		if e.Score != nil {
+			v.Score = fmt.Sprintf("%g of %g points (%g%%)", e.Score.Points, e.Score.Max, e.Score.Percent)
+		} else {
+			v.Score = "being graded"
+		}
+	}
+	return v, nil
+}
+
+// startExam starts the learner's exam clock.
+func (s *Server) startExam(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if _, err := cc.room.StartExam(r.Context(), cc.who); err != nil {
+		refuseOr(w, r, err, "the exam could not start")
+		return
+	}
+	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/", http.StatusSeeOther)
+}
+
+// finishExam ends the learner's exam now and grades it.
+func (s *Server) finishExam(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if _, err := cc.room.FinishExam(r.Context(), cc.who); err != nil {
+		refuseOr(w, r, err, "the exam could not be finished")
+		return
+	}
+	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/review", http.StatusSeeOther)
+}
+
+// reviewPage is an exam's review: the learner's own ({learner} empty), or
+// any learner's for the instructor.
+func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	learner := chi.URLParam(r, "learner")
+	if learner == "" {
+		learner = cc.who.LearnerID
+	}
+	rev, err := cc.room.Review(r.Context(), cc.who, learner)
+	if err != nil {
+		if errors.Is(err, class.ErrForbidden) || errors.Is(err, class.ErrUnauthenticated) {
+			refuse(w, r, err)
+			return
+		}
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	p := web.ReviewPage{ClassID: cc.room.Class.ID, ClassName: cc.room.Class.Name, Learner: cc.room.Board.LearnerName(learner),
+		Score: fmt.Sprintf("%g of %g points (%g%%)", rev.Score.Points, rev.Score.Max, rev.Score.Percent)}
+	for _, it := range rev.Items {
+		v := web.ReviewItemView{Title: it.Title, Scenario: it.Scenario, Points: fmt.Sprintf("%g of %g points", it.Points, it.Weight),
+			Task: it.TaskText, Solution: it.Solution, Explanation: it.Explanation}
+		for _, c := range it.Checks {
+			v.Checks = append(v.Checks, web.ReviewCheck{Description: c.Description, Message: c.Message, Passed: c.Passed, Weight: fmt.Sprintf("%g", c.Weight)})
+		}
+		p.Items = append(p.Items, v)
+	}
+	writeHTML(w, r, s, web.Review(p))
 }

@@ -538,3 +538,54 @@ func (s *classStream) waitFor(t *testing.T, what string, ok func(classFrame) boo
 	t.Fatalf("%s: not seen", what)
 	return classFrame{}
 }
+
+// TestClassExam walks an exam as a learner: start the clock, the review
+// stays closed until the end, finish, the score and the review with the
+// reference solutions; the instructor reads anybody's review, another
+// learner nobody's but their own.
+func TestClassExam(t *testing.T) {
+	cs := newClassServer(t, class.Spec{Name: "exam", Exam: true, Scenarios: []string{"selector-typo", "targetport-mismatch"}, Capacity: 2, TimeLimit: time.Hour})
+	id := cs.created.Class.ID
+	ann, annID := cs.join(t, "Ann")
+	bob, _ := cs.join(t, "Bob")
+	teacher := cs.instructor(t)
+	_, page, _ := ann.do(http.MethodGet, "/class/"+id+"/", nil)
+	if !strings.Contains(page, `id="exam" data-state="not-started"`) || !strings.Contains(page, `id="exam-start"`) {
+		t.Fatalf("exam box before the start:\n%s", page)
+	}
+	if code, _, h := ann.do(http.MethodPost, "/class/"+id+"/exam/start", url.Values{}); code != http.StatusSeeOther || h.Get("Location") != "/class/"+id+"/" {
+		t.Fatalf("starting the exam: %d %s", code, h.Get("Location"))
+	}
+	_, page, _ = ann.do(http.MethodGet, "/class/"+id+"/", nil)
+	if !strings.Contains(page, `data-state="running"`) || !strings.Contains(page, `id="exam-finish"`) {
+		t.Fatalf("exam box while running:\n%s", page)
+	}
+	if code, body, _ := ann.do(http.MethodGet, "/class/"+id+"/review", nil); code != http.StatusConflict || !strings.Contains(body, "the review opens when the exam ends") {
+		t.Errorf("review during the exam: %d %s", code, body)
+	}
+	if code, _, h := ann.do(http.MethodPost, "/class/"+id+"/exam/finish", url.Values{}); code != http.StatusSeeOther || h.Get("Location") != "/class/"+id+"/review" {
+		t.Fatalf("finishing the exam: %d %s", code, h.Get("Location"))
+	}
+	code, review, _ := ann.do(http.MethodGet, "/class/"+id+"/review", nil)
+	for _, want := range []string{"0 of 2 points (0%)", `data-scenario="selector-typo"`, `data-scenario="targetport-mismatch"`, "kubectl", "Reference solution", "not checked"} {
+		if code != http.StatusOK || !strings.Contains(review, want) {
+			t.Errorf("Ann's review (%d) lacks %q", code, want)
+		}
+	}
+	_, page, _ = ann.do(http.MethodGet, "/class/"+id+"/", nil)
+	if !strings.Contains(page, `data-state="finished"`) || !strings.Contains(page, `id="review-link"`) {
+		t.Errorf("exam box after the end:\n%s", page)
+	}
+	if code, body, _ := teacher.do(http.MethodGet, "/class/"+id+"/learners/"+annID+"/review", nil); code != http.StatusOK || !strings.Contains(body, "0 of 2 points") || !strings.Contains(body, "Ann") {
+		t.Errorf("the instructor's view of Ann's review: %d", code)
+	}
+	if code, _, _ := bob.do(http.MethodGet, "/class/"+id+"/learners/"+annID+"/review", nil); code != http.StatusForbidden {
+		t.Errorf("Bob reading Ann's review: %d, want 403", code)
+	}
+	if code, body, _ := bob.do(http.MethodGet, "/class/"+id+"/review", nil); code != http.StatusConflict || !strings.Contains(body, "not started") {
+		t.Errorf("Bob's review before his exam: %d %s", code, body)
+	}
+	if code, _, _ := cs.client(t).do(http.MethodPost, "/class/"+id+"/exam/start", url.Values{}); code != http.StatusUnauthorized {
+		t.Errorf("an anonymous exam start: %d, want 401", code)
+	}
+}

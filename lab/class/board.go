@@ -370,6 +370,9 @@ func (b *Board) rowCopy(r *Row) *Row {
 }
 
 // learnerName is learner's display name ("" when unknown).
+// LearnerName is the display name of learner ("" when unknown).
+func (b *Board) LearnerName(learner string) string { return b.learnerName(learner) }
+
 func (b *Board) learnerName(learner string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -193,8 +193,31 @@ function connect() {
   };
 }
 
+// examClock counts the exam's time down; when it runs out the server
+// grades the exam, and the page reloads to show the score.
+function examClock() {
+  const ex = document.getElementById("exam");
+  if (!ex || ex.dataset.state !== "running") return;
+  const left = document.getElementById("exam-left");
+  const tick = () => {
+    const ms = new Date(ex.dataset.deadline) - Date.now();
+    if (ms <= 0) {
+      left.textContent = "time is up: grading …";
+      setTimeout(() => location.reload(), 3000);
+      return false;
+    }
+    const s = Math.floor(ms / 1000);
+    left.textContent = `${Math.floor(s / 3600) ? Math.floor(s / 3600) + ":" : ""}${String(Math.floor(s / 60) % 60).padStart(2, "0")}:${String(s % 60).padStart(2, "0")}`;
+    return true;
+  };
+  if (tick()) {
+    const id = setInterval(() => { if (!tick()) clearInterval(id); }, 1000);
+  }
+}
+
 function init() {
   if (!root) return;
+  examClock();
   const form = document.getElementById("push-form");
   if (form) {
     form.addEventListener("submit", async (ev) => {
