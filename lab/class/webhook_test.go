@@ -18,11 +18,14 @@ import (
 // receiver is a webhook receiver on loopback that records what arrives and
 // answers 503 to the first delivery of each id in fail.
 type receiver struct {
-	mu     sync.Mutex
-	got    []WebhookEvent
-	tries  map[string]int
-	bad    []string
-	secret string
+	mu    sync.Mutex
+	got   []WebhookEvent
+	tries map[string]int
+	bad   []string
+	// signed are the signature headers and bodies, checked at the end
+	// (the class's secret is known once the class exists, after the first
+	// deliveries may have arrived).
+	signed [][2]string
 	failN  int
 }
 
@@ -30,9 +33,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if got := r.Header.Get("X-Svclab-Signature"); got != Sign(rc.secret, body) {
-		rc.bad = append(rc.bad, "bad signature "+got)
-	}
+	rc.signed = append(rc.signed, [2]string{r.Header.Get("X-Svclab-Signature"), string(body)})
 	var e WebhookEvent
 	if err := json.Unmarshal(body, &e); err != nil {
 		rc.bad = append(rc.bad, "bad body "+string(body))
@@ -75,9 +76,6 @@ func TestWebhook(t *testing.T) {
 	if !strings.HasPrefix(r.Class.WebhookSecret, "whsec_") {
 		t.Fatalf("webhook secret %q", r.Class.WebhookSecret)
 	}
-	rc.mu.Lock()
-	rc.secret = r.Class.WebhookSecret
-	rc.mu.Unlock()
 	ctx := context.Background()
 	if _, err := r.StartLab(r.ann); err != nil {
 		t.Fatal(err)
@@ -107,6 +105,11 @@ func TestWebhook(t *testing.T) {
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	for _, sb := range rc.signed {
+		if sb[0] != Sign(r.Class.WebhookSecret, []byte(sb[1])) {
+			rc.bad = append(rc.bad, "bad signature "+sb[0]+" of "+sb[1])
+		}
+	}
 	if len(rc.bad) > 0 {
 		t.Errorf("bad deliveries: %q", rc.bad)
 	}
