@@ -450,12 +450,16 @@ func (s *Server) classPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) startLab(w http.ResponseWriter, r *http.Request) {
 	cc := classOf(r)
 	l, err := cc.room.StartLab(cc.who)
-	if err != nil {
-		if class.HTTPStatus(err) != http.StatusForbidden && class.HTTPStatus(err) != http.StatusUnauthorized {
-			jsonError(w, http.StatusServiceUnavailable, err.Error())
-			return
-		}
+	switch {
+	case errors.Is(err, class.ErrForbidden), errors.Is(err, class.ErrUnauthenticated):
 		refuse(w, r, err)
+		return
+	case err != nil && wantsJSON(r):
+		jsonError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	case err != nil:
+		// The machine is short of memory, the class closed: say so.
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	if wantsJSON(r) {
