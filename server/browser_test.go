@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 )
 
@@ -123,10 +124,10 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 }
 
 // waitJS waits until the JavaScript expression is true.
-func waitJS(expr string) chromedp.Action[chromedp.Void] {
+func waitJS(expr string, opts ...chromedp.EvaluateOption) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		for {
-			ok, err := chromedp.Evaluate[bool](expr)(ctx, t)
+			ok, err := chromedp.Evaluate[bool](expr, opts...)(ctx, t)
 			if err == nil && ok {
 				return nil
 			}
@@ -168,11 +169,37 @@ func TestBrowserLiveViews(t *testing.T) {
 		waitText(`#panel-rules`, "rejected (no endpoints)"),
 		waitText(`#panel-probes .latest`, "success"),
 		waitText(`#panel-conntrack`, "10.244.2.2:8080"),
-		waitText(`#panel-timeline`, ""),
+		chromedp.WaitReady(chromedp.CSS(`#panel-timeline`)),
 		sh.take("panels"),
 	)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Copy and paste in the browser terminal, as on Linux and Windows:
+	// select and Ctrl+Shift+C copies the selection to the clipboard, a
+	// right-click pastes the clipboard into the shell.
+	for _, name := range []string{"clipboard-read", "clipboard-write"} {
+		if _, err := chromedp.CallBrowser(ctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+			Permission: &cdpbrowser.PermissionDescriptor{Name: name, AllowWithoutSanitization: true}, Setting: cdpbrowser.PermissionSettingGranted, Origin: l.url}); err != nil {
+			t.Fatalf("granting %s: %v", name, err)
+		}
+	}
+	const term = `window.svclabTerminals["lab-control-plane"].term`
+	err = chromedp.Do(ctx,
+		waitJS(`window.svclabTerminals && window.svclabTerminals["lab-control-plane"] && window.svclabTerminals["lab-control-plane"].ws.readyState === 1`),
+		typeLine("echo copy-me-42"),
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "copy-me-42"),
+		chromedp.Evaluate[chromedp.Void](term+`.selectAll()`),
+		chromedp.Focus(chromedp.CSS(`.term-pane:not([hidden]) textarea.xterm-helper-textarea`)),
+		chromedp.KeyEvent("c", chromedp.KeyModifiers(chromedp.ModifierCtrl, chromedp.ModifierShift)),
+		waitJS(`(async () => (await navigator.clipboard.readText()).includes("echo copy-me-42"))()`, chromedp.EvalAwaitPromise),
+		chromedp.Evaluate[chromedp.Void](`navigator.clipboard.writeText("echo pasted-77")`, chromedp.EvalAwaitPromise),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector(".term-pane:not([hidden])").dispatchEvent(new MouseEvent("contextmenu", {bubbles: true, cancelable: true}))`),
+		waitText(`.term-pane:not([hidden]) .xterm-rows`, "echo pasted-77"),
+		sh.take("copy-paste"),
+	)
+	if err != nil {
+		t.Fatalf("copy and paste: %v", err)
 	}
 	l.fc.SetRules(readTestdata(t, "nft-selector-typo-fixed.txt"))
 	err = chromedp.Do(ctx,
