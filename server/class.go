@@ -398,12 +398,12 @@ func (s *Server) joinClass(w http.ResponseWriter, r *http.Request) {
 
 // isLearnerError: errors whose message is written for the learner.
 func isLearnerError(err error) bool {
-	for _, e := range []error{class.ErrBadCode, class.ErrCodeExpired, class.ErrClassClosed, class.ErrClassFull, class.ErrNameTaken} {
+	for _, e := range []error{class.ErrBadCode, class.ErrCodeExpired, class.ErrClassClosed, class.ErrClassFull, class.ErrNameTaken, class.ErrInvalid} {
 		if errors.Is(err, e) {
 			return true
 		}
 	}
-	return strings.Contains(err.Error(), "name") || strings.Contains(err.Error(), "not running on this server")
+	return false
 }
 
 func setClassCookie(w http.ResponseWriter, r *http.Request, classID, token string) {

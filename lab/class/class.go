@@ -224,7 +224,16 @@ var (
 	ErrClassFull   = errors.New("this class is full: every seat is taken; ask your instructor")
 	ErrNameTaken   = errors.New("someone in this class already uses that name: pick another")
 	ErrNotFound    = errors.New("not found")
+	// ErrInvalid matches the other refusals of a join whose message is
+	// written for the learner (a bad name, a class not served here).
+	ErrInvalid = errors.New("invalid")
 )
+
+// refusal is a refusal written for the learner; it matches ErrInvalid.
+type refusal string
+
+func (r refusal) Error() string        { return string(r) }
+func (r refusal) Is(target error) bool { return target == ErrInvalid }
 
 // MaxLearnerName bounds display names.
 const MaxLearnerName = 40
@@ -234,11 +243,11 @@ func CleanName(name string) (string, error) {
 	name = strings.Join(strings.Fields(name), " ")
 	switch {
 	case name == "":
-		return "", errors.New("enter a name so your instructor knows who you are")
+		return "", refusal("enter a name so your instructor knows who you are")
 	case utf8.RuneCountInString(name) > MaxLearnerName:
-		return "", fmt.Errorf("use a name of at most %d characters", MaxLearnerName)
+		return "", refusal(fmt.Sprintf("use a name of at most %d characters", MaxLearnerName))
 	case !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
-		return "", errors.New("use letters, digits and punctuation in your name")
+		return "", refusal("use letters, digits and punctuation in your name")
 	}
 	return name, nil
 }

@@ -89,7 +89,7 @@ func (h *Hub) Join(ctx context.Context, code, name string) (*Classroom, JoinedLe
 		cr = h.rooms[c.ID]
 		h.mu.Unlock()
 		if cr == nil {
-			return fmt.Errorf("class %s is not running on this server right now: ask your instructor", c.Name)
+			return refusal(fmt.Sprintf("class %s is not running on this server right now: ask your instructor", c.Name))
 		}
 		return nil
 	})
