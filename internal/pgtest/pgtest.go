@@ -320,7 +320,9 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) url(db string) string {
-	return fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/%s?sslmode=disable", s.password, s.port, db)
+	// A loaded machine (CI runs packages side by side) can take seconds
+	// for a password handshake: more than the 5 s svclab allows by default.
+	return fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=30", s.password, s.port, db)
 }
 
 // NewDatabase creates a database of tb's own and returns its URL

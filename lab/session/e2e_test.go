@@ -141,8 +141,11 @@ func e2eScenarios(t *testing.T, cat *scenario.Catalog) (ids []string, all bool) 
 }
 
 // TestExercisesEndToEnd runs exactly what "svclab exercise run --all
-// --solve" runs: every scenario on embedded clusters (one per cluster
-// shape), each broken by its faults (the checks fail), fixed by its
+// --solve --wrong-fixes" runs: every scenario on embedded clusters (one
+// per cluster shape), each broken by its faults (the checks fail), every
+// plausible wrong fix tried and rejected by the checks it names, with a
+// message for the learner (that every scenario has at least three is
+// TestScenariosShape's business, in scenarios/), then fixed by its
 // reference solution (every check passes) and removed again; then the
 // dataplane faults one by one, and the clusters are deleted.
 // SVCLAB_E2E_SCENARIOS=id,id runs only those scenarios (and skips the
@@ -161,7 +164,7 @@ func TestExercisesEndToEnd(t *testing.T) {
 		want = len(ids)
 	}
 	var out bytes.Buffer
-	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: all, IDs: ids, Solve: true, Cluster: base, Keep: true, Out: &out, Svclab: svclab})
+	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: all, IDs: ids, Solve: true, WrongFixes: true, Cluster: base, Keep: true, Out: &out, Svclab: svclab})
 	var clusters []string
 	for _, o := range outcomes {
 		if !slices.Contains(clusters, o.Cluster) {
@@ -175,6 +178,17 @@ func TestExercisesEndToEnd(t *testing.T) {
 	PrintSummary(&out, outcomes)
 	t.Log(out.String())
 	checkOutcomes(t, outcomes, err, want)
+	for _, o := range outcomes {
+		n := 0
+		for _, s := range o.Steps {
+			if strings.HasPrefix(s.Name, "wrong fix ") {
+				n++
+			}
+		}
+		if want := len(cat.Get(o.Scenario).WrongFixes); n != want {
+			t.Errorf("%s: %d wrong fixes tried, the scenario has %d", o.Scenario, n, want)
+		}
+	}
 
 	t.Run("dataplane-faults", func(t *testing.T) {
 		s := cat.Get("targetport-mismatch")
@@ -192,44 +206,3 @@ func TestExercisesEndToEnd(t *testing.T) {
 	})
 }
 
-// TestWrongFixesEndToEnd runs "svclab exercise run --all --wrong-fixes":
-// every plausible wrong fix of every scenario is rejected by the checks it
-// names, each with a message for the learner. (That every scenario has at
-// least three is TestScenariosShape's business, in scenarios/.) It takes
-// about three times as long as TestExercisesEndToEnd, so it runs only with
-// SVCLAB_E2E_WRONG_FIXES=1 (a CI job of its own), keeping the package
-// within go tool task test's timeout. SVCLAB_E2E_SCENARIOS=id,id tries only
-// those scenarios' wrong fixes.
-func TestWrongFixesEndToEnd(t *testing.T) {
-	if os.Getenv("SVCLAB_E2E_WRONG_FIXES") == "" {
-		t.Skip("set SVCLAB_E2E_WRONG_FIXES=1 to try every scenario's wrong fixes (svclab exercise run --all --wrong-fixes)")
-	}
-	p, base, svclab := e2eProvider(t)
-	cat, _ := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry()})
-	ids, all := e2eScenarios(t, cat)
-	want := len(cat.Scenarios)
-	if !all {
-		want = len(ids)
-	}
-	var out bytes.Buffer
-	outcomes, err := Exercise(context.Background(), ExerciseOptions{Provider: p, All: all, IDs: ids, WrongFixes: true, Cluster: base, Out: &out, Svclab: svclab})
-	var clusters []string
-	for _, o := range outcomes {
-		clusters = append(clusters, o.Cluster)
-	}
-	t.Cleanup(func() { deleteClusters(t, p, clusters...) })
-	PrintSummary(&out, outcomes)
-	t.Log(out.String())
-	checkOutcomes(t, outcomes, err, want)
-	for _, o := range outcomes {
-		n := 0
-		for _, s := range o.Steps {
-			if strings.HasPrefix(s.Name, "wrong fix ") {
-				n++
-			}
-		}
-		if want := len(cat.Get(o.Scenario).WrongFixes); n != want {
-			t.Errorf("%s: %d wrong fixes tried, the scenario has %d", o.Scenario, n, want)
-		}
-	}
-}

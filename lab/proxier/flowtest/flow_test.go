@@ -46,6 +46,10 @@ const (
 	routerIP = "192.168.66.2"
 
 	dropTimeout = time.Second
+	// reachTimeout bounds a probe that should get an answer: generous,
+	// since it costs nothing when the answer comes, and the cases run
+	// side by side on a machine that may be busy with other tests.
+	reachTimeout = 5 * time.Second
 )
 
 // flowPods are the pod namespaces. Pods a* are on flowNode, b* on
@@ -367,7 +371,7 @@ func affinityCase(ctx context.Context, w *world, proto string) []string {
 	first := map[string]string{}
 	for _, src := range affinitySources {
 		for i := range 3 {
-			r := Probe(ctx, w.ext, proto, netip.MustParseAddr(src), dst, dropTimeout)
+			r := Probe(ctx, w.ext, proto, netip.MustParseAddr(src), dst, reachTimeout)
 			if r.Outcome != Reached {
 				problems = append(problems, fmt.Sprintf("from %s: %s", src, r))
 				continue
@@ -388,7 +392,7 @@ func affinityCase(ctx context.Context, w *world, proto string) []string {
 	time.Sleep(3 * time.Second) // timeoutSeconds 2, plus a margin
 	changed := 0
 	for _, src := range affinitySources {
-		r := Probe(ctx, w.ext, proto, netip.MustParseAddr(src), dst, dropTimeout)
+		r := Probe(ctx, w.ext, proto, netip.MustParseAddr(src), dst, reachTimeout)
 		if r.Outcome != Reached {
 			problems = append(problems, fmt.Sprintf("after the timeout, from %s: %s", src, r))
 			continue
@@ -417,7 +421,7 @@ func (c flowCase) run(ctx context.Context, w *world, proto string) (problems []s
 	if err != nil {
 		return []string{err.Error()}, ""
 	}
-	timeout := 2 * time.Second
+	timeout := reachTimeout
 	if c.want == TimedOut {
 		timeout = dropTimeout
 	}
