@@ -93,8 +93,8 @@ func (t *textOnly) Run(_ context.Context, tx *knftables.Transaction) error {
 
 // BenchmarkFullSyncText measures what a full sync computes before nft
 // runs: the model's categorization, the transaction and its batched text.
-// With SVCLAB_NFT_DUMP=FILE it writes the text of the 10,000-Service sync
-// there (to time "nft -f FILE" on its own).
+// With SVCLAB_NFT_DUMP=FILE it writes the text of each size's sync to
+// FILE.SIZE (to time "nft -f" on its own).
 func BenchmarkFullSyncText(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
@@ -112,8 +112,8 @@ func BenchmarkFullSyncText(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(len(nft.last))/(1<<20), "MiB-text")
-			if path := os.Getenv("SVCLAB_NFT_DUMP"); path != "" && n == 10000 {
-				if err := os.WriteFile(path, []byte(nft.last), 0o644); err != nil {
+			if path := os.Getenv("SVCLAB_NFT_DUMP"); path != "" {
+				if err := os.WriteFile(path+"."+strconv.Itoa(n), []byte(nft.last), 0o644); err != nil {
 					b.Fatal(err)
 				}
 			}
