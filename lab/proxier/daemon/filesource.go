@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/svclab/svclab/lab/proxier/manifest"
@@ -24,24 +24,32 @@ type ObjectsFile struct {
 	Interval time.Duration
 
 	last [sha256.Size]byte
+	// stat is the file as it was when it was last read: while it looks
+	// the same, checking for changes does not read it again.
+	stat os.FileInfo
 }
 
 // Load reads the file and replaces the proxier's objects with its
 // content. A file that cannot be read or decoded changes nothing.
 func (f *ObjectsFile) Load(ctx context.Context) error {
+	st, _ := os.Stat(f.Path)
 	data, err := os.ReadFile(f.Path)
 	if err != nil {
 		return fmt.Errorf("read objects: %w", err)
 	}
+	f.stat = st
 	objs, err := manifest.Decode(bytes.NewReader(data), f.Path)
 	if err != nil {
 		return err
 	}
 	f.last = sha256.Sum256(data)
+	data = nil
 	// Decoding a large file leaves far more garbage than objects; collect
 	// it now rather than during the sync this load starts, where the
-	// collector would compete with nft or iptables-restore for the CPUs.
-	runtime.GC()
+	// collector would compete with nft or iptables-restore for the CPUs,
+	// and give the memory back to the system instead of keeping it as
+	// headroom for the next reload.
+	debug.FreeOSMemory()
 	node := objs.Node(f.NodeName)
 	if node == nil {
 		f.logger().WarnContext(ctx, "no Node object for this node in the objects file: /healthz will report the node ineligible", "node", f.NodeName, "file", f.Path)
@@ -59,12 +67,25 @@ func (f *ObjectsFile) logger() *slog.Logger {
 }
 
 // changed reports whether the file's content differs from the last load.
+// A file with the same size, modification time and inode as then is not
+// read again (a large file would cost a read and a hash every interval).
 func (f *ObjectsFile) changed() bool {
+	st, err := os.Stat(f.Path)
+	if err != nil {
+		return false
+	}
+	if f.stat != nil && os.SameFile(st, f.stat) && st.Size() == f.stat.Size() && st.ModTime().Equal(f.stat.ModTime()) {
+		return false
+	}
 	data, err := os.ReadFile(f.Path)
 	if err != nil {
 		return false
 	}
-	return sha256.Sum256(data) != f.last
+	if sha256.Sum256(data) == f.last {
+		f.stat = st
+		return false
+	}
+	return true
 }
 
 // Watch reloads the file when it changes or when reload receives (SIGHUP),
@@ -94,8 +115,9 @@ func (f *ObjectsFile) Watch(ctx context.Context, reload <-chan os.Signal) {
 			result = "error"
 			f.logger().ErrorContext(ctx, "failed to reload objects; keeping the previous ones", "file", f.Path, "err", err)
 			// Do not retry the same broken content every tick.
+			st, _ := os.Stat(f.Path)
 			if data, rerr := os.ReadFile(f.Path); rerr == nil {
-				f.last = sha256.Sum256(data)
+				f.last, f.stat = sha256.Sum256(data), st
 			}
 		}
 		f.Proxier.Metrics().ObjectsFileReloads.WithLabelValues(result).Inc()

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -592,8 +593,19 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 	p.logger.InfoContext(ctx, "synced rules", "mode", p.Mode(), "full", full, "reason", ev.Reason, "elapsed", elapsed.Round(time.Microsecond),
 		"servicesChanged", len(ev.ServicesChanged), "endpointsChanged", len(ev.EndpointsChanged),
 		"rulesAdded", len(ev.RulesAdded), "rulesRemoved", len(ev.RulesRemoved))
+	// A full sync of a large cluster builds its whole ruleset and the nft
+	// or iptables-restore input at once: give that memory back to the
+	// system now rather than keeping it as heap headroom until the next
+	// full sync (an hour later).
+	if full && len(snap.Ports) >= freeMemoryPorts {
+		debug.FreeOSMemory()
+	}
 	return nil
 }
+
+// freeMemoryPorts is the size of a full sync after which the daemon
+// returns freed memory to the system.
+const freeMemoryPorts = 1000
 
 // noLocalEndpoints counts the Service ports whose internal or external
 // traffic policy is Local and that have endpoints, but none on this node.

@@ -624,11 +624,16 @@ func (s *Syncer) setup(ctx context.Context, tx *knftables.Transaction, tableExis
 // listSets lists the table's sets; exists is false if there is no table.
 func (s *Syncer) listSets(ctx context.Context) (sets []string, exists bool, err error) {
 	sets, err = s.nft.List(ctx, "sets")
-	// The netlink lister reports a missing table as ENOENT, in text.
-	if err != nil && (knftables.IsNotFound(err) || errors.Is(err, syscall.ENOENT) || strings.HasSuffix(err.Error(), syscall.ENOENT.Error())) {
+	if isNoTable(err) {
 		return nil, false, nil
 	}
 	return sets, true, err
+}
+
+// isNoTable tells whether a listing failed because the table does not
+// exist. (The netlink lister reports that as ENOENT, in text.)
+func isNoTable(err error) bool {
+	return err != nil && (knftables.IsNotFound(err) || errors.Is(err, syscall.ENOENT) || strings.HasSuffix(err.Error(), syscall.ENOENT.Error()))
 }
 
 // writeServices writes the per-ServicePort part of the transaction and the

@@ -185,7 +185,7 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 		}
 		// Large transactions go to nft batched (same ruleset, applied
 		// many times faster).
-		nft = &nftables.Batching{Interface: nft}
+		nft = &nftables.Batching{Interface: nft, Logger: logger}
 		applier, err = daemon.NewNFTablesApplier(nftables.Config{
 			Family: family, NodeIP: nodeIP, ClusterCIDR: clusterCIDR, ServiceCIDRs: familyCIDRs(extra.ServiceCIDRs, family),
 			NodePortAddresses: npa, LocalAddresses: localAddrs, MasqueradeAll: cfg.MasqueradeAll, MasqueradeBit: cfg.MasqueradeBit,
