@@ -25,6 +25,16 @@ func TestMain(m *testing.M) {
 	// The differential test creates an embedded cluster, whose supervisor
 	// is this binary re-executed.
 	embedded.Init()
+	if os.Geteuid() == 0 {
+		// What killed earlier runs left behind goes first.
+		removed, err := SweepStale(context.Background())
+		for _, r := range removed {
+			fmt.Fprintln(os.Stderr, "removed what a killed test run left:", r)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "removing what killed test runs left:", err)
+		}
+	}
 	os.Exit(m.Run())
 }
 

@@ -96,7 +96,108 @@ type Lab struct {
 	mu        sync.Mutex
 	netns     []Netns
 	hostLinks []string
+	claimed   bool
 	closed    bool
+}
+
+// ownerDir records which process owns each lab (a file per lab ID holding
+// the process's pid and start time), so that SweepStale can tell the
+// namespaces of a test run that was killed from those of one that runs.
+const ownerDir = "/run/svclab-flowtest"
+
+// owner identifies this process: its pid and its start time (pids are
+// reused).
+func owner(pid int) (string, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	// The command name (field 2) may hold spaces: count from its ")".
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	f := strings.Fields(string(rest))
+	if len(f) < 20 {
+		return "", false
+	}
+	return fmt.Sprintf("%d %s", pid, f[19]), true // starttime, field 22
+}
+
+// claim records this process as the lab's owner, before its first
+// namespace exists.
+func (l *Lab) claim() error {
+	if l.claimed {
+		return nil
+	}
+	me, ok := owner(os.Getpid())
+	if !ok {
+		return errors.New("cannot read this process's start time")
+	}
+	if err := os.MkdirAll(ownerDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(ownerDir, l.ID), []byte(me), 0o644); err != nil {
+		return err
+	}
+	l.claimed = true
+	return nil
+}
+
+// SweepStale deletes what labs of test runs that no longer run left on
+// the host (a run killed by a timeout, or by hand, never gets to Close):
+// their namespaces and host links. Labs whose owner still runs are left
+// alone. It returns what it deleted.
+func SweepStale(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	stale := map[string]bool{}
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), Prefix)
+		if !ok {
+			continue
+		}
+		id, _, _ := strings.Cut(name, "-")
+		if stale[id] {
+			continue
+		}
+		rec, err := os.ReadFile(filepath.Join(ownerDir, id))
+		if err == nil {
+			var pid int
+			fmt.Sscan(string(rec), &pid)
+			if now, ok := owner(pid); ok && now == string(rec) {
+				continue // its test still runs
+			}
+		}
+		stale[id] = true
+	}
+	var removed []string
+	var errs []error
+	for id := range stale {
+		left, err := Leftovers(ctx, id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, what := range left {
+			kind, name, _ := strings.Cut(what, " ")
+			switch kind {
+			case "namespace":
+				_, err = run(ctx, nil, "ip", "netns", "del", name)
+			case "link":
+				name, _, _ = strings.Cut(name, "@")
+				_, err = run(ctx, nil, "ip", "link", "del", name)
+			default:
+				continue
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			removed = append(removed, what)
+		}
+		os.Remove(filepath.Join(ownerDir, id))
+	}
+	return removed, errors.Join(errs...)
 }
 
 // NewLab returns a Lab with a fresh random ID (prefix + 4 hex digits, so
@@ -117,7 +218,11 @@ func (l *Lab) Netns(ctx context.Context, short string) (Netns, error) {
 		l.mu.Unlock()
 		return Netns{}, errors.New("lab is closed")
 	}
+	err := l.claim()
 	l.mu.Unlock()
+	if err != nil {
+		return Netns{}, fmt.Errorf("record the lab's owner: %w", err)
+	}
 	n := Netns{Name: Prefix + l.ID + "-" + short}
 	if _, err := run(ctx, nil, "ip", "netns", "add", n.Name); err != nil {
 		return Netns{}, fmt.Errorf("create namespace: %w", err)
@@ -195,6 +300,9 @@ func (l *Lab) Names() []string {
 func (l *Lab) Close(ctx context.Context) error {
 	l.mu.Lock()
 	l.closed = true
+	if l.claimed {
+		defer os.Remove(filepath.Join(ownerDir, l.ID))
+	}
 	ns := slices.Clone(l.netns)
 	links := slices.Clone(l.hostLinks)
 	l.mu.Unlock()
