@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,14 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class"
-	"github.com/svclab/svclab/lab/cluster"
-	"github.com/svclab/svclab/lab/embedded"
-	"github.com/svclab/svclab/lab/grade"
-	"github.com/svclab/svclab/lab/kubebin"
-	"github.com/svclab/svclab/lab/store"
-	"github.com/svclab/svclab/lab/views"
 )
 
 // TestBrowserClassroom is the classroom's acceptance walk in chromium, on
@@ -35,54 +26,9 @@ func TestBrowserClassroom(t *testing.T) {
 		t.Skip("end-to-end: needs root for embedded clusters")
 	}
 	chromium(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stateDir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p := embedded.New(stateDir, log)
-	st, err := store.Open(ctx, store.DefaultPath(stateDir), store.Options{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := class.OpenDB(ctx, class.DefaultDBPath(stateDir), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	spec := class.Spec{Name: "uiclass", Scenarios: []string{"selector-typo"}, Capacity: 2, IdleTimeout: time.Minute, TimeLimit: time.Hour}
-	if _, err := spec.Normalize(m.Catalog()); err != nil {
-		t.Fatal(err)
-	}
-	created, err := db.CreateClass(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := class.NewHub(class.Options{DB: db, Provider: p, Catalog: m.Catalog(), Attempts: m, Store: st, Log: log})
-	if err := hub.OpenAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := hub.Shutdown(context.Background()); err != nil {
-			t.Errorf("ending the class's labs: %v", err)
-		}
-		if left, _ := p.List(context.Background()); len(left) > 0 {
-			t.Errorf("clusters left after the class ended: %+v", left)
-		}
-	}()
-	s := &Server{
-		Clusters: p, Log: log, Background: ctx, Catalog: m.Catalog(), Classes: hub, ClassesOnly: true,
-		KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
-		PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
-	}
-	ts := httptest.NewServer(s.Handler())
-	defer func() { ts.Close(); cancel(); s.Wait() }()
-	id := created.Class.ID
-	classURL := ts.URL + "/class/" + id + "/"
+	ec := newEmbeddedClass(t, class.Spec{Name: "uiclass", Scenarios: []string{"selector-typo"}, Capacity: 2, IdleTimeout: time.Minute, TimeLimit: time.Hour})
+	id := ec.created.Class.ID
+	classURL := ec.url + "/class/" + id + "/"
 
 	// Everyone has a browser of their own (their own cookies). Not tabs
 	// of one browser: with chromedp v0.23, a tab stops answering once
@@ -106,7 +52,7 @@ func TestBrowserClassroom(t *testing.T) {
 	}
 	join := func(p *person) chromedp.Action[chromedp.Void] {
 		return chromedp.Steps(
-			chromedp.Navigate(ts.URL+"/join?code="+created.Class.JoinCode),
+			chromedp.Navigate(ec.url+"/join?code="+ec.created.Class.JoinCode),
 			chromedp.SendKeys(chromedp.CSS(`#join-form input[name="name"]`), p.name),
 			chromedp.Click(chromedp.CSS(`#join-form button`)),
 			waitText(`#me`, p.name))
@@ -114,11 +60,11 @@ func TestBrowserClassroom(t *testing.T) {
 	teacher, ann, bob, cid := newPerson("instructor"), newPerson("Ann"), newPerson("Bob"), newPerson("Cid")
 
 	step(teacher, "sign in and open the board", quick,
-		chromedp.Navigate(ts.URL+"/class/"+id+"/instructor"),
-		chromedp.SendKeys(chromedp.CSS(`#instructor-form input[name="token"]`), created.InstructorToken),
+		chromedp.Navigate(ec.url+"/class/"+id+"/instructor"),
+		chromedp.SendKeys(chromedp.CSS(`#instructor-form input[name="token"]`), ec.created.InstructorToken),
 		chromedp.Click(chromedp.CSS(`#instructor-form button`)),
 		waitText(`#board-status`, "live"),
-		waitText(`#join-code`, created.Class.JoinCode),
+		waitText(`#join-code`, ec.created.Class.JoinCode),
 		teacher.sh.take("board-empty"))
 	step(cid, "join and start a lab", quick, join(cid),
 		chromedp.Click(chromedp.CSS(`#lab-form button`)),
@@ -164,7 +110,7 @@ func TestBrowserClassroom(t *testing.T) {
 		waitText(`.term-pane:not([hidden]) .xterm-rows`, "read-only"),
 		chromedp.WaitNotPresent(chromedp.CSS(`#check`)),
 		teacher.sh.take("watching-ann"),
-		chromedp.Navigate(ts.URL+"/class/"+id+"/board"),
+		chromedp.Navigate(ec.url+"/class/"+id+"/board"),
 		waitText(`#board-status`, "live"))
 	step(teacher, "push a hint to Bob", quick,
 		chromedp.SetValue(chromedp.CSS(`#push-form select[name="kind"]`), "hint"),

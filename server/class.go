@@ -38,7 +38,9 @@ type classCtx struct {
 func cookieName(classID string) string { return "svclab_class_" + classID }
 
 func (s *Server) classRoutes(r chi.Router) {
-	join := ratelimit.FailuresMiddleware(s.joinLimiter(), ratelimit.ClientIP, "failed attempts")
+	join := ratelimit.FailuresMiddleware(ratelimit.New(ratelimit.Join, nil), ratelimit.ClientIP, "failed attempts")
+	// Checks are limited per learner.
+	checks := ratelimit.Middleware(ratelimit.New(ratelimit.Check, nil), func(r *http.Request) string { return s.scopeOf(r).owner }, "checks")
 	r.Get("/join", s.joinPage)
 	r.Get("/join/{code}", s.joinPage)
 	r.With(join).Post("/join", s.joinClass)
@@ -62,7 +64,7 @@ func (s *Server) classRoutes(r chi.Router) {
 			r.Use(s.learnerScope)
 			r.Get("/operations/{id}", s.operation)
 			r.Get("/operations/{id}/events", s.operationEvents)
-			r.Route("/scenarios/{id}", s.scenarioRoutes)
+			r.Route("/scenarios/{id}", s.scenarioRoutes(checks))
 		})
 		// The instructor watching one learner, read-only.
 		r.Route("/learners/{learner}", func(r chi.Router) {
@@ -77,33 +79,18 @@ func (s *Server) classRoutes(r chi.Router) {
 }
 
 // scenarioRoutes are a scenario's page, actions and streams, in the
-// request's scope.
-func (s *Server) scenarioRoutes(r chi.Router) {
-	r.Get("/", s.scenarioPage)
-	r.Post("/start", s.startScenario)
-	r.With(s.checkLimit).Post("/check", s.checkScenario)
-	r.Post("/hint", s.hintScenario)
-	r.Post("/reset", s.resetScenario)
-	r.Get("/views", s.viewsSocket)
-	r.Get("/terminal", s.terminalSocket)
-	r.Get("/replay", s.replayPage)
-}
-
-func (s *Server) joinLimiter() *ratelimit.Limiter {
-	s.limitOnce.Do(s.initLimits)
-	return s.joinLimit
-}
-
-func (s *Server) initLimits() {
-	s.joinLimit = ratelimit.New(ratelimit.Join, nil)
-	s.checkLimitr = ratelimit.New(ratelimit.Check, nil)
-}
-
-// checkLimit limits how often one class learner runs checks (the local
-// lab's one learner, whose scope has no owner, is not limited).
-func (s *Server) checkLimit(next http.Handler) http.Handler {
-	s.limitOnce.Do(s.initLimits)
-	return ratelimit.Middleware(s.checkLimitr, func(r *http.Request) string { return s.scopeOf(r).owner }, "checks")(next)
+// request's scope; check limits the checks.
+func (s *Server) scenarioRoutes(check ...func(http.Handler) http.Handler) func(chi.Router) {
+	return func(r chi.Router) {
+		r.Get("/", s.scenarioPage)
+		r.Post("/start", s.startScenario)
+		r.With(check...).Post("/check", s.checkScenario)
+		r.Post("/hint", s.hintScenario)
+		r.Post("/reset", s.resetScenario)
+		r.Get("/views", s.viewsSocket)
+		r.Get("/terminal", s.terminalSocket)
+		r.Get("/replay", s.replayPage)
+	}
 }
 
 // classroom finds the {class} being served and who is asking.
@@ -141,11 +128,13 @@ func classToken(r *http.Request, classID string) string {
 
 func classOf(r *http.Request) *classCtx { return r.Context().Value(classKey{}).(*classCtx) }
 
-// refuse answers an authorization error for the person concerned.
-func refuse(w http.ResponseWriter, r *http.Request, err error) {
-	code := class.HTTPStatus(err)
-	if code == http.StatusOK {
-		code = http.StatusInternalServerError
+// answerError answers err for the person concerned: a refusal
+// (class.ErrUnauthenticated, class.ErrForbidden) with 401 or 403, anything
+// else with code; as JSON to scripts and the pages' fetch calls, as text
+// to forms and links.
+func answerError(w http.ResponseWriter, r *http.Request, err error, code int) {
+	if errors.Is(err, class.ErrUnauthenticated) || errors.Is(err, class.ErrForbidden) {
+		code = class.HTTPStatus(err)
 	}
 	if wantsJSON(r) {
 		jsonError(w, code, err.Error())
@@ -154,13 +143,9 @@ func refuse(w http.ResponseWriter, r *http.Request, err error) {
 	http.Error(w, err.Error(), code)
 }
 
-// refuseOr answers err as a refusal when it is one, else as what failed.
-func refuseOr(w http.ResponseWriter, r *http.Request, err error, what string) {
-	if errors.Is(err, class.ErrForbidden) || errors.Is(err, class.ErrUnauthenticated) {
-		refuse(w, r, err)
-		return
-	}
-	http.Error(w, what+": "+err.Error(), http.StatusInternalServerError)
+// refuse answers an authorization error.
+func refuse(w http.ResponseWriter, r *http.Request, err error) {
+	answerError(w, r, err, http.StatusForbidden)
 }
 
 func wantsJSON(r *http.Request) bool {
@@ -195,10 +180,6 @@ func (s *Server) watchScope(next http.Handler) http.Handler {
 
 func (s *Server) classScope(cc *classCtx, learner string, readOnly bool) *scope {
 	id := cc.room.Class.ID
-	in := map[string]bool{}
-	for _, sc := range cc.room.Class.Scenarios {
-		in[sc] = true
-	}
 	access := class.Write
 	base := "/class/" + id
 	if readOnly {
@@ -211,7 +192,7 @@ func (s *Server) classScope(cc *classCtx, learner string, readOnly bool) *scope 
 		base:           base,
 		owner:          "class/" + id + "/" + learner,
 		readOnly:       readOnly,
-		classScenarios: in,
+		classScenarios: cc.room.Class.Scenarios,
 		activity:       func() { cc.room.Activity(cc.who) },
 	}
 }
@@ -450,16 +431,9 @@ func (s *Server) classPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) startLab(w http.ResponseWriter, r *http.Request) {
 	cc := classOf(r)
 	l, err := cc.room.StartLab(cc.who)
-	switch {
-	case errors.Is(err, class.ErrForbidden), errors.Is(err, class.ErrUnauthenticated):
-		refuse(w, r, err)
-		return
-	case err != nil && wantsJSON(r):
-		jsonError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	case err != nil:
+	if err != nil {
 		// The machine is short of memory, the class closed: say so.
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		answerError(w, r, err, http.StatusServiceUnavailable)
 		return
 	}
 	if wantsJSON(r) {
@@ -529,11 +503,7 @@ func (s *Server) pushMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := cc.room.Push(r.Context(), cc.who, r.PostFormValue("to"), kind, r.PostFormValue("scenario"), r.PostFormValue("body"))
 	if err != nil {
-		if st := class.HTTPStatus(err); st == http.StatusUnauthorized || errors.Is(err, class.ErrForbidden) {
-			refuse(w, r, err)
-			return
-		}
-		jsonError(w, http.StatusBadRequest, err.Error())
+		answerError(w, r, err, http.StatusBadRequest)
 		return
 	}
 	writeJSON(w, http.StatusOK, m)
@@ -566,12 +536,10 @@ func (s *Server) labAnswer(w http.ResponseWriter, r *http.Request, l classlabs.L
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, l)
-	case errors.Is(err, class.ErrForbidden), errors.Is(err, class.ErrUnauthenticated):
-		refuse(w, r, err)
 	case errors.Is(err, classlabs.ErrNoLab):
 		jsonError(w, http.StatusNotFound, "that learner has no lab")
 	default:
-		jsonError(w, http.StatusConflict, err.Error())
+		answerError(w, r, err, http.StatusConflict)
 	}
 }
 
@@ -641,7 +609,7 @@ func (s *Server) examView(ctx context.Context, cc *classCtx) (*web.ExamView, err
 func (s *Server) startExam(w http.ResponseWriter, r *http.Request) {
 	cc := classOf(r)
 	if _, err := cc.room.StartExam(r.Context(), cc.who); err != nil {
-		refuseOr(w, r, err, "the exam could not start")
+		answerError(w, r, fmt.Errorf("the exam could not start: %w", err), http.StatusConflict)
 		return
 	}
 	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/", http.StatusSeeOther)
@@ -651,7 +619,7 @@ func (s *Server) startExam(w http.ResponseWriter, r *http.Request) {
 func (s *Server) finishExam(w http.ResponseWriter, r *http.Request) {
 	cc := classOf(r)
 	if _, err := cc.room.FinishExam(r.Context(), cc.who); err != nil {
-		refuseOr(w, r, err, "the exam could not be finished")
+		answerError(w, r, fmt.Errorf("the exam could not be finished: %w", err), http.StatusConflict)
 		return
 	}
 	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/review", http.StatusSeeOther)
@@ -667,11 +635,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 	}
 	rev, err := cc.room.Review(r.Context(), cc.who, learner)
 	if err != nil {
-		if errors.Is(err, class.ErrForbidden) || errors.Is(err, class.ErrUnauthenticated) {
-			refuse(w, r, err)
-			return
-		}
-		http.Error(w, err.Error(), http.StatusConflict)
+		answerError(w, r, err, http.StatusConflict)
 		return
 	}
 	p := web.ReviewPage{ClassID: cc.room.Class.ID, ClassName: cc.room.Class.Name, Learner: cc.room.Board.LearnerName(learner),

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -137,9 +138,13 @@ type client struct {
 	bearer string
 }
 
-func (cs *classServer) client(t *testing.T) *client {
+func (cs *classServer) client(t *testing.T) *client { return newClient(t, cs.ts.URL) }
+
+// newClient is a browser of the server at base: a cookie jar of its own,
+// redirects not followed.
+func newClient(t *testing.T, base string) *client {
 	jar, _ := cookiejar.New(nil)
-	return &client{t: t, base: cs.ts.URL, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &client{t: t, base: base, c: &http.Client{Jar: jar, Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 func (c *client) do(method, path string, form url.Values) (int, string, http.Header) {
@@ -163,7 +168,9 @@ func (c *client) do(method, path string, form url.Values) (int, string, http.Hea
 	}
 	resp, err := c.c.Do(req)
 	if err != nil {
-		c.t.Fatal(err)
+		// Errorf, not Fatal: load test learners call this from goroutines.
+		c.t.Errorf("%s %s: %v", method, path, err)
+		return 0, "", nil
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -587,5 +594,26 @@ func TestClassExam(t *testing.T) {
 	}
 	if code, _, _ := cs.client(t).do(http.MethodPost, "/class/"+id+"/exam/start", url.Values{}); code != http.StatusUnauthorized {
 		t.Errorf("an anonymous exam start: %d, want 401", code)
+	}
+}
+
+// TestClassChecksRateLimited: a learner's checks are limited (3 at once,
+// then one every 5 s), per learner; the local lab's are not.
+func TestClassChecksRateLimited(t *testing.T) {
+	cs := newClassServer(t, testSpec())
+	id := cs.created.Class.ID
+	ann, _ := cs.join(t, "Ann")
+	bob, _ := cs.join(t, "Bob")
+	check := "/class/" + id + "/scenarios/selector-typo/check"
+	var codes []int
+	for range 4 {
+		code, _, _ := ann.do(http.MethodPost, check, url.Values{})
+		codes = append(codes, code)
+	}
+	if codes[3] != http.StatusTooManyRequests || slices.Contains(codes[:3], http.StatusTooManyRequests) {
+		t.Errorf("Ann's four checks answered %v, want the fourth refused with 429", codes)
+	}
+	if code, _, _ := bob.do(http.MethodPost, check, url.Values{}); code == http.StatusTooManyRequests {
+		t.Error("Bob's first check was refused: the limit is per learner")
 	}
 }

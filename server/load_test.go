@@ -1,35 +1,23 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
-	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class"
 	classlabs "github.com/svclab/svclab/lab/class/labs"
-	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
-	"github.com/svclab/svclab/lab/grade"
-	"github.com/svclab/svclab/lab/kubebin"
-	"github.com/svclab/svclab/lab/store"
-	"github.com/svclab/svclab/lab/views"
 )
 
 // TestClassLoad is the classroom's load test: 30 simulated learners
@@ -51,64 +39,22 @@ func TestClassLoad(t *testing.T) {
 	}
 	learners := envInt(t, "SVCLAB_LOAD_LEARNERS", 30)
 	nlabs := envInt(t, "SVCLAB_LOAD_LABS", 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stateDir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p := embedded.New(stateDir, log)
-	st, err := store.Open(ctx, store.DefaultPath(stateDir), store.Options{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: stateDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := class.OpenDB(ctx, class.DefaultDBPath(stateDir), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	spec := class.Spec{Name: "load", Scenarios: []string{"selector-typo"}, Capacity: nlabs, Seats: learners, TimeLimit: time.Hour}
-	if _, err := spec.Normalize(m.Catalog()); err != nil {
-		t.Fatal(err)
-	}
-	created, err := db.CreateClass(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := class.NewHub(class.Options{DB: db, Provider: p, Catalog: m.Catalog(), Attempts: m, Store: st, Log: log})
-	if err := hub.OpenAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := hub.Shutdown(context.Background()); err != nil {
-			t.Errorf("ending the class's labs: %v", err)
-		}
-	}()
-	s := &Server{
-		Clusters: p, Log: log, Background: ctx, Catalog: m.Catalog(), Classes: hub, ClassesOnly: true, Timeline: st,
-		KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
-		PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
-	}
-	ts := httptest.NewServer(s.Handler())
-	defer func() { ts.Close(); cancel(); s.Wait() }()
-	id := created.Class.ID
+	ec := newEmbeddedClass(t, class.Spec{Name: "load", Scenarios: []string{"selector-typo"}, Capacity: nlabs, Seats: learners, TimeLimit: time.Hour})
+	id := ec.created.Class.ID
 	lt := &latencies{}
 
 	// Join, then follow the class's stream, checking every frame.
 	ls := make([]*loadLearner, learners)
 	for i := range ls {
-		l := &loadLearner{t: t, base: ts.URL, class: id, name: fmt.Sprintf("learner-%02d", i+1), lt: lt}
-		l.join(created.Class.JoinCode)
+		l := &loadLearner{client: newClient(t, ec.url), class: id, name: fmt.Sprintf("learner-%02d", i+1), lt: lt}
+		l.join(ec.created.Class.JoinCode)
 		ls[i] = l
 	}
 	for _, l := range ls {
-		l.follow(ts.URL)
+		l.follow(ec.url)
 	}
-	teacher := &loadLearner{t: t, base: ts.URL, class: id, name: "instructor", lt: lt}
-	teacher.signIn(created.InstructorToken)
+	teacher := &loadLearner{client: newClient(t, ec.url), class: id, name: "instructor", lt: lt}
+	teacher.signIn(ec.created.InstructorToken)
 	for _, l := range ls {
 		l.post("/class/"+id+"/lab", nil, "lab")
 	}
@@ -159,7 +105,7 @@ func TestClassLoad(t *testing.T) {
 		sessions.Add(1)
 		go func() {
 			defer sessions.Done()
-			l.session(hub, id)
+			l.session(ec.hub, id)
 		}()
 	}
 	sessions.Wait()
@@ -171,7 +117,7 @@ func TestClassLoad(t *testing.T) {
 		l.close()
 	}
 	lt.report(t)
-	reportLabMemory(t, stateDir, p)
+	reportLabMemory(t, ec.p)
 	if t.Failed() {
 		return
 	}
@@ -229,48 +175,27 @@ func (l *latencies) report(t *testing.T) {
 
 // loadLearner is one simulated learner (or the instructor).
 type loadLearner struct {
-	t                 *testing.T
-	base, class, name string
-	learnerID         string
-	c                 *http.Client
-	lt                *latencies
-	conn              *websocket.Conn
-	done              chan struct{}
-	mu                sync.Mutex
-	pending           map[string]time.Time
+	*client
+	class, name string
+	learnerID   string
+	lt          *latencies
+	conn        *websocket.Conn
+	done        chan struct{}
+	mu          sync.Mutex
+	pending     map[string]time.Time
 }
 
-func (l *loadLearner) client() *http.Client {
-	if l.c == nil {
-		jar, _ := cookiejar.New(nil)
-		l.c = &http.Client{Jar: jar, Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
-	return l.c
-}
-
+// do is client.do, timed as kind.
 func (l *loadLearner) do(method, path string, form url.Values, kind string) (int, string, http.Header) {
-	var body *strings.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	} else {
-		body = strings.NewReader("")
-	}
-	req, _ := http.NewRequest(method, l.base+path, body)
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Accept", "application/json")
+	if method == http.MethodPost && form == nil {
+		form = url.Values{}
 	}
 	start := time.Now()
-	resp, err := l.client().Do(req)
-	if err != nil {
-		l.t.Errorf("%s: %s %s: %v", l.name, method, path, err)
-		return 0, "", nil
+	code, body, h := l.client.do(method, path, form)
+	if code != 0 {
+		l.lt.add(kind, time.Since(start))
 	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
-	l.lt.add(kind, time.Since(start))
-	return resp.StatusCode, b.String(), resp.Header
+	return code, body, h
 }
 
 func (l *loadLearner) get(path, kind string) string {
@@ -307,7 +232,7 @@ func (l *loadLearner) signIn(token string) {
 // learner's row, lab and cells, only messages to everyone or to them.
 func (l *loadLearner) follow(base string) {
 	u := "ws" + strings.TrimPrefix(base, "http") + "/class/" + l.class + "/events"
-	d := websocket.Dialer{Jar: l.client().Jar}
+	d := websocket.Dialer{Jar: l.c.Jar}
 	conn, _, err := d.Dial(u, http.Header{"Origin": {base}})
 	if err != nil {
 		l.t.Fatalf("%s: class stream: %v", l.name, err)
@@ -414,7 +339,7 @@ func (l *loadLearner) session(hub *class.Hub, classID string) {
 	}
 	l.get(sc, "scenario page")
 	wsBase := "ws" + strings.TrimPrefix(l.base, "http")
-	d := websocket.Dialer{Jar: l.client().Jar}
+	d := websocket.Dialer{Jar: l.c.Jar}
 	start := time.Now()
 	vc, _, err := d.Dial(wsBase+sc+"/views", http.Header{"Origin": {l.base}})
 	if err != nil {
@@ -465,64 +390,27 @@ func (l *loadLearner) session(hub *class.Hub, classID string) {
 	}
 }
 
-// reportLabMemory logs the memory of each lab cluster of the state
-// directory: its control plane and node agents (marked with the
-// cluster's directory) and the containers in its Pods' namespaces.
-func reportLabMemory(t *testing.T, stateDir string, p *embedded.Provider) {
-	sums, err := p.List(context.Background())
-	if err != nil || len(sums) == 0 {
+// reportLabMemory logs the memory of each lab cluster (embedded's
+// Cluster.Memory: its control plane, node agents and containers).
+func reportLabMemory(t *testing.T, p *embedded.Provider) {
+	ctx := context.Background()
+	sums, err := p.List(ctx)
+	if err != nil {
+		t.Errorf("listing the labs: %v", err)
 		return
 	}
-	netns := map[uint64]string{}
+	var total uint64
 	for _, s := range sums {
-		matches, _ := filepath.Glob("/run/netns/svclab-" + s.Name + "-*")
-		for _, m := range matches {
-			var st syscall.Stat_t
-			if syscall.Stat(m, &st) == nil {
-				netns[st.Ino] = s.Name
-			}
-		}
-	}
-	rss := map[string]int64{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+		c, err := p.Get(ctx, s.Name)
 		if err != nil {
 			continue
 		}
-		owner := ""
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte(embedded.EnvClusterDir+"=")); ok && strings.HasPrefix(string(v), stateDir) {
-				owner = filepath.Base(string(v))
-			}
-		}
-		if owner == "" {
-			var st syscall.Stat_t
-			if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil {
-				owner = netns[st.Ino]
-			}
-		}
-		if owner == "" {
-			continue
-		}
-		// Proportional set size: pages shared between processes (the
-		// svclab and svclab-kube binaries) counted once in all.
-		rollup, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-		for _, line := range strings.Split(string(rollup), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				rss[owner] += kb
-			}
-		}
+		m := c.(*embedded.Cluster).Memory()
+		t.Logf("memory of lab %s: %d MiB PSS (%d MiB RSS) in %d processes", s.Name, m.PSS>>20, m.RSS>>20, m.Processes)
+		total += m.PSS
 	}
-	var total int64
-	for name, kb := range rss {
-		t.Logf("memory of lab %s: %d MiB (proportional set size)", name, kb>>10)
-		total += kb
-	}
-	if len(rss) > 0 {
-		t.Logf("memory per lab: %d MiB on average over %d labs", (total/int64(len(rss)))>>10, len(rss))
+	if len(sums) > 0 {
+		t.Logf("memory per lab: %d MiB PSS on average over %d labs", (total/uint64(len(sums)))>>20, len(sums))
 	}
 	t.Logf("the test process (server and class): %d MiB resident", selfRSS()>>10)
 }

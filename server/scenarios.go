@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -54,7 +55,7 @@ func (s *Server) scenarioFor(w http.ResponseWriter, r *http.Request) (*scenario.
 	if s.Catalog != nil {
 		sc = s.Catalog.Get(id)
 	}
-	if in := s.scopeOf(r).classScenarios; in != nil && !in[id] {
+	if in := s.scopeOf(r).classScenarios; in != nil && !slices.Contains(in, id) {
 		sc = nil
 	}
 	if sc == nil {

@@ -24,8 +24,9 @@ type scope struct {
 	// readOnly: the instructor watching a learner: no terminal input, no
 	// checks, hints or resets.
 	readOnly bool
-	// classScenarios, when set, are the only scenarios the scope reaches.
-	classScenarios map[string]bool
+	// classScenarios, when set, are the only scenarios the scope reaches
+	// (a class's).
+	classScenarios []string
 	// activity records that the learner did something in their lab (typed
 	// into its terminal), which keeps an idle lab alive.
 	activity func()

@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/svclab/svclab/lab/class"
-	"github.com/svclab/svclab/lab/class/ratelimit"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/views"
@@ -69,9 +67,6 @@ type Server struct {
 	labs labs
 	taps taps
 	rec  recorder
-
-	limitOnce              sync.Once
-	joinLimit, checkLimitr *ratelimit.Limiter
 }
 
 // Wait waits for the operations started from the UI to end, and stops the
@@ -104,7 +99,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/clusters", s.createCluster)
 		r.Get("/operations/{id}", s.operation)
 		r.Get("/operations/{id}/events", s.operationEvents)
-		r.Route("/scenarios/{id}", s.scenarioRoutes)
+		r.Route("/scenarios/{id}", s.scenarioRoutes())
 	}
 	if s.Classes != nil {
 		s.classRoutes(r)

@@ -123,7 +123,7 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		refuseOr(w, r, err, "your attempt could not be read")
+		answerError(w, r, fmt.Errorf("your attempt could not be read: %w", err), http.StatusInternalServerError)
 		return
 	}
 	if s.Timeline == nil {

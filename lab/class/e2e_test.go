@@ -6,10 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,48 +46,6 @@ func (c *offsetClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.offset += d
 	c.mu.Unlock()
-}
-
-// clusterPSS sums the proportional resident memory (shared pages split
-// among the processes that map them) of a cluster's processes: those
-// marked with its directory (control plane, node agents) and those in its
-// nodes' network namespaces (pods' containers).
-func clusterPSS(dir, name string) (uint64, int) {
-	netns := map[uint64]bool{}
-	entries, _ := os.ReadDir("/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "svclab-"+name+"-") {
-			if fi, err := os.Stat(filepath.Join("/run/netns", e.Name())); err == nil {
-				netns[fi.Sys().(*syscall.Stat_t).Ino] = true
-			}
-		}
-	}
-	procs, _ := os.ReadDir("/proc")
-	var total uint64
-	n := 0
-	for _, p := range procs {
-		pid := p.Name()
-		if pid[0] < '0' || pid[0] > '9' {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", pid, "environ"))
-		ours := strings.Contains(string(env), embedded.EnvClusterDir+"="+dir+"\x00")
-		if fi, err := os.Stat(filepath.Join("/proc", pid, "ns", "net")); err == nil && netns[fi.Sys().(*syscall.Stat_t).Ino] {
-			ours = true
-		}
-		if !ours {
-			continue
-		}
-		rollup, _ := os.ReadFile(filepath.Join("/proc", pid, "smaps_rollup"))
-		for _, l := range strings.Split(string(rollup), "\n") {
-			if f := strings.Fields(l); len(f) == 3 && f[0] == "Pss:" {
-				kb, _ := strconv.ParseUint(f[1], 10, 64)
-				total += kb * 1024
-				n++
-			}
-		}
-	}
-	return total, n
 }
 
 // A class of capacity 1 with a warm pool of 1 on real embedded clusters:
@@ -172,8 +128,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 	waitFor("the warm pool has a cluster", 10*time.Minute, func() bool { return cr.Labs.Stats().Warm == 1 })
 	if pool := ours(); len(pool) == 1 {
-		pss, n := clusterPSS(filepath.Join(stateDir, "clusters", pool[0]), pool[0])
-		t.Logf("the warm cluster's %d processes take %d MiB (PSS; admission control's estimate per lab: %d MiB)", n, pss/labs.MiB, labs.DefaultLabMemory/labs.MiB)
+		if c, err := provider.Get(ctx, pool[0]); err == nil {
+			m := c.(*embedded.Cluster).Memory()
+			t.Logf("the warm cluster's %d processes take %d MiB (PSS; admission control's estimate per lab: %d MiB)", m.Processes, m.PSS/labs.MiB, labs.DefaultLabMemory/labs.MiB)
+		}
 	}
 
 	var ps []Principal

@@ -103,8 +103,10 @@ type webhook struct {
 
 	sub   *stream.Subscription[Update]
 	queue chan WebhookEvent
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// ctx ends the deliveries (close, when its time is up).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	// last is the state last reported per learner/scenario and per lab.
 	last map[string]string
@@ -116,9 +118,9 @@ func startWebhook(c *Class, b *Board, log *slog.Logger) *webhook {
 		client: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		sub:    b.subscribe("", webhookQueue),
 		queue:  make(chan WebhookEvent, webhookQueue),
-		stop:   make(chan struct{}),
 		last:   map[string]string{},
 	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	// What the board shows at the start is not a change.
 	b.mu.Lock()
 	for id, r := range b.rows {
@@ -140,7 +142,7 @@ func (w *webhook) follow() {
 	defer close(w.queue)
 	for {
 		select {
-		case <-w.stop:
+		case <-w.ctx.Done():
 			return
 		case u, ok := <-w.sub.C:
 			if !ok {
@@ -214,7 +216,7 @@ func (w *webhook) deliver() {
 			}
 			select {
 			case <-time.After(w.retries[try]):
-			case <-w.stop:
+			case <-w.ctx.Done():
 				return
 			}
 		}
@@ -223,16 +225,7 @@ func (w *webhook) deliver() {
 
 // post delivers one event; retry says whether a failure may pass.
 func (w *webhook) post(e WebhookEvent, body []byte) (retry bool, err error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-w.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(w.ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
 		return false, err
 	}
@@ -263,9 +256,9 @@ func (w *webhook) close(ctx context.Context) {
 	go func() { w.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return
 	case <-ctx.Done():
+		w.cancel()
+		<-done
 	}
-	close(w.stop)
-	<-done
+	w.cancel()
 }

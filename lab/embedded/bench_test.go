@@ -1,8 +1,6 @@
 package embedded
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -49,9 +47,10 @@ func BenchmarkCreateToReady(b *testing.B) {
 		}
 		b.StopTimer()
 		time.Sleep(15 * time.Second) // let the controllers settle
-		r, s := memory(c.(*Cluster).dir, p.leftoverNetns(name))
+		m := c.(*Cluster).Memory()
+		r, s := float64(m.RSS)/mib, float64(m.PSS)/mib
 		rss, pss = rss+r, pss+s
-		b.Logf("idle cluster: PSS %.0f MiB, RSS %.0f MiB; by process (MiB): %s", s, r, memoryByProcess(c.(*Cluster).dir, p.leftoverNetns(name)))
+		b.Logf("idle cluster: PSS %.0f MiB, RSS %.0f MiB; by process (MiB): %s", s, r, memoryByProcess(c.(*Cluster).dir, clusterNetns(name)))
 		cpPSS += controlPlanePSS(b, c.(*Cluster).dir)
 		if err := p.Delete(ctx, name); err != nil {
 			b.Fatal(err)
@@ -78,31 +77,11 @@ func controlPlanePSS(b *testing.B, dir string) float64 {
 	return total
 }
 
-func pssOf(pid int) float64 {
-	f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
-	if err != nil {
-		return 0
-	}
-	for _, line := range bytes.Split(f, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("Pss:")); ok {
-			kb, _ := strconv.ParseFloat(string(bytes.Fields(v)[0]), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
+const mib = 1 << 20
 
-// clusterProcesses are the PIDs of the cluster in dir: those svclab
-// started and those running in the cluster's namespaces.
-func clusterProcesses(dir string, netns []string) map[int]bool {
-	pids := map[int]bool{}
-	for _, pid := range markedProcesses(func(d string) bool { return d == dir }) {
-		pids[pid] = true
-	}
-	for _, pid := range processesInNetns(netns) {
-		pids[pid] = true
-	}
-	return pids
+func pssOf(pid int) float64 {
+	m, _ := readSmaps(pid)
+	return float64(m.PSS) / mib
 }
 
 // memoryByProcess lists each process of the cluster with its PSS (MiB),
@@ -114,8 +93,8 @@ func memoryByProcess(dir string, netns []string) string {
 	}
 	var rows []row
 	for pid := range clusterProcesses(dir, netns) {
-		f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
-		if err != nil {
+		m, ok := readSmaps(pid)
+		if !ok {
 			continue
 		}
 		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
@@ -123,24 +102,9 @@ func memoryByProcess(dir string, netns []string) string {
 		if len(args) == 0 {
 			continue
 		}
-		r := row{name: filepath.Base(args[0])}
+		r := row{name: filepath.Base(args[0]), pss: float64(m.PSS) / mib, anon: float64(m.PSSAnon) / mib, fil: float64(m.PSSFile) / mib}
 		if r.name == kubebin.BinaryName && len(args) > 1 {
 			r.name = args[1]
-		}
-		for _, line := range strings.Split(string(f), "\n") {
-			fields := strings.Fields(line)
-			if len(fields) < 2 {
-				continue
-			}
-			kb, _ := strconv.ParseFloat(fields[1], 64)
-			switch fields[0] {
-			case "Pss:":
-				r.pss = kb / 1024
-			case "Pss_Anon:":
-				r.anon = kb / 1024
-			case "Pss_File:":
-				r.fil = kb / 1024
-			}
 		}
 		rows = append(rows, r)
 	}
@@ -155,30 +119,6 @@ func memoryByProcess(dir string, netns []string) string {
 	return strings.Join(out, "; ")
 }
 
-// memory sums RSS and PSS (MiB) of every process of the cluster in dir.
-func memory(dir string, netns []string) (rss, pss float64) {
-	for pid := range clusterProcesses(dir, netns) {
-		f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(bytes.NewReader(f))
-		for sc.Scan() {
-			fields := bytes.Fields(sc.Bytes())
-			if len(fields) < 2 {
-				continue
-			}
-			kb, _ := strconv.ParseFloat(string(fields[1]), 64)
-			switch string(fields[0]) {
-			case "Rss:":
-				rss += kb / 1024
-			case "Pss:":
-				pss += kb / 1024
-			}
-		}
-	}
-	return rss, pss
-}
 
 // BenchmarkPodReady measures, on one 3-node cluster, the latency from
 // creating a pod (agnhost netexec with a readiness probe) to its Ready

@@ -444,7 +444,7 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("left a cluster behind: %+v", sums)
 			}
 			if tc.opts.Name != "" {
-				for _, ns := range p.leftoverNetns(tc.opts.Name) {
+				for _, ns := range clusterNetns(tc.opts.Name) {
 					t.Errorf("left namespace %s", ns)
 				}
 			}

@@ -167,3 +167,71 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
+
+// Memory is what a cluster's processes take, in bytes: resident (RSS,
+// which counts pages shared between processes, such as the svclab and
+// svclab-kube binaries, once per process) and proportional (PSS, which
+// splits shared pages among the processes that map them).
+type Memory struct {
+	RSS, PSS  uint64
+	Processes int
+}
+
+// Memory sums the memory of the cluster's processes: those svclab started
+// for it (supervisor, control plane, node agents) and those in its nodes'
+// and Pods' namespaces (containers).
+func (c *Cluster) Memory() Memory {
+	var m Memory
+	for pid := range clusterProcesses(c.dir, clusterNetns(c.st.Name)) {
+		s, ok := readSmaps(pid)
+		if !ok {
+			continue
+		}
+		m.RSS += s.RSS
+		m.PSS += s.PSS
+		m.Processes++
+	}
+	return m
+}
+
+// clusterProcesses are the PIDs of the cluster in dir: those svclab
+// started and those running in the cluster's namespaces.
+func clusterProcesses(dir string, netns []string) map[int]bool {
+	pids := map[int]bool{}
+	for _, pid := range markedProcesses(func(d string) bool { return d == dir }) {
+		pids[pid] = true
+	}
+	for _, pid := range processesInNetns(netns) {
+		pids[pid] = true
+	}
+	return pids
+}
+
+// smaps is a process's memory from /proc/PID/smaps_rollup, in bytes.
+type smaps struct{ RSS, PSS, PSSAnon, PSSFile uint64 }
+
+func readSmaps(pid int) (smaps, bool) {
+	f, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
+	if err != nil {
+		return smaps{}, false
+	}
+	var s smaps
+	for _, line := range strings.Split(string(f), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseUint(fields[1], 10, 64)
+		switch fields[0] {
+		case "Rss:":
+			s.RSS = kb << 10
+		case "Pss:":
+			s.PSS = kb << 10
+		case "Pss_Anon:":
+			s.PSSAnon = kb << 10
+		case "Pss_File:":
+			s.PSSFile = kb << 10
+		}
+	}
+	return s, true
+}

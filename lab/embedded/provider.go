@@ -96,7 +96,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		}
 		return nil, fmt.Errorf("the state directory %s is not writable: %w (choose another with --state-dir or %s)", p.StateDir, err, EnvStateDir)
 	}
-	if left := p.leftoverNetns(opts.Name); len(left) > 0 {
+	if left := clusterNetns(opts.Name); len(left) > 0 {
 		reclaimed, rerr := p.reclaimCrashed(ctx, opts.Name, left)
 		if !reclaimed || rerr != nil {
 			os.Remove(dir)
@@ -399,7 +399,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if err != nil && !errors.Is(err, cluster.ErrNotFound) {
 		p.Log.Warn("cluster state unreadable; sweeping by name", "cluster", name, "err", err)
 	}
-	if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) && len(p.leftoverNetns(name)) == 0 {
+	if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) && len(clusterNetns(name)) == 0 {
 		return fmt.Errorf("no cluster named %q (see 'svclab cluster list'): %w", name, cluster.ErrNotFound)
 	}
 	return p.destroy(ctx, dir, st)
@@ -413,7 +413,7 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	stopSupervisor(dir)
 	killAll(markedProcesses(func(d string) bool { return d == dir }), 5*time.Second)
 	// Containers run in the cluster's namespaces without the marker.
-	killAll(processesInNetns(p.leftoverNetns(name)), 5*time.Second)
+	killAll(processesInNetns(clusterNetns(name)), 5*time.Second)
 	var errs []error
 	if err := unmountUnder(dir); err != nil {
 		errs = append(errs, err)
@@ -427,7 +427,7 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	for _, n := range st.Nodes {
 		known[n.Netns] = true
 	}
-	for _, ns := range p.leftoverNetns(name) {
+	for _, ns := range clusterNetns(name) {
 		if !known[ns] {
 			st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
 		}
@@ -517,9 +517,9 @@ func stopSupervisor(dir string) {
 	}
 }
 
-// leftoverNetns lists network namespaces named like the nodes of cluster
-// name.
-func (p *Provider) leftoverNetns(name string) []string {
+// clusterNetns lists the network namespaces named like the nodes and Pods
+// of cluster name.
+func clusterNetns(name string) []string {
 	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+)$`)
 	var out []string
 	for _, ns := range listNetns() {

@@ -41,7 +41,7 @@ func (s *Store) AppendEvents(ctx context.Context, id int64, events []Event) erro
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO attempt_events (attempt_id, at, kind, source, level, text) VALUES (?, ?, ?, ?, ?, ?)`,
 				id, at.UnixMilli(), e.Kind, e.Source, e.Level, text); err != nil {
-				if strings.Contains(err.Error(), "FOREIGN KEY") || strings.Contains(err.Error(), "foreign key") {
+				if sqldb.IsForeignKeyViolation(err) {
 					return fmt.Errorf("attempt %d: %w", id, ErrNotFound)
 				}
 				return err
