@@ -119,7 +119,6 @@ func memoryByProcess(dir string, netns []string) string {
 	return strings.Join(out, "; ")
 }
 
-
 // BenchmarkPodReady measures, on one 3-node cluster, the latency from
 // creating a pod (agnhost netexec with a readiness probe) to its Ready
 // condition, over 30 pods created at once, and reports p50 and p99.

@@ -205,4 +205,3 @@ func TestExercisesEndToEnd(t *testing.T) {
 		testDataplaneFaults(t, c, s, faults.Registry())
 	})
 }
-
