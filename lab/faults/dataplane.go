@@ -434,7 +434,20 @@ func (f ruleDeleted) Inject(ctx context.Context, c cluster.Cluster, p scenario.P
 	if mode == scenario.ProxyModeNFTables {
 		for _, sp := range svc.Spec.Ports {
 			elem := fmt.Sprintf("{ %s . %s . %d }", svc.Spec.ClusterIP, strings.ToLower(string(sp.Protocol)), sp.Port)
-			if _, err := run(ctx, c, node, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", elem); err != nil {
+			// The Service may be seconds old: give the node's proxier
+			// time to sync it before deleting its element.
+			var err error
+			for try := 0; try < 40; try++ {
+				if _, err = run(ctx, c, node, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", elem); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+			if err != nil {
 				return fmt.Errorf("deleting %s from the service-ips map on node %s (has the proxier synced the Service?): %w", elem, node, err)
 			}
 		}
