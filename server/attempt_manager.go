@@ -25,6 +25,14 @@ func fromAttempt(a *attempt.Attempt) *Attempt {
 		Started: a.Started, Finished: a.Finished, Score: a.Score, MaxScore: a.MaxScore, HintsShown: a.HintsShown, Error: a.Error}
 }
 
+func fromAttempts(list []*attempt.Attempt) []*Attempt {
+	out := make([]*Attempt, len(list))
+	for i, a := range list {
+		out[i] = fromAttempt(a)
+	}
+	return out
+}
+
 func (m AttemptManager) Start(ctx context.Context, learner, scenarioID, clusterName string, p cluster.Progress) (*Attempt, error) {
 	a, err := m.M.Start(ctx, learner, scenarioID, clusterName, p)
 	return fromAttempt(a), err
@@ -41,6 +49,11 @@ func (m AttemptManager) Current(ctx context.Context, learner, scenarioID string)
 		return nil, ErrNoAttempt
 	}
 	return fromAttempt(a), nil
+}
+
+func (m AttemptManager) List(ctx context.Context, learner, scenarioID string) ([]*Attempt, error) {
+	list, err := m.M.List(ctx, learner, scenarioID)
+	return fromAttempts(list), err
 }
 
 func (m AttemptManager) Check(ctx context.Context, id int64) (*grade.Report, error) {

@@ -46,6 +46,8 @@ type Attempts interface {
 	// Current is the learner's latest attempt at the scenario, or
 	// ErrNoAttempt.
 	Current(ctx context.Context, learner, scenarioID string) (*Attempt, error)
+	// List is every attempt of the learner at the scenario, newest first.
+	List(ctx context.Context, learner, scenarioID string) ([]*Attempt, error)
 	// Check grades the attempt and records the run.
 	Check(ctx context.Context, attemptID int64) (*grade.Report, error)
 	// Hint shows the next hint (1-based index).

@@ -286,6 +286,11 @@ func (c classAttempts) Current(ctx context.Context, _, scenarioID string) (*Atte
 	return fromAttempt(a), nil
 }
 
+func (c classAttempts) List(ctx context.Context, _, scenarioID string) ([]*Attempt, error) {
+	list, err := c.room.Attempts(ctx, c.who, c.learner, scenarioID)
+	return fromAttempts(list), err
+}
+
 func (c classAttempts) attempt(ctx context.Context, id int64) (*attempt.Attempt, error) {
 	return c.room.Attempt(ctx, c.who, id, class.Write)
 }

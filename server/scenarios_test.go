@@ -56,6 +56,19 @@ func (f *fakeAttempts) Current(_ context.Context, learner, scenarioID string) (*
 	return nil, ErrNoAttempt
 }
 
+func (f *fakeAttempts) List(_ context.Context, learner, scenarioID string) ([]*Attempt, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*Attempt
+	for i := len(f.attempts) - 1; i >= 0; i-- {
+		if a := f.attempts[i]; a.Learner == learner && a.ScenarioID == scenarioID {
+			c := *a
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeAttempts) get(id int64) *Attempt {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -268,6 +281,41 @@ func TestScenarioPageAndActions(t *testing.T) {
 	for _, w := range []string{`id="replay-pos"`, `max="3"`, "hint 1 of 3 shown", "2 of 2 checks passed", "+00:0"} {
 		if !strings.Contains(replay, w) {
 			t.Errorf("the replay page lacks %q", w)
+		}
+	}
+	if strings.Contains(replay, `id="replay-attempts"`) {
+		t.Error("the replay page lists attempts when there is only one")
+	}
+
+	// After a reset the replay shows the new attempt, lists both, and
+	// replays the first on ?attempt=1; an attempt that is not the
+	// learner's at this scenario is not found.
+	resp, err := noRedirect.PostForm(l.url+"/scenarios/selector-typo/reset", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	l.s.ops.wait()
+	replay = get(t, l.url+"/scenarios/selector-typo/replay")
+	for _, w := range []string{`id="replay-attempts"`, `href="/scenarios/selector-typo/replay?attempt=1"`, "attempt 2 · running", "replay-empty"} {
+		if !strings.Contains(replay, w) {
+			t.Errorf("the replay page after a reset lacks %q", w)
+		}
+	}
+	first := get(t, l.url+"/scenarios/selector-typo/replay?attempt=1")
+	for _, w := range []string{"attempt 1 · abandoned", "2 of 2 checks passed", `href="/scenarios/selector-typo/replay?attempt=2"`} {
+		if !strings.Contains(first, w) {
+			t.Errorf("the replay of attempt 1 lacks %q", w)
+		}
+	}
+	for _, q := range []string{"3", "x", "-1"} {
+		resp, err := http.Get(l.url + "/scenarios/selector-typo/replay?attempt=" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("replay ?attempt=%s: %d, want 404", q, resp.StatusCode)
 		}
 	}
 }

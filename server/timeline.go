@@ -2,9 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -109,26 +110,40 @@ func (s *Server) flushTimeline() {
 	}
 }
 
-// replayPage steps through the timeline of the scope's latest attempt at
-// the scenario.
+// replayPage steps through the timeline of one of the scope's attempts at
+// the scenario: ?attempt=ID, or the latest.
 func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 	sc, ok := s.scenarioFor(w, r)
 	if !ok {
 		return
 	}
-	scope := s.scopeOf(r)
-	a, err := scope.current(r.Context(), sc.ID)
-	if errors.Is(err, ErrNoAttempt) {
-		http.Error(w, "There is no attempt at this scenario to replay yet.", http.StatusNotFound)
-		return
-	}
-	if err != nil {
-		answerError(w, r, fmt.Errorf("your attempt could not be read: %w", err), http.StatusInternalServerError)
-		return
-	}
 	if s.Timeline == nil {
 		http.Error(w, "this server keeps no timelines", http.StatusNotFound)
 		return
+	}
+	scope := s.scopeOf(r)
+	var list []*Attempt
+	var err error
+	if scope.attempts != nil {
+		list, err = scope.attempts.List(r.Context(), scope.learner, sc.ID)
+	}
+	if err != nil {
+		answerError(w, r, fmt.Errorf("your attempts could not be read: %w", err), http.StatusInternalServerError)
+		return
+	}
+	if len(list) == 0 {
+		http.Error(w, "There is no attempt at this scenario to replay yet.", http.StatusNotFound)
+		return
+	}
+	a := list[0]
+	if q := r.URL.Query().Get("attempt"); q != "" {
+		id, _ := strconv.ParseInt(q, 10, 64)
+		i := slices.IndexFunc(list, func(a *Attempt) bool { return a.ID == id })
+		if i < 0 {
+			http.Error(w, fmt.Sprintf("There is no attempt %q at this scenario to replay: pick one of the attempts listed on the replay page.", q), http.StatusNotFound)
+			return
+		}
+		a = list[i]
 	}
 	evs, err := s.Timeline.Events(r.Context(), a.ID)
 	if err != nil {
@@ -136,7 +151,13 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := web.ReplayPage{ScenarioID: sc.ID, Title: sc.Title, Back: scope.scenarioURL(sc.ID), Attempt: a.ID, State: a.State,
-		Started: a.Started.UTC().Format("2006-01-02 15:04:05 UTC")}
+		Started: a.Started.UTC().Format(replayTime)}
+	if len(list) > 1 {
+		for _, o := range list {
+			p.Attempts = append(p.Attempts, web.ReplayAttempt{ID: o.ID, State: o.State, Started: o.Started.UTC().Format(replayTime),
+				URL: fmt.Sprintf("%s/replay?attempt=%d", scope.scenarioURL(sc.ID), o.ID), Current: o.ID == a.ID})
+		}
+	}
 	for _, e := range evs {
 		off := e.At.Sub(a.Started).Round(time.Second)
 		if off < 0 {
@@ -147,3 +168,5 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 	}
 	writeHTML(w, r, s, web.Replay(p))
 }
+
+const replayTime = "2006-01-02 15:04:05 UTC"

@@ -315,6 +315,22 @@ func (m *Manager) Latest(ctx context.Context, learner, scenarioID string) (*Atte
 	return m.latest(ctx, learner, scenarioID)
 }
 
+// List is every attempt of the learner at the scenario, newest first.
+func (m *Manager) List(ctx context.Context, learner, scenarioID string) ([]*Attempt, error) {
+	if learner == "" {
+		learner = store.LocalLearner
+	}
+	list, err := m.store.Attempts(ctx, store.AttemptFilter{Learner: learner, ScenarioID: scenarioID})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Attempt, len(list))
+	for i, a := range list {
+		out[i] = fromStore(a)
+	}
+	return out, nil
+}
+
 func (m *Manager) latest(ctx context.Context, learner, scenarioID string, states ...store.State) (*Attempt, error) {
 	if learner == "" {
 		learner = store.LocalLearner

@@ -160,6 +160,22 @@ func (cr *Classroom) Latest(ctx context.Context, p Principal, learnerID, scenari
 	return m.Latest(ctx, learnerID, scenarioID)
 }
 
+// Attempts is every attempt of learnerID at scenarioID, newest first, for
+// p: the learner's own, or any learner's for the instructor.
+func (cr *Classroom) Attempts(ctx context.Context, p Principal, learnerID, scenarioID string) ([]*attempt.Attempt, error) {
+	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {
+		return nil, err
+	}
+	if err := cr.inClass(scenarioID); err != nil {
+		return nil, err
+	}
+	m, err := cr.attempts()
+	if err != nil {
+		return nil, err
+	}
+	return m.List(ctx, learnerID, scenarioID)
+}
+
 // Attempt returns attempt id for p with access a, refusing attempts that
 // are not the learner's or not of this class's scenarios (ErrForbidden,
 // whether or not the attempt exists).

@@ -148,4 +148,16 @@ func testAttempts(t *testing.T, b pgtest.Backend) {
 	if err != nil || len(att) != 1 || att[0].State != store.Passed {
 		t.Errorf("stored attempts %+v, %v", att, err)
 	}
+	// Ann's attempts (for replay) are hers and the instructor's to list.
+	for _, tc := range []struct {
+		name string
+		p    Principal
+		n    int
+		err  bool
+	}{{"ann", r.ann, 1, false}, {"instructor", r.instructor, 1, false}, {"bob", r.bob, 0, true}, {"anonymous", Principal{Role: Anonymous}, 0, true}} {
+		list, err := r.Attempts(ctx, tc.p, r.ann.LearnerID, "selector-typo")
+		if (err != nil) != tc.err || len(list) != tc.n || (tc.n > 0 && list[0].ID != a.ID) {
+			t.Errorf("%s lists Ann's attempts: %+v, %v", tc.name, list, err)
+		}
+	}
 }
