@@ -304,9 +304,11 @@ func (m *Manager) attempt(ctx context.Context, id int64) (*Attempt, error) {
 // Attempt returns attempt id.
 func (m *Manager) Attempt(ctx context.Context, id int64) (*Attempt, error) { return m.attempt(ctx, id) }
 
-// Current is the learner's latest running attempt at the scenario, or nil.
+// Current is the attempt the learner is working on at the scenario, or
+// nil: their latest running one, or errored one (a check that timed out
+// leaves the cluster as it was: the learner checks again, or resets).
 func (m *Manager) Current(ctx context.Context, learner, scenarioID string) (*Attempt, error) {
-	return m.latest(ctx, learner, scenarioID, store.Running)
+	return m.latest(ctx, learner, scenarioID, store.Running, store.Errored)
 }
 
 // Latest is the learner's latest attempt at the scenario in any state, or

@@ -32,7 +32,8 @@ func (cr *Classroom) inClass(scenarioID string) error {
 	return nil
 }
 
-// current is p's running attempt at scenarioID.
+// current is the attempt p works on at scenarioID (running, or errored:
+// see attempt.Manager.Current).
 func (cr *Classroom) current(ctx context.Context, p Principal, scenarioID string) (*attempt.Manager, *attempt.Attempt, error) {
 	if err := Authorize(p, cr.Class.ID, p.LearnerID, Write); err != nil {
 		return nil, nil, err
@@ -127,7 +128,7 @@ func (cr *Classroom) Solve(ctx context.Context, p Principal, scenarioID string, 
 	return m.Solve(ctx, a.ID, out)
 }
 
-// finalGrade grades learner's running attempt at scenarioID once more
+// finalGrade grades learner's current attempt at scenarioID once more
 // when their exam ends.
 func (cr *Classroom) finalGrade(ctx context.Context, learner, scenarioID string) (*grade.Report, error) {
 	if cr.opts.FinalGrade != nil {

@@ -23,6 +23,8 @@ import (
 type fakeRunner struct {
 	mu     sync.Mutex
 	passed bool
+	// timeout makes the first check time out.
+	timeout bool
 }
 
 func (r *fakeRunner) setPassed(v bool) {
@@ -58,6 +60,9 @@ func (l *fakeLab) Grade(context.Context) *grade.Report {
 	for i, c := range cat.Get("selector-typo").Checks {
 		ok := l.r.passed || i == 0
 		rep.Results = append(rep.Results, grade.Result{ID: c.ID, Kind: c.Kind(), Weight: c.Weight, Passed: ok, Message: c.Description})
+	}
+	if l.r.timeout {
+		rep.Results[0].Passed, rep.Results[0].Error = false, "the check did not finish within 30s: context deadline exceeded"
 	}
 	if rep.Passed {
 		rep.Score = 100
@@ -125,6 +130,20 @@ func testAttempts(t *testing.T, b pgtest.Backend) {
 	if err != nil || rep.Passed {
 		t.Fatalf("check: %+v, %v", rep, err)
 	}
+	// A check that times out (a busy machine) errors the attempt, which
+	// stays hers to check again.
+	runner.mu.Lock()
+	runner.timeout = true
+	runner.mu.Unlock()
+	if _, err := r.Check(ctx, r.ann, "selector-typo"); err == nil || !strings.Contains(err.Error(), "grading timed out") {
+		t.Errorf("a check that timed out: %v", err)
+	}
+	runner.mu.Lock()
+	runner.timeout = false
+	runner.mu.Unlock()
+	if rep, err := r.Check(ctx, r.ann, "selector-typo"); err != nil || rep.Passed {
+		t.Fatalf("the check after a timeout: %+v, %v", rep, err)
+	}
 	if n, text, err := r.Hint(ctx, r.ann, "selector-typo"); err != nil || n < 1 || text == "" {
 		t.Errorf("hint: %d %q %v", n, text, err)
 	}
@@ -136,7 +155,7 @@ func testAttempts(t *testing.T, b pgtest.Backend) {
 	}
 	snap, _ := r.Snapshot(ctx, r.instructor)
 	c := snap.Rows[0].Cells[0]
-	if c.State != Solved || c.Checks != 2 || c.HintsUsed < 1 {
+	if c.State != Solved || c.Checks != 3 || c.HintsUsed < 1 {
 		t.Errorf("board cell %+v", c)
 	}
 	// lab/store recorded the same in the shared database, under the

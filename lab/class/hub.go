@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/svclab/svclab/lab/class/labs"
 )
 
 // Hub holds the classrooms svclab serves, so that the web UI can route a
@@ -19,7 +21,14 @@ type Hub struct {
 
 // NewHub returns a Hub whose classrooms share opts (DB, Provider, Catalog,
 // Attempts...).
-func NewHub(opts Options) *Hub { return &Hub{opts: opts, rooms: map[string]*Classroom{}} }
+func NewHub(opts Options) *Hub {
+	if opts.Labs.Starts == nil {
+		// The classes share the machine, and so its limit of clusters
+		// created at once.
+		opts.Labs.Starts = labs.NewStartLimit(0)
+	}
+	return &Hub{opts: opts, rooms: map[string]*Classroom{}}
+}
 
 // OpenAll opens every open class in the database.
 func (h *Hub) OpenAll(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class"
+	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
@@ -21,6 +22,7 @@ import (
 func newServeCommand(o *options) *cobra.Command {
 	var addr string
 	var classes bool
+	var maxStarting int
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the lab's web UI",
@@ -60,7 +62,8 @@ their clusters; the classes stay open for the next start.`,
 					return err
 				}
 				defer db.Close()
-				hub := class.NewHub(class.Options{DB: db, Provider: p, Catalog: m.Catalog(), Attempts: m, Store: st, Log: log})
+				hub := class.NewHub(class.Options{DB: db, Provider: p, Catalog: m.Catalog(), Attempts: m, Store: st, Log: log,
+					Labs: labs.Config{Starts: labs.NewStartLimit(maxStarting)}})
 				defer func() {
 					// Every lab of every class ends with the server.
 					ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 5*time.Minute)
@@ -94,5 +97,6 @@ their clusters; the classes stay open for the next start.`,
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
 	c.Flags().BoolVar(&classes, "classes", false, "serve the open classes (join codes, the instructor's board) instead of the local lab")
+	c.Flags().IntVar(&maxStarting, "max-starting", 0, "with --classes: how many lab clusters are created at once; the others wait their turn, and learners see their place (0: one per CPU)")
 	return c
 }

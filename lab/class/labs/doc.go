@@ -17,6 +17,11 @@
 //     short of memory (MemAvailable from /proc/meminfo, less what clusters
 //     being created will still take, against an estimate per lab plus a
 //     reserve for the host), with a message for the learner.
+//   - A StartLimit, shared by every class a server runs, bounds the
+//     clusters created at once (one per CPU by default): creating one is
+//     CPU-bound, and 30 created at once on 2 cores all miss their
+//     readiness deadlines. A learner whose cluster waits its turn is told
+//     how many start before it.
 //   - Every cluster the manager creates is written to a Ledger before it
 //     is created and forgotten once deleted. Close deletes them all; Sweep
 //     (run by Start) deletes those no live lab references, which after a

@@ -77,6 +77,10 @@ type Config struct {
 	// LabMemory is one lab's estimated memory (default DefaultLabMemory);
 	// ReserveMemory is kept free (default DefaultReserveMemory).
 	LabMemory, ReserveMemory uint64
+	// Starts bounds the clusters created at once, shared by every class a
+	// server runs (nil: a limit of DefaultMaxStarting for this manager
+	// alone).
+	Starts *StartLimit
 	// TickInterval is how often the background loop checks deadlines and
 	// the pool (default 1s).
 	TickInterval time.Duration
@@ -245,6 +249,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.ReserveMemory == 0 {
 		cfg.ReserveMemory = DefaultReserveMemory
+	}
+	if cfg.Starts == nil {
+		cfg.Starts = NewStartLimit(0)
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
@@ -749,7 +756,7 @@ func (m *Manager) create(learner string) string {
 	m.creating[name] = learner
 	m.inflight++
 	go func() {
-		c, err := m.createCluster(name, learner)
+		c, err := m.createCluster(name)
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		defer m.done()
@@ -758,15 +765,21 @@ func (m *Manager) create(learner string) string {
 	return name
 }
 
-func (m *Manager) createCluster(name, learner string) (cluster.Cluster, error) {
+func (m *Manager) createCluster(name string) (cluster.Cluster, error) {
 	if err := m.cfg.Ledger.Record(m.ctx, name); err != nil {
 		return nil, fmt.Errorf("recording cluster %s: %w", name, err)
 	}
-	var p cluster.Progress = cluster.NopProgress{}
-	if learner != "" {
-		p = &progress{m: m, cluster: name}
+	// The progress goes to the learner the cluster is for, if any by then
+	// (a pool cluster can be handed to a learner while it is created).
+	p := &progress{m: m, cluster: name}
+	release, err := m.cfg.Starts.Acquire(m.ctx, func(ahead int) {
+		p.Infof("Waiting for a turn to start: this machine creates %d clusters at once, and %d are starting before yours.", m.cfg.Starts.Max(), ahead)
+	})
+	var c cluster.Cluster
+	if err == nil {
+		c, err = m.cfg.Provider.Create(m.ctx, m.cfg.Shape.options(name, p))
+		release()
 	}
-	c, err := m.cfg.Provider.Create(m.ctx, m.cfg.Shape.options(name, p))
 	if err != nil {
 		// Create removed what it made; forget the name.
 		if ferr := m.cfg.Ledger.Forget(context.WithoutCancel(m.ctx), name); ferr != nil {

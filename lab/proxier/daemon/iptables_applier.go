@@ -160,21 +160,17 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		a.serviceChains = nil
 		return out, err
 	}
+	// Stale chains are looked for at every sync, in large-cluster mode at
+	// most once per StaleChainCleanupPeriod, as upstream does. Only this
+	// proxier writes service chains, so after a full sync it knows which
+	// exist without an iptables-save (which takes as long as the restore
+	// on a large node); upstream saves the nat table every time.
+	cleanup := !a.largeCluster || time.Since(a.lastCleanup) > a.StaleChainCleanupPeriod
+	var saved map[string]*savedTable
 	if full {
-		for _, j := range iptables.JumpRules() {
-			dst := j.Args[len(j.Args)-1]
-			if err := a.run.EnsureChain(ctx, j.Table, dst); err != nil {
-				return fail(fmt.Errorf("failed to ensure chain exists: %w", err))
-			}
-			// The comment is quoted for iptables-restore; the iptables
-			// command line takes it unquoted.
-			args := make([]string, len(j.Args))
-			for i, arg := range j.Args {
-				args[i] = strings.Trim(arg, `"`)
-			}
-			if err := a.run.EnsureRule(ctx, j.Table, j.Chain, args); err != nil {
-				return fail(fmt.Errorf("failed to ensure chain jumps: %w", err))
-			}
+		saved = a.saveTables(ctx, cleanup)
+		if err := a.ensureJumps(ctx, saved); err != nil {
+			return fail(err)
 		}
 		if a.NFAcct != nil {
 			a.cfg.NFAcct = true
@@ -196,16 +192,12 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		}
 		slices.SortFunc(out.Rewritten, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
 	}
-	// Stale chains are looked for at every sync, in large-cluster mode at
-	// most once per StaleChainCleanupPeriod, as upstream does. Only this
-	// proxier writes service chains, so after a full sync it knows which
-	// exist without an iptables-save (which takes as long as the restore
-	// on a large node); upstream saves the nat table every time.
-	cleanup := !a.largeCluster || time.Since(a.lastCleanup) > a.StaleChainCleanupPeriod
 	switch {
 	case !cleanup:
 	case !full && a.serviceChains != nil:
 		opts.ExistingNATChains = slices.Collect(maps.Keys(a.serviceChains))
+	case saved["nat"] != nil:
+		opts.ExistingNATChains = slices.Collect(maps.Keys(saved["nat"].chains))
 	default:
 		if nat, err := a.run.Save(ctx, "nat"); err == nil {
 			opts.ExistingNATChains = chainsOf(nat)
@@ -241,6 +233,135 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		maps.Copy(a.serviceChains, res.ServiceChains)
 	}
 	return out, nil
+}
+
+// ensureJumps makes sure of the jump rules from the built-in chains, which
+// are not part of the restore input. Upstream checks each with "iptables
+// -N" and "iptables -C" (28 runs of iptables at every full sync); here the
+// saved tables answer those questions at once, and what is missing is
+// added in one iptables-restore (--noflush: chains are declared only when
+// missing, rules inserted at the top as "iptables -I" does). A table that
+// was not saved, or whose restore fails, is checked rule by rule with
+// iptables as upstream does.
+func (a *IPTablesApplier) ensureJumps(ctx context.Context, saved map[string]*savedTable) error {
+	type batch struct{ chains, rules []string }
+	batches := map[string]*batch{}
+	var tables []string
+	var slow []iptables.JumpRule
+	for _, j := range iptables.JumpRules() {
+		t := saved[j.Table]
+		if t == nil {
+			slow = append(slow, j)
+			continue
+		}
+		b := batches[j.Table]
+		if b == nil {
+			b = &batch{}
+			batches[j.Table] = b
+			tables = append(tables, j.Table)
+		}
+		if dst := j.Args[len(j.Args)-1]; !t.hasChain(dst) {
+			t.chains[dst] = true
+			b.chains = append(b.chains, ":"+dst+" - [0:0]")
+		}
+		if !t.hasRule(j.Chain, j.Args) {
+			b.rules = append(b.rules, "-I "+j.Chain+" "+strings.Join(j.Args, " "))
+		}
+	}
+	var in strings.Builder
+	for _, table := range tables {
+		b := batches[table]
+		if len(b.chains)+len(b.rules) == 0 {
+			continue
+		}
+		fmt.Fprintf(&in, "*%s\n", table)
+		for _, l := range append(b.chains, b.rules...) {
+			in.WriteString(l + "\n")
+		}
+		in.WriteString("COMMIT\n")
+	}
+	if in.Len() > 0 {
+		if err := a.run.Restore(ctx, []byte(in.String())); err != nil {
+			a.logger.ErrorContext(ctx, "adding the jump rules in one iptables-restore failed; checking them one by one", "err", err)
+			for _, j := range iptables.JumpRules() {
+				if batches[j.Table] != nil {
+					slow = append(slow, j)
+				}
+			}
+		}
+	}
+	for _, j := range slow {
+		if err := a.run.EnsureChain(ctx, j.Table, j.Args[len(j.Args)-1]); err != nil {
+			return fmt.Errorf("failed to ensure chain exists: %w", err)
+		}
+		// The comment is quoted for iptables-restore; the iptables command
+		// line takes it unquoted.
+		args := make([]string, len(j.Args))
+		for i, arg := range j.Args {
+			args[i] = strings.Trim(arg, `"`)
+		}
+		if err := a.run.EnsureRule(ctx, j.Table, j.Chain, args); err != nil {
+			return fmt.Errorf("failed to ensure chain jumps: %w", err)
+		}
+	}
+	return nil
+}
+
+// savedTable is what iptables-save printed of one table: its chains and
+// its rules ("-A CHAIN ...").
+type savedTable struct {
+	chains map[string]bool
+	rules  map[string]bool
+}
+
+// saveTables saves the filter table, and the nat table when stale chains
+// are to be looked for (it is saved for that anyway) or the node is not in
+// large-cluster mode (where saving nat takes as long as restoring it). A
+// table that could not be saved is missing (nil): its jump rules are
+// checked with iptables instead.
+func (a *IPTablesApplier) saveTables(ctx context.Context, cleanup bool) map[string]*savedTable {
+	tables := []string{"filter"}
+	if cleanup || !a.largeCluster {
+		tables = append(tables, "nat")
+	}
+	out := map[string]*savedTable{}
+	for _, table := range tables {
+		data, err := a.run.Save(ctx, table)
+		if err != nil {
+			a.logger.ErrorContext(ctx, "failed to execute iptables-save", "table", table, "err", err)
+			continue
+		}
+		out[table] = parseSave(data)
+	}
+	return out
+}
+
+func parseSave(save []byte) *savedTable {
+	t := &savedTable{chains: map[string]bool{}, rules: map[string]bool{}}
+	sc := bufio.NewScanner(bytes.NewReader(save))
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, ":"):
+			if name, _, ok := strings.Cut(line[1:], " "); ok {
+				t.chains[name] = true
+			}
+		case strings.HasPrefix(line, "-A "), strings.HasPrefix(line, "["):
+			t.rules[stripCounters(line)] = true
+		}
+	}
+	return t
+}
+
+// hasChain reports whether the saved table has chain (false when the
+// table was not saved).
+func (t *savedTable) hasChain(chain string) bool { return t != nil && t.chains[chain] }
+
+// hasRule reports whether the saved table has the rule, written as
+// iptables-save writes it (false when the table was not saved).
+func (t *savedTable) hasRule(chain string, args []string) bool {
+	return t != nil && t.rules["-A "+chain+" "+strings.Join(args, " ")]
 }
 
 // chainsOf returns the chain names declared in iptables-save output.

@@ -75,6 +75,13 @@ func (f *fakeIPTables) Restore(_ context.Context, data []byte) error {
 				}
 			}
 			rules[chain] = append(rules[chain], line)
+		case strings.HasPrefix(line, "-I "):
+			// Inserted at the top of an existing chain, at once.
+			chain, rest, _ := strings.Cut(line[3:], " ")
+			if _, ok := f.chains[table][chain]; !ok && !slices.Contains(declared, chain) {
+				return fmt.Errorf("line %q: chain %s does not exist", line, chain)
+			}
+			f.chains[table][chain] = append([]string{"-A " + chain + " " + rest}, f.chains[table][chain]...)
 		case strings.HasPrefix(line, "-D "):
 			chain, rest, _ := strings.Cut(line[3:], " ")
 			rule := "-A " + chain + " " + rest
@@ -178,13 +185,14 @@ func TestIPTablesApplier(t *testing.T) {
 	run := newFakeIPTables()
 	a := NewIPTablesApplier(iptablesConfig(t), run, nil)
 
-	// First sync: full, jump rules ensured, every chain restored.
+	// First sync: full, the missing jump rules added in one restore (no
+	// iptables runs), every chain restored.
 	applied, err := a.Apply(context.Background(), base, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !applied.Full || run.ensureRules != len(iptables.JumpRules()) {
-		t.Errorf("full=%v ensureRules=%d", applied.Full, run.ensureRules)
+	if !applied.Full || run.ensureRules != 0 || len(run.restores) != 2 || strings.Count(run.restores[0], "-I ") != len(iptables.JumpRules()) {
+		t.Errorf("full=%v ensureRules=%d restores %q", applied.Full, run.ensureRules, run.restores)
 	}
 	if applied.RulesWritten["nat"] == 0 || applied.RulesWritten["filter"] == 0 {
 		t.Errorf("rules written %v", applied.RulesWritten)
@@ -214,8 +222,8 @@ func TestIPTablesApplier(t *testing.T) {
 	if !strings.Contains(last, "10.180.2.9") || strings.Contains(last, "10.180.0.53") {
 		t.Errorf("partial restore input:\n%s", last)
 	}
-	if run.ensureRules != len(iptables.JumpRules()) {
-		t.Error("a partial sync re-ensured the jump rules")
+	if run.ensureRules != 0 || len(run.restores) != 3 {
+		t.Errorf("a partial sync re-ensured the jump rules (%d restores)", len(run.restores))
 	}
 	if run.saves != saves {
 		t.Errorf("a partial sync ran iptables-save %d times", run.saves-saves)
