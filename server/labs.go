@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,18 @@ func scenarioServices(sc *scenario.Scenario) (services, clients []string) {
 	return services, clients
 }
 
+// pace is how much every running Lab stretches its probe and rule
+// intervals: 1 while there are at most two Labs per CPU, then in
+// proportion (30 labs on 2 CPUs probe every 8 s instead of every second),
+// so that the labs together leave the machine room to answer learners.
+func (ls *labs) pace() int {
+	ls.mu.Lock()
+	n := len(ls.running)
+	ls.mu.Unlock()
+	per := 2 * runtime.NumCPU()
+	return max(1, (n+per-1)/per)
+}
+
 // acquire returns the running Lab for the cluster and scenario, starting it
 // when nobody watches it yet; release gives it back.
 func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario.Scenario, attemptID int64) (*views.Lab, func(), error) {
@@ -68,7 +81,7 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario
 		go func() {
 			defer close(e.ready)
 			services, clients := scenarioServices(sc)
-			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log,
+			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log, Pace: s.labs.pace,
 				Observe: func(ev views.TimelineEvent) { s.record(e.attempt.Load(), ev) }}
 			if s.PodExec != nil {
 				pe, err := s.PodExec(c)

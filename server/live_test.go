@@ -2,7 +2,9 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +208,22 @@ func TestTerminalSocket(t *testing.T) {
 	}
 	if page := get(t, l.url+"/"); !strings.Contains(page, "selector-typo") {
 		t.Error("the server stopped serving")
+	}
+}
+
+// The live views slow down together once there are more than two running
+// per CPU.
+func TestLabsPace(t *testing.T) {
+	per := 2 * runtime.NumCPU()
+	for _, tc := range []struct{ running, want int }{
+		{0, 1}, {1, 1}, {per, 1}, {per + 1, 2}, {3 * per, 3}, {3*per + 1, 4},
+	} {
+		ls := &labs{running: map[string]*labEntry{}}
+		for i := range tc.running {
+			ls.running[fmt.Sprint(i)] = &labEntry{}
+		}
+		if got := ls.pace(); got != tc.want {
+			t.Errorf("%d labs running: pace %d, want %d", tc.running, got, tc.want)
+		}
 	}
 }

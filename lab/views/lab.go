@@ -60,6 +60,11 @@ type Config struct {
 	// RulesInterval the time between reads of the rules when no proxier
 	// event asks for one (default 3s).
 	ProbeInterval, RulesInterval time.Duration
+	// Pace, when set, stretches both intervals by the factor it returns
+	// (read before every wait; below 1 counts as 1): a server running
+	// many labs on few CPUs slows them all down together rather than
+	// starving each.
+	Pace func() int
 	// Observe, when set, sees every event the Lab itself adds to the
 	// timeline (Kubernetes events, proxier syncs) — not those given to
 	// Record — so that they can be kept for replay. It must not block.
@@ -437,8 +442,6 @@ func (l *Lab) rulesLoop(ctx context.Context, node string) {
 	var last RulesView
 	var lastLines = map[string][]RuleLine{}
 	lastServices := ""
-	tick := time.NewTicker(l.cfg.RulesInterval)
-	defer tick.Stop()
 	for {
 		mode, raw, err := l.readRules(ctx, node)
 		if ctx.Err() != nil {
@@ -472,10 +475,19 @@ func (l *Lab) rulesLoop(ctx context.Context, node string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-l.after(l.cfg.RulesInterval):
 		case <-l.refresh[node]:
 		}
 	}
+}
+
+// after is a channel that receives once d, stretched by Config.Pace, has
+// passed.
+func (l *Lab) after(d time.Duration) <-chan time.Time {
+	if l.cfg.Pace != nil {
+		d *= time.Duration(max(1, l.cfg.Pace()))
+	}
+	return time.After(d)
 }
 
 // monitorRules reads node's rules again whenever its ruleset changes,

@@ -149,15 +149,13 @@ func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 }
 
 func (l *Lab) probeLoop(ctx context.Context) {
-	tick := time.NewTicker(l.cfg.ProbeInterval)
-	defer tick.Stop()
 	prevCT := map[string]map[string]bool{}
 	for {
 		l.probeRound(ctx, prevCT)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-l.after(l.cfg.ProbeInterval):
 		}
 	}
 }
