@@ -388,7 +388,8 @@ func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c
 
 // judgeBroken checks a grade of the freshly broken scenario: some check
 // other than a right-fix rule fails, every right-fix rule passes (nothing
-// was changed yet), no check errs and grading kept its time budget.
+// was changed yet) and no check errs; a grading over its time budget is
+// noted in the detail.
 func judgeBroken(s *scenario.Scenario, rep *grade.Report) (string, *grade.Report, error) {
 	var failing, problems []string
 	for i, r := range rep.Results {
@@ -405,10 +406,13 @@ func judgeBroken(s *scenario.Scenario, rep *grade.Report) (string, *grade.Report
 	if len(failing) == 0 {
 		problems = append(problems, "every check passes although the faults are in place")
 	}
-	if budget := maxGradeDuration + maxDropWait(s); rep.Duration > budget {
-		problems = append(problems, fmt.Sprintf("grading took %s (budget %s)", rep.Duration.Round(100*time.Millisecond), budget))
-	}
 	detail := fmt.Sprintf("score %.0f%%, failing %s (graded in %s)", rep.Score, strings.Join(failing, ", "), rep.Duration.Round(100*time.Millisecond))
+	// A grading slower than its budget is reported, not failed: on a busy
+	// machine (CI, a classroom) it says nothing about the scenario.
+	// BenchmarkGrade holds the budget on a quiet one.
+	if budget := maxGradeDuration + maxDropWait(s); rep.Duration > budget {
+		detail += fmt.Sprintf("; grading took longer than its budget of %s", budget)
+	}
 	if len(problems) > 0 {
 		return detail, rep, errors.New(detail + ": " + strings.Join(problems, "; "))
 	}

@@ -85,23 +85,28 @@ func TestJudgeBroken(t *testing.T) {
 		dur     time.Duration
 		wantErr string
 		s       *scenario.Scenario
+		// wantDetail, when set, is part of the detail.
+		wantDetail string
 	}{
-		{"broken", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, time.Second, "", nil},
-		{"passes", []grade.Result{{ID: "probe", Passed: true}, {ID: "kept", Passed: true}}, time.Second, "every check passes although the faults are in place", nil},
-		{"right fix fails", []grade.Result{{ID: "probe"}, {ID: "kept", Detail: "gone"}}, time.Second, "right-fix rule kept fails before anything was changed: gone", nil},
-		{"errs", []grade.Result{{ID: "probe", Error: "timeout"}, {ID: "kept", Passed: true}}, time.Second, "check probe could not run: timeout", nil},
-		{"slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 4500 * time.Millisecond, "grading took 4.5s (budget 4s)", nil},
-		{"dns within budget", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 4500 * time.Millisecond, "", dns},
-		{"dns slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 6 * time.Second, "grading took 6s (budget 5s)", dns},
+		{"broken", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, time.Second, "", nil, ""},
+		{"passes", []grade.Result{{ID: "probe", Passed: true}, {ID: "kept", Passed: true}}, time.Second, "every check passes although the faults are in place", nil, ""},
+		{"right fix fails", []grade.Result{{ID: "probe"}, {ID: "kept", Detail: "gone"}}, time.Second, "right-fix rule kept fails before anything was changed: gone", nil, ""},
+		{"errs", []grade.Result{{ID: "probe", Error: "timeout"}, {ID: "kept", Passed: true}}, time.Second, "check probe could not run: timeout", nil, ""},
+		{"slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 4500 * time.Millisecond, "", nil, "graded in 4.5s); grading took longer than its budget of 4s"},
+		{"dns within budget", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 4500 * time.Millisecond, "", dns, ""},
+		{"dns slow", []grade.Result{{ID: "probe"}, {ID: "kept", Passed: true}}, 6 * time.Second, "", dns, "longer than its budget of 5s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := s
 			if tc.s != nil {
 				sc = tc.s
 			}
-			_, _, err := judgeBroken(sc, &grade.Report{Results: tc.results, Duration: tc.dur})
+			detail, _, err := judgeBroken(sc, &grade.Report{Results: tc.results, Duration: tc.dur})
 			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("err %v, want %q", err, tc.wantErr)
+			}
+			if !strings.Contains(detail, tc.wantDetail) {
+				t.Errorf("detail %q lacks %q", detail, tc.wantDetail)
 			}
 		})
 	}
