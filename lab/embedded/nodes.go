@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,7 +64,6 @@ func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
 		NodeName:       n.Name,
 		NodeIP:         n.IP,
 		Netns:          n.Netns,
-		Labels:         n.Labels,
 		Kubeconfig:     pa.config("node-" + n.Name + ".conf"),
 		ServingCert:    filepath.Join(pa.pki(), "node-"+n.Name+"-serving.crt"),
 		ServingKey:     filepath.Join(pa.pki(), "node-"+n.Name+"-serving.key"),
@@ -216,8 +216,24 @@ func nodeAgentRBAC(ctx context.Context, client kubernetes.Interface) error {
 
 // markNodes does what kubeadm does after the kubelets register: the
 // control-plane node gets its role label and, when there are workers, the
-// NoSchedule taint (a kubelet may not set these on itself).
+// NoSchedule taint (a kubelet may not set these on itself). The cluster
+// shape's node labels (zones) are applied here too, once, as "kubectl
+// label" would: a node agent that registered with them would put them back
+// on every status update (virtual-kubelet's three-way patch), undoing a
+// learner's or a fault's "kubectl label node … zone-".
 func markNodes(ctx context.Context, client kubernetes.Interface, st *State) error {
+	for _, n := range st.Nodes {
+		if len(n.Labels) == 0 {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": n.Labels}})
+		if err != nil {
+			return err
+		}
+		if _, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("labelling node %s: %w", n.Name, err)
+		}
+	}
 	cp := st.ControlPlane()
 	taints := ""
 	if len(st.Nodes) > 1 {

@@ -16,8 +16,6 @@ type Config struct {
 	NodeIP   string
 	// Netns is the node's network namespace (under /run/netns).
 	Netns string
-	// Labels are extra labels the node registers with.
-	Labels map[string]string
 	// Kubeconfig authenticates the agent as system:node:NodeName.
 	Kubeconfig string
 	// ServingCert and ServingKey are the kubelet endpoint's certificate.

@@ -29,9 +29,6 @@ func nodeObject(cfg Config, runtimeVersion string, runtimeErr error) *corev1.Nod
 		"beta.kubernetes.io/os":   runtime.GOOS,
 		"beta.kubernetes.io/arch": runtime.GOARCH,
 	}
-	for k, v := range cfg.Labels {
-		labels[k] = v
-	}
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		corev1.ResourceMemory:           *resource.NewQuantity(memTotal(), resource.BinarySI),
