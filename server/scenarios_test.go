@@ -44,16 +44,12 @@ func (f *fakeAttempts) Start(ctx context.Context, learner, scenarioID, clusterNa
 	return a, nil
 }
 
-func (f *fakeAttempts) Current(_ context.Context, learner, scenarioID string) (*Attempt, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i := len(f.attempts) - 1; i >= 0; i-- {
-		if a := f.attempts[i]; a.Learner == learner && a.ScenarioID == scenarioID {
-			c := *a
-			return &c, nil
-		}
+func (f *fakeAttempts) Current(ctx context.Context, learner, scenarioID string) (*Attempt, error) {
+	list, _ := f.List(ctx, learner, scenarioID)
+	if len(list) == 0 {
+		return nil, ErrNoAttempt
 	}
-	return nil, ErrNoAttempt
+	return list[0], nil
 }
 
 func (f *fakeAttempts) List(_ context.Context, learner, scenarioID string) ([]*Attempt, error) {

@@ -319,10 +319,23 @@ func (m *Manager) Latest(ctx context.Context, learner, scenarioID string) (*Atte
 
 // List is every attempt of the learner at the scenario, newest first.
 func (m *Manager) List(ctx context.Context, learner, scenarioID string) ([]*Attempt, error) {
-	if learner == "" {
-		learner = store.LocalLearner
+	return m.list(ctx, store.AttemptFilter{Learner: learner, ScenarioID: scenarioID})
+}
+
+func (m *Manager) latest(ctx context.Context, learner, scenarioID string, states ...store.State) (*Attempt, error) {
+	list, err := m.list(ctx, store.AttemptFilter{Learner: learner, ScenarioID: scenarioID, States: states, Limit: 1})
+	if err != nil || len(list) == 0 {
+		return nil, err
 	}
-	list, err := m.store.Attempts(ctx, store.AttemptFilter{Learner: learner, ScenarioID: scenarioID})
+	return list[0], nil
+}
+
+// list lists the attempts f selects ("" is the local learner).
+func (m *Manager) list(ctx context.Context, f store.AttemptFilter) ([]*Attempt, error) {
+	if f.Learner == "" {
+		f.Learner = store.LocalLearner
+	}
+	list, err := m.store.Attempts(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -331,17 +344,6 @@ func (m *Manager) List(ctx context.Context, learner, scenarioID string) ([]*Atte
 		out[i] = fromStore(a)
 	}
 	return out, nil
-}
-
-func (m *Manager) latest(ctx context.Context, learner, scenarioID string, states ...store.State) (*Attempt, error) {
-	if learner == "" {
-		learner = store.LocalLearner
-	}
-	list, err := m.store.Attempts(ctx, store.AttemptFilter{Learner: learner, ScenarioID: scenarioID, States: states, Limit: 1})
-	if err != nil || len(list) == 0 {
-		return nil, err
-	}
-	return fromStore(list[0]), nil
 }
 
 // lab returns the lab of attempt a: the one this process started, or the

@@ -148,13 +148,7 @@ func (cr *Classroom) finalGrade(ctx context.Context, learner, scenarioID string)
 // (nil when there is none): the learner's own, or any learner's for the
 // instructor.
 func (cr *Classroom) Latest(ctx context.Context, p Principal, learnerID, scenarioID string) (*attempt.Attempt, error) {
-	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {
-		return nil, err
-	}
-	if err := cr.inClass(scenarioID); err != nil {
-		return nil, err
-	}
-	m, err := cr.attempts()
+	m, err := cr.readable(p, learnerID, scenarioID)
 	if err != nil {
 		return nil, err
 	}
@@ -162,19 +156,25 @@ func (cr *Classroom) Latest(ctx context.Context, p Principal, learnerID, scenari
 }
 
 // Attempts is every attempt of learnerID at scenarioID, newest first, for
-// p: the learner's own, or any learner's for the instructor.
+// p, as Latest.
 func (cr *Classroom) Attempts(ctx context.Context, p Principal, learnerID, scenarioID string) ([]*attempt.Attempt, error) {
+	m, err := cr.readable(p, learnerID, scenarioID)
+	if err != nil {
+		return nil, err
+	}
+	return m.List(ctx, learnerID, scenarioID)
+}
+
+// readable authorizes p to read learnerID's attempts at scenarioID, one of
+// the class's scenarios.
+func (cr *Classroom) readable(p Principal, learnerID, scenarioID string) (*attempt.Manager, error) {
 	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {
 		return nil, err
 	}
 	if err := cr.inClass(scenarioID); err != nil {
 		return nil, err
 	}
-	m, err := cr.attempts()
-	if err != nil {
-		return nil, err
-	}
-	return m.List(ctx, learnerID, scenarioID)
+	return cr.attempts()
 }
 
 // Attempt returns attempt id for p with access a, refusing attempts that

@@ -364,21 +364,9 @@ func (t *savedTable) hasRule(chain string, args []string) bool {
 	return t != nil && t.rules["-A "+chain+" "+strings.Join(args, " ")]
 }
 
-// chainsOf returns the chain names declared in iptables-save output.
-func chainsOf(save []byte) []string {
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(save))
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, ":") {
-			if name, _, ok := strings.Cut(line[1:], " "); ok {
-				out = append(out, name)
-			}
-		}
-	}
-	return out
-}
+// chainsOf returns the chain names declared in iptables-save output,
+// sorted.
+func chainsOf(save []byte) []string { return slices.Sorted(maps.Keys(parseSave(save).chains)) }
 
 // countRules counts the "-A" lines per table of restore input.
 func countRules(restore string) map[string]int {

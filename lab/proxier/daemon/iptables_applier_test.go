@@ -60,10 +60,11 @@ func (f *fakeIPTables) Restore(_ context.Context, data []byte) error {
 	var declared []string
 	rules := map[string][]string{}
 	var deletes []string
+	var inserts [][2]string // chain, rule
 	for _, line := range strings.Split(string(data), "\n") {
 		switch {
 		case strings.HasPrefix(line, "*"):
-			table, declared, rules, deletes = line[1:], nil, map[string][]string{}, nil
+			table, declared, rules, deletes, inserts = line[1:], nil, map[string][]string{}, nil, nil
 		case strings.HasPrefix(line, ":"):
 			name, _, _ := strings.Cut(line[1:], " ")
 			declared = append(declared, name)
@@ -76,12 +77,12 @@ func (f *fakeIPTables) Restore(_ context.Context, data []byte) error {
 			}
 			rules[chain] = append(rules[chain], line)
 		case strings.HasPrefix(line, "-I "):
-			// Inserted at the top of an existing chain, at once.
+			// Inserted at the top of an existing chain (at COMMIT).
 			chain, rest, _ := strings.Cut(line[3:], " ")
-			if _, ok := f.chains[table][chain]; !ok && !slices.Contains(declared, chain) {
+			if _, ok := f.chains[table][chain]; !ok {
 				return fmt.Errorf("line %q: chain %s does not exist", line, chain)
 			}
-			f.chains[table][chain] = append([]string{"-A " + chain + " " + rest}, f.chains[table][chain]...)
+			inserts = append(inserts, [2]string{chain, "-A " + chain + " " + rest})
 		case strings.HasPrefix(line, "-D "):
 			chain, rest, _ := strings.Cut(line[3:], " ")
 			rule := "-A " + chain + " " + rest
@@ -93,6 +94,9 @@ func (f *fakeIPTables) Restore(_ context.Context, data []byte) error {
 		case strings.HasPrefix(line, "-X "):
 			deletes = append(deletes, line[3:])
 		case line == "COMMIT":
+			for _, in := range inserts {
+				f.chains[table][in[0]] = append([]string{in[1]}, f.chains[table][in[0]]...)
+			}
 			for _, c := range declared {
 				f.chains[table][c] = rules[c]
 			}
