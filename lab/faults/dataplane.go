@@ -681,6 +681,60 @@ func conntrackMaxScript(max int) string {
 `, conntrackTable, max)
 }
 
+// conntrackFillTimeout bounds how long Settle waits for the capped table
+// to fill.
+const conntrackFillTimeout = 2 * time.Minute
+
+// Settle waits until the capped table is full: its rule has dropped a new
+// connection. The scenario's workloads fill it as they connect, and Pods
+// that have just started may take a while (waitFull: false skips this,
+// for a table that the learner is to fill).
+func (f conntrackTableSmall) Settle(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	if !p.Bool("waitFull", true) {
+		return nil
+	}
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	max := p.Int("max", 64)
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, conntrackFillTimeout, true, func(ctx context.Context) (bool, error) {
+		out, err := run(ctx, c, node, "nft", "list", "chain", "inet", conntrackTable, "capacity")
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		dropped, ok := capacityDrops(out)
+		if !ok {
+			return false, fmt.Errorf("chain capacity of table inet %s on node %s has no counter: %q", conntrackTable, node, out)
+		}
+		return dropped > 0, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case !wait.Interrupted(err) || ctx.Err() != nil:
+		return err
+	case last != "":
+		return fmt.Errorf("node %s's conntrack table (capped at %d connections) did not fill within %s: %s", node, max, conntrackFillTimeout, last)
+	default:
+		return fmt.Errorf("node %s's conntrack table (capped at %d connections) did not fill within %s: the scenario's workloads open fewer connections through the node", node, max, conntrackFillTimeout)
+	}
+}
+
+var capacityCounterRE = regexp.MustCompile(`ct count over \d+ counter packets (\d+)`)
+
+// capacityDrops reads how many packets the capacity rule has dropped.
+func capacityDrops(chain string) (int, bool) {
+	m := capacityCounterRE.FindStringSubmatch(chain)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
+}
+
 // ConntrackLimit is what limits the connections a node tracks.
 type ConntrackLimit struct {
 	// Max is the limit in effect: the kernel's nf_conntrack_max, or the

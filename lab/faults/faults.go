@@ -27,6 +27,14 @@ type Reverter interface {
 	Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error
 }
 
+// Settler is a fault that takes effect some time after its injection,
+// through the workloads it disturbs (a capped conntrack table fills as
+// Pods connect). Settle waits until it has, so that the learner, and the
+// grader's record of the broken state, find the cluster broken.
+type Settler interface {
+	Settle(ctx context.Context, c cluster.Cluster, p scenario.Params) error
+}
+
 // Library returns every implemented fault.
 func Library() []Fault {
 	return []Fault{
@@ -111,6 +119,23 @@ func Inject(ctx context.Context, c cluster.Cluster, r *scenario.Registry, faults
 		}
 		if err := f.Inject(ctx, c, sf.Params); err != nil {
 			return fmt.Errorf("injecting fault %s: %w", sf.Name, err)
+		}
+	}
+	return nil
+}
+
+// Settle waits, in order, for the faults that take effect later
+// (Settler); call it once the scenario's workloads have rolled out.
+func Settle(ctx context.Context, c cluster.Cluster, r *scenario.Registry, faults []scenario.Fault) error {
+	for _, sf := range faults {
+		f, err := Lookup(r, sf.Name)
+		if err != nil {
+			return err
+		}
+		if st, ok := f.(Settler); ok {
+			if err := st.Settle(ctx, c, sf.Params); err != nil {
+				return fmt.Errorf("waiting for fault %s to take effect: %w", sf.Name, err)
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -593,5 +594,59 @@ func TestParseConntrackMax(t *testing.T) {
 		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
 			t.Errorf("%s: %+v, %v; want %+v (error %v)", tc.name, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+// Setting conntrack-table-small up waits until the scenario's workloads
+// have filled the capped table: its rule has dropped a connection.
+func TestConntrackTableSettle(t *testing.T) {
+	chain := func(dropped int) string {
+		return fmt.Sprintf("table inet svclab-conntrack-max {\n\tchain capacity {\n\t\tct state new ct count over 32 counter packets %d bytes %d drop comment \"nf_conntrack: table full, dropping packet\"\n\t}\n}\n", dropped, 60*dropped)
+	}
+	fault, err := Lookup(Registry(), "conntrack-table-small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		params    scenario.Params
+		listings  []string
+		wantCalls int
+		wantErr   string
+	}{
+		{"fills", scenario.Params{"node": "worker", "max": 32}, []string{chain(0), chain(0), chain(3)}, 3, ""},
+		{"full already", scenario.Params{"node": "worker", "max": 32}, []string{chain(1)}, 1, ""},
+		{"not waited for", scenario.Params{"node": "worker", "waitFull": false}, nil, 0, ""},
+		{"rule replaced without a counter", scenario.Params{"node": "worker"}, []string{"table inet svclab-conntrack-max {\n\tchain capacity {\n\t\tct count over 32 drop\n\t}\n}\n"}, 1, "has no counter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.respond = func(node, cmd string) (string, error) {
+				if node != "lab-worker" || cmd != "nft list chain inet svclab-conntrack-max capacity" {
+					return "", fmt.Errorf("unexpected %s: %s", node, cmd)
+				}
+				out := tc.listings[0]
+				if len(tc.listings) > 1 {
+					tc.listings = tc.listings[1:]
+				}
+				return out, nil
+			}
+			err := Settle(context.Background(), f, Registry(), []scenario.Fault{{Name: fault.Name(), Params: tc.params}})
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Settle: %v, want error %q", err, tc.wantErr)
+			}
+			if len(f.calls) != tc.wantCalls {
+				t.Errorf("%d calls, want %d:\n%s", len(f.calls), tc.wantCalls, strings.Join(f.calls, "\n"))
+			}
+		})
+	}
+	// A table that never fills is reported, naming the cap.
+	f := newFake()
+	f.respond = func(node, cmd string) (string, error) { return chain(0), nil }
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	err = fault.(Settler).Settle(ctx, f, scenario.Params{"node": "worker", "max": 32})
+	if err == nil {
+		t.Error("a table that never fills settled")
 	}
 }

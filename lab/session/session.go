@@ -168,6 +168,9 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 			if err := settle(ctx, cs, s, false, opts.SettleTimeout); err != nil {
 				return err
 			}
+			if err := faults.Settle(ctx, c, opts.Faults, s.Faults); err != nil {
+				return err
+			}
 			return waitProxySync(ctx)
 		}},
 		{Name: "Recording the state the grader compares with", Run: func(ctx context.Context) error {
