@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -68,11 +69,14 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 	if len(cmd) == 0 {
 		return fmt.Errorf("no command given")
 	}
-	pa := paths{c.dir}
-	args := append([]string{"--root", pa.nodeRuncRoot(n.Name), "exec", nodeContainerID(n.Name)}, cmd...)
-	x := exec.CommandContext(ctx, "runc", args...)
+	x, err := paths{c.dir}.nodeContainer(n.Name).Command(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("running a command on node %s (see 'svclab cluster list'): %w", node, err)
+	}
 	x.Stdin, x.Stdout, x.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
-	x.Env = append(os.Environ(), EnvClusterDir+"="+c.dir)
+	// What the command started in the node may hold its output open
+	// after it is killed.
+	x.WaitDelay = time.Second
 	if err := x.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -188,9 +187,6 @@ func TestComponents(t *testing.T) {
 		b.WriteString("# " + c.Name + " after=" + c.After + " health=" + c.Health)
 		if c.HealthSocket != "" {
 			b.WriteString(" socket=" + c.HealthSocket)
-		}
-		if c.GOGC != 0 {
-			fmt.Fprintf(&b, " GOGC=%d", c.GOGC)
 		}
 		b.WriteString("\n")
 		for _, a := range c.Args {

@@ -34,6 +34,11 @@ func (p paths) node(name string) string         { return filepath.Join(p.dir, "n
 func (p paths) nodeBundle(name string) string   { return filepath.Join(p.node(name), "node-container") }
 func (p paths) nodeRuncRoot(name string) string { return filepath.Join(p.node(name), "node-runc") }
 
+// nodeContainer is node name's own container.
+func (p paths) nodeContainer(name string) nodeagent.NodeContainer {
+	return nodeagent.NodeContainer{RuncRoot: p.nodeRuncRoot(name), Bundle: p.nodeBundle(name), ID: nodeContainerID(name)}
+}
+
 // exits holds the exit codes of containers the supervisor reaped for a
 // node agent that had died (see nodeagent.ReapOrphans).
 func (p paths) exits() string { return filepath.Join(p.dir, "exits") }
@@ -73,7 +78,7 @@ func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
 		ClusterDNS:     cluster.DefaultClusterDNS,
 		DNSDomain:      cluster.DefaultDNSDomain,
 		ExitsDir:       pa.exits(),
-		NodeContainer:  nodeagent.NodeContainer{RuncRoot: pa.nodeRuncRoot(n.Name), Bundle: pa.nodeBundle(n.Name), ID: nodeContainerID(n.Name)},
+		NodeContainer:  pa.nodeContainer(n.Name),
 		Marker:         EnvClusterDir + "=" + dir,
 	}
 }
