@@ -131,3 +131,22 @@ func testCommands(t *testing.T, b pgtest.Backend) {
 		t.Errorf("the printed token %q does not open the class: %v", token, err)
 	}
 }
+
+func TestCapacityAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		capacity, cpus int
+		want           string
+	}{
+		{10, 2, ""},
+		{1, 1, ""},
+		{11, 2, "this machine has 2 CPUs, which keep about 10 labs responsive (5 per CPU). With 11 labs at once, learners' clusters start late and their checks may time out; use --capacity 10, or serve the class from a machine with 3 CPUs."},
+		{30, 2, "use --capacity 10, or serve the class from a machine with 6 CPUs"},
+		{6, 1, "this machine has 1 CPU, which"},
+		{30, 0, ""},
+	} {
+		got := CapacityAdvice(tc.capacity, tc.cpus)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("CapacityAdvice(%d, %d) = %q, want %q", tc.capacity, tc.cpus, got, tc.want)
+		}
+	}
+}
