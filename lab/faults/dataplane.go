@@ -653,7 +653,7 @@ func (f conntrackTableSmall) Inject(ctx context.Context, c cluster.Cluster, p sc
 	if err != nil {
 		return err
 	}
-	if _, err := run(ctx, c, node, "bash", "-c", "nft -f - <<'EOF'\n"+conntrackMaxScript(p.Int("max", 64))+"EOF\n"); err != nil {
+	if _, err := run(ctx, c, node, "bash", "-c", "nft -f - <<'EOF'\n"+conntrackMaxScript(p.Int("max", defaultConntrackMax))+"EOF\n"); err != nil {
 		return fmt.Errorf("capping the conntrack table of node %s: %w", node, err)
 	}
 	return nil
@@ -681,6 +681,9 @@ func conntrackMaxScript(max int) string {
 `, conntrackTable, max)
 }
 
+// defaultConntrackMax is the cap of conntrack-table-small without max.
+const defaultConntrackMax = 64
+
 // conntrackFillTimeout bounds how long Settle waits for the capped table
 // to fill.
 const conntrackFillTimeout = 2 * time.Minute
@@ -697,7 +700,7 @@ func (f conntrackTableSmall) Settle(ctx context.Context, c cluster.Cluster, p sc
 	if err != nil {
 		return err
 	}
-	max := p.Int("max", 64)
+	max := p.Int("max", defaultConntrackMax)
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, conntrackFillTimeout, true, func(ctx context.Context) (bool, error) {
 		out, err := run(ctx, c, node, "nft", "list", "chain", "inet", conntrackTable, "capacity")
