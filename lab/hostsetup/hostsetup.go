@@ -26,6 +26,7 @@ var Requirements = []Requirement{
 	{"iptables", "iptables", "the proxier's iptables mode"},
 	{"conntrack", "conntrack", "inspecting connection tracking on nodes"},
 	{"runc", "runc", "running pod containers"},
+	{"nsenter", "util-linux", "running commands on embedded nodes (in the node container's namespaces)"},
 	{"sysctl", "procps", "node kernel settings"},
 	{"modprobe", "kmod", "loading kernel modules"},
 	{"debootstrap", "debootstrap", "building the Debian root filesystem pods and node shells run from"},
