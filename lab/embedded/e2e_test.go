@@ -99,6 +99,9 @@ func assertNoLeaks(t testing.TB, dir string, st *State) {
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("state directory %s left behind", dir)
 	}
+	if left := clusterCgroups(st.Name); len(left) > 0 {
+		t.Errorf("cgroups left behind: %v", left)
+	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	if bytes.Contains(mounts, []byte(dir+"/")) {
 		t.Errorf("mounts under %s left behind", dir)
@@ -375,6 +378,12 @@ func TestSupervisorCrashIsCleanedUp(t *testing.T) {
 	if err := readJSON(paths{dir}.status(), &status); err != nil {
 		t.Fatal(err)
 	}
+	// The containers' cgroups are the cluster's, so that they go with it.
+	for _, cg := range []string{nodeCgroup(name, name+"-worker"), nodeCgroup(name, name+"-control-plane")} {
+		if m, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", cg, "*")); len(m) == 0 {
+			t.Errorf("no container has a cgroup under %s", cg)
+		}
+	}
 	// A crash of svclab's supervisor takes its components (control
 	// plane, node agents, node containers) with it; pods' containers
 	// outlive it, as containers outlive a crashed kubelet, until the
@@ -392,10 +401,43 @@ func TestSupervisorCrashIsCleanedUp(t *testing.T) {
 	if err != nil || len(sums) != 1 || sums[0].State != "stopped" {
 		t.Errorf("list after crash: %v %+v", err, sums)
 	}
+	// Any new cluster, made from another state directory, removes what
+	// the crashed one left on the host (its state directory aside: it is
+	// not this one's).
+	crashedNetns := clusterNetns(name)
+	if len(crashedNetns) < 3 {
+		t.Fatalf("the crashed cluster left %d network namespaces, want its nodes' and Pods'", len(crashedNetns))
+	}
+	q := newTestProvider(t)
+	other, err := q.Create(ctx, cluster.CreateOptions{Name: uniqueName("after"), Workers: 1})
+	if err != nil {
+		t.Fatalf("creating a cluster after a crash: %v", err)
+	}
+	for _, ns := range crashedNetns {
+		if _, err := os.Stat(filepath.Join("/run/netns", ns)); err == nil {
+			t.Errorf("network namespace %s of the crashed cluster left behind", ns)
+		}
+	}
+	// The new cluster takes the lowest free bridge, which may be the
+	// crashed one's name.
+	if other.(*Cluster).State().Bridge != st.Bridge && exec.Command("ip", "link", "show", st.Bridge).Run() == nil {
+		t.Errorf("bridge %s of the crashed cluster left behind", st.Bridge)
+	}
+	if exec.Command("nft", "list", "table", "inet", st.FirewallTable()).Run() == nil {
+		t.Errorf("nft table %s of the crashed cluster left behind", st.FirewallTable())
+	}
+	if left := clusterCgroups(name); len(left) > 0 {
+		t.Errorf("cgroups of the crashed cluster left behind: %v", left)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(mounts, []byte(dir+"/")) {
+		t.Errorf("mounts under the crashed cluster's %s left behind", dir)
+	}
+	if err := q.Delete(ctx, other.Name()); err != nil {
+		t.Fatal(err)
+	}
 	// The state directory is lost too (a test's temporary directory, a
 	// wiped disk): a new cluster of the same name, made from another
-	// state directory, takes over what the crashed one left behind.
-	q := newTestProvider(t)
+	// state directory, can be created.
 	cc2, err := q.Create(ctx, cluster.CreateOptions{Name: name, Workers: 1})
 	if err != nil {
 		t.Fatalf("creating %s over a crashed cluster's leftovers: %v", name, err)

@@ -96,8 +96,13 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		}
 		return nil, fmt.Errorf("the state directory %s is not writable: %w (choose another with --state-dir or %s)", p.StateDir, err, EnvStateDir)
 	}
+	// What crashed clusters left (a killed test run, a machine that lost
+	// power mid-run) goes before it takes up addresses and bridges.
+	if err := p.reclaimAllCrashed(ctx); err != nil {
+		p.Log.Warn("could not remove everything crashed clusters left behind", "err", err)
+	}
 	if left := clusterNetns(opts.Name); len(left) > 0 {
-		reclaimed, rerr := p.reclaimCrashed(ctx, opts.Name, left)
+		reclaimed, rerr := p.reclaimCrashed(ctx, opts.Name)
 		if !reclaimed || rerr != nil {
 			os.Remove(dir)
 			if rerr != nil {
@@ -106,6 +111,12 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			return nil, fmt.Errorf("network namespace %s exists already and is in use (a cluster of that name runs from another svclab state directory): delete it there, or choose another --name: %w", left[0], cluster.ErrExists)
 		}
 	}
+	release, err := lockCreation(opts.Name)
+	if err != nil {
+		os.Remove(dir)
+		return nil, err
+	}
+	defer release()
 	var st *State
 	defer func() {
 		if err == nil {
@@ -418,6 +429,9 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	if err := unmountUnder(dir); err != nil {
 		errs = append(errs, err)
 	}
+	if err := removeCgroups(name); err != nil {
+		errs = append(errs, err)
+	}
 	if st == nil {
 		st = &State{Name: name}
 	}
@@ -439,34 +453,6 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// reclaimCrashed removes what a crashed cluster called name left on the
-// host — Pods' containers still running in its network namespaces, the
-// namespaces, its bridge and its nft table — when no svclab process of a
-// cluster of that name (supervisor, control plane, node agents) runs any
-// more, in whichever state directory it was made. It reports false, and
-// touches nothing, while one still runs.
-func (p *Provider) reclaimCrashed(ctx context.Context, name string, netns []string) (bool, error) {
-	if len(markedProcesses(func(d string) bool { return filepath.Base(d) == name })) > 0 {
-		return false, nil
-	}
-	st := &State{Name: name}
-	hostLinks, _ := p.Runner.Run(ctx, nil, "ip", "-o", "link", "show")
-	for _, ns := range netns {
-		st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
-		if st.Bridge != "" {
-			continue
-		}
-		if out, err := p.Runner.Run(ctx, nil, "ip", "-n", ns, "-o", "link", "show", "eth0"); err == nil {
-			if idx, ok := peerIndex(string(out)); ok {
-				st.Bridge = masterOf(string(hostLinks), idx)
-			}
-		}
-	}
-	p.Log.Warn("removing what a crashed cluster left behind", "cluster", name, "netns", len(netns), "bridge", st.Bridge)
-	killAll(processesInNetns(netns), 5*time.Second)
-	return true, fabricDown(ctx, p.Runner, st)
 }
 
 var (
@@ -599,6 +585,9 @@ func Sweep(ctx context.Context, r Runner) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := removeCgroups(""); err != nil {
+		errs = append(errs, err)
 	}
 	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {
 		for _, t := range leftoverTables(string(out)) {

@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	if err := SetSubreaper(); err != nil {
 		return fmt.Errorf("becoming the containers' reaper: %w", err)
 	}
-	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker, exits: cfg.ExitsDir}
+	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker, exits: cfg.ExitsDir, cgroupParent: cfg.CgroupParent}
 	if cfg.NodeContainer.ID != "" {
 		if err := keepNodeContainer(ctx, cfg.NodeContainer, cfg.Marker, cfg.ExitsDir, log); err != nil {
 			return err

@@ -37,6 +37,10 @@ type Config struct {
 	// Marker is the environment variable (KEY=VALUE) every process the
 	// agent starts carries, so a sweep finds them after a crash.
 	Marker string
+	// CgroupParent is the cgroup (the same path in every hierarchy) under
+	// which each container of the node gets its own, so that removing the
+	// cluster removes them all; runc's default when empty.
+	CgroupParent string
 }
 
 // Validate checks cfg.

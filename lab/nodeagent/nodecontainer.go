@@ -21,9 +21,10 @@ var nodeInit = []string{"/bin/sh", "-c", `trap "exit 0" TERM INT; while :; do sl
 // long as the cluster), privileged, in the node's network namespace, with
 // the node's hostname. Node shells and node-level commands run in it, so
 // they see the node's network and rules but never the host's filesystem or
-// processes. The node's agent runs it (see NodeContainer).
-func PrepareNodeContainer(bundle string, img Image, netnsPath, hostname string) error {
-	r := &runc{}
+// processes. The node's agent runs it (see NodeContainer). Its cgroup is
+// under cgroupParent (see Config.CgroupParent).
+func PrepareNodeContainer(bundle string, img Image, netnsPath, hostname, cgroupParent string) error {
+	r := &runc{cgroupParent: cgroupParent}
 	return r.prepare(containerSpec{
 		Bundle:     bundle,
 		Image:      img,

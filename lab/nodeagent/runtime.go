@@ -52,6 +52,10 @@ type runc struct {
 	// exits is where the supervisor records the exits of containers it
 	// reaped for a dead agent (see ReapOrphans).
 	exits string
+	// cgroupParent is the cgroup under which each container gets its
+	// own (runc's default, a cgroup per container at the root of each
+	// hierarchy, when empty).
+	cgroupParent string
 }
 
 // Mount is a bind mount into a container.
@@ -80,6 +84,8 @@ type containerSpec struct {
 	RunAsUser    *int64
 	RunAsGroup   *int64
 	ReadOnlyRoot bool
+	// CgroupsPath is the container's cgroup (runc's default when empty).
+	CgroupsPath string
 }
 
 // defaultCaps are the capabilities containers get by default (those of
@@ -208,6 +214,7 @@ func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
 			Resources: &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}},
 		},
 	}
+	spec.Linux.CgroupsPath = c.CgroupsPath
 	if c.Hostname != "" {
 		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UTSNamespace})
 	}
@@ -236,6 +243,9 @@ func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
 
 // prepare writes the bundle: the overlay root filesystem and config.json.
 func (r *runc) prepare(c containerSpec) error {
+	if r.cgroupParent != "" {
+		c.CgroupsPath = "/" + filepath.Join(r.cgroupParent, c.ID)
+	}
 	rootfs := filepath.Join(c.Bundle, "rootfs")
 	upper, work := filepath.Join(c.Bundle, "upper"), filepath.Join(c.Bundle, "work")
 	for _, d := range []string{rootfs, upper, work} {

@@ -1,0 +1,170 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cgroupRoot is the cgroup (the same path in every hierarchy) under which
+// the containers of every cluster live: svclab/CLUSTER/NODE/CONTAINER.
+const cgroupRoot = "svclab"
+
+// nodeCgroup is the cgroup of node's containers.
+func nodeCgroup(clusterName, node string) string {
+	return filepath.Join(cgroupRoot, clusterName, node)
+}
+
+// removeCgroups removes the cgroups of cluster name's containers in every
+// hierarchy, deepest first. runc removes a container's cgroup only when the container is
+// deleted, which a cluster's removal does not do one by one. Pass "" for
+// every cluster's.
+func removeCgroups(name string) error {
+	var errs []error
+	for _, top := range clusterCgroups(name) {
+		var dirs []string
+		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		// Children before their parents.
+		slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+		for _, d := range dirs {
+			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+			}
+		}
+		if name != "" {
+			syscall.Rmdir(filepath.Dir(top)) // svclab itself, once no cluster is left
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// clusterCgroups lists cluster name's cgroup in every hierarchy (cgroup v1
+// mounts each controller apart; v2 has one); "" lists svclab's.
+func clusterCgroups(name string) []string {
+	var out []string
+	for _, pattern := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/*"} {
+		m, _ := filepath.Glob(filepath.Join(pattern, cgroupRoot, name))
+		out = append(out, m...)
+	}
+	return out
+}
+
+// lockCreation marks cluster name as being created by this process until
+// release: between its first network namespace and its supervisor no
+// process carries the cluster's marker, and a crashed cluster is told from
+// one being made by this lock (an flock, which the kernel drops when its
+// holder dies).
+func lockCreation(name string) (release func(), err error) {
+	if err := os.MkdirAll(creationLockDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(creationLockDir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another svclab process is creating a cluster named %q: %w", name, err)
+	}
+	return func() {
+		os.Remove(f.Name())
+		f.Close()
+	}, nil
+}
+
+// creationLockDir holds the creation locks; /run empties at boot.
+const creationLockDir = "/run/svclab/creating"
+
+// beingCreated tells whether a process holds cluster name's creation lock.
+func beingCreated(name string) bool {
+	f, err := os.Open(filepath.Join(creationLockDir, name+".lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// clusterAlive tells whether cluster name is running or being created, from
+// whichever state directory: a process carries its marker, or holds its
+// creation lock.
+func clusterAlive(name string) bool {
+	return beingCreated(name) || len(markedProcesses(func(d string) bool { return filepath.Base(d) == name })) > 0
+}
+
+// reclaimCrashed removes what a crashed cluster called name left on the
+// host — Pods' containers still running in its network namespaces, the
+// namespaces, the root filesystems mounted under its state directory, its
+// containers' cgroups, its bridge and its nft table — when it is not
+// alive, in whichever state directory it was made. It reports false, and
+// touches nothing, while it is.
+func (p *Provider) reclaimCrashed(ctx context.Context, name string) (bool, error) {
+	if clusterAlive(name) {
+		return false, nil
+	}
+	netns := clusterNetns(name)
+	st := &State{Name: name}
+	hostLinks, _ := p.Runner.Run(ctx, nil, "ip", "-o", "link", "show")
+	for _, ns := range netns {
+		st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
+		if st.Bridge != "" {
+			continue
+		}
+		if out, err := p.Runner.Run(ctx, nil, "ip", "-n", ns, "-o", "link", "show", "eth0"); err == nil {
+			if idx, ok := peerIndex(string(out)); ok {
+				st.Bridge = masterOf(string(hostLinks), idx)
+			}
+		}
+	}
+	p.Log.Warn("removing what a crashed cluster left behind", "cluster", name, "netns", len(netns), "bridge", st.Bridge)
+	killAll(processesInNetns(netns), 5*time.Second)
+	errs := []error{
+		unmountMatching(func(mp string) bool { return strings.Contains(mp, "/clusters/"+name+"/") }),
+		removeCgroups(name),
+		fabricDown(ctx, p.Runner, st),
+	}
+	return true, errors.Join(errs...)
+}
+
+// reclaimAllCrashed reclaims every crashed cluster on the host (see
+// reclaimCrashed) but those of this provider's state directory, which
+// 'svclab cluster list' shows and 'svclab cluster delete' removes: a
+// cluster is known by its nft table, made with its network.
+func (p *Provider) reclaimAllCrashed(ctx context.Context) error {
+	out, err := p.Runner.Run(ctx, nil, "nft", "list", "tables", "inet")
+	if err != nil {
+		return nil // nothing to go by; Preflight has checked nft
+	}
+	live := map[string]bool{}
+	markedProcesses(func(d string) bool { live[filepath.Base(d)] = true; return false })
+	var errs []error
+	for _, t := range leftoverTables(string(out)) {
+		name := strings.TrimPrefix(t, (&State{}).FirewallTable())
+		if live[name] {
+			continue
+		}
+		if _, err := os.Stat(p.dir(name)); err == nil {
+			continue
+		}
+		if _, err := p.reclaimCrashed(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
