@@ -27,6 +27,7 @@ func nodeCgroup(clusterName, node string) string {
 // deleted, which a cluster's removal does not do one by one. Pass "" for
 // every cluster's.
 func removeCgroups(name string) error {
+	deadline := time.Now().Add(cgroupDrainTimeout)
 	var errs []error
 	for _, top := range clusterCgroups(name) {
 		var dirs []string
@@ -39,7 +40,7 @@ func removeCgroups(name string) error {
 		// Children before their parents.
 		slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
 		for _, d := range dirs {
-			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+			if err := rmdirCgroup(d, deadline); err != nil {
 				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
 			}
 		}
@@ -48,6 +49,27 @@ func removeCgroups(name string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cgroupDrainTimeout bounds the wait for killed processes to leave their
+// cgroups: a dead process stays in its cgroup until it is reaped, and
+// the containers of a removed cluster are reaped by the host's init, in
+// its own time.
+const cgroupDrainTimeout = 10 * time.Second
+
+// rmdirCgroup removes cgroup dir, waiting (until deadline) while it still
+// holds processes that are being reaped; a missing dir is fine.
+func rmdirCgroup(dir string, deadline time.Time) error {
+	for {
+		err := syscall.Rmdir(dir)
+		switch {
+		case err == nil, errors.Is(err, syscall.ENOENT):
+			return nil
+		case !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline):
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // clusterCgroups lists cluster name's cgroup in every hierarchy (cgroup v1
