@@ -119,6 +119,11 @@ type IPTablesApplier struct {
 	// supports nfacct.
 	NFAcct nfacct.Interface
 
+	// StepLines is the size of the transactions in which a full sync
+	// restores many new chains (iptables.SplitNewChains); zero restores
+	// everything in one transaction, as upstream does.
+	StepLines int
+
 	cfg    iptables.Config
 	run    IPTablesRunner
 	logger *slog.Logger
@@ -137,7 +142,7 @@ func NewIPTablesApplier(cfg iptables.Config, run IPTablesRunner, logger *slog.Lo
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &IPTablesApplier{cfg: cfg, run: run, logger: logger.With("component", "iptables"), needFull: true}
+	return &IPTablesApplier{cfg: cfg, run: run, logger: logger.With("component", "iptables"), needFull: true, StepLines: iptables.DefaultStepLines}
 }
 
 // Mode is part of Applier.
@@ -217,10 +222,22 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	out.RulesWritten = countRules(res.Restore)
 	out.LargeClusterMode = res.LargeClusterMode
 	start := time.Now()
-	if err := a.run.Restore(ctx, []byte(res.Restore)); err != nil {
+	input, transactions := res.Restore, 1
+	if full {
+		// Many new chains (a node's first sync) are restored in
+		// transactions of their own first; see iptables.SplitNewChains.
+		exists := func(table, chain string) bool { return saved[table] == nil || saved[table].hasChain(chain) }
+		input, transactions = iptables.SplitNewChains(res.Restore, exists, a.StepLines)
+	}
+	err = a.run.Restore(ctx, []byte(input))
+	if err != nil && transactions > 1 {
+		a.logger.ErrorContext(ctx, "restoring the new chains in transactions of their own failed; restoring all rules in one", "err", err)
+		err = a.run.Restore(ctx, []byte(res.Restore))
+	}
+	if err != nil {
 		return fail(fmt.Errorf("failed to execute iptables-restore: %w", err))
 	}
-	a.logger.DebugContext(ctx, "restored iptables rules", "full", full, "took", time.Since(start), "deletedChains", len(res.DeletedChains))
+	a.logger.DebugContext(ctx, "restored iptables rules", "full", full, "took", time.Since(start), "transactions", transactions, "deletedChains", len(res.DeletedChains))
 	a.prev = snap
 	a.needFull = false
 	a.largeCluster = res.LargeClusterMode

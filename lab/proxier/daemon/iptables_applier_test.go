@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -494,5 +495,50 @@ func TestIPTablesApplierLargeClusterCleanup(t *testing.T) {
 	}
 	if run.saves != saves {
 		t.Errorf("partial syncs ran iptables-save %d times", run.saves-saves)
+	}
+}
+
+// failSplit fails the first restore that has more transactions than
+// the filter and nat tables'.
+type failSplit struct {
+	*fakeIPTables
+	failed bool
+}
+
+func (f *failSplit) Restore(ctx context.Context, data []byte) error {
+	if !f.failed && strings.Count(string(data), "COMMIT\n") > 2 {
+		f.failed = true
+		return errors.New("iptables-restore: line 1234 failed")
+	}
+	return f.fakeIPTables.Restore(ctx, data)
+}
+
+// When restoring the new chains in transactions of their own fails, the
+// sync restores everything in one transaction, with the same result.
+func TestIPTablesApplierSplitFallback(t *testing.T) {
+	ctx := context.Background()
+	snap := newHarness(t).snapshot(manyServices(60))
+	want := newFakeIPTables()
+	if _, err := NewIPTablesApplier(iptablesConfig(t), want, nil).Apply(ctx, snap, true); err != nil {
+		t.Fatal(err)
+	}
+	run := &failSplit{fakeIPTables: newFakeIPTables()}
+	a := NewIPTablesApplier(iptablesConfig(t), run, nil)
+	a.StepLines = 50
+	if _, err := a.Apply(ctx, snap, true); err != nil {
+		t.Fatalf("the sync failed: %v", err)
+	}
+	if !run.failed {
+		t.Fatal("the new chains were not restored in transactions of their own")
+	}
+	if last := run.restores[len(run.restores)-1]; strings.Count(last, "COMMIT\n") != 2 {
+		t.Errorf("after the failure, the last restore has %d transactions, want 2", strings.Count(last, "COMMIT\n"))
+	}
+	for _, table := range []string{"filter", "nat"} {
+		w, _ := want.Save(ctx, table)
+		g, _ := run.Save(ctx, table)
+		if string(w) != string(g) {
+			t.Errorf("%s table differs from one restored in one transaction:\n%s", table, cmp.Diff(string(w), string(g)))
+		}
 	}
 }

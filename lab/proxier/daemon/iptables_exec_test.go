@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/svclab/svclab/lab/proxier/flowtest"
 	"github.com/svclab/svclab/lab/proxier/iptables"
@@ -104,5 +107,117 @@ func TestIPTablesJumpRulesFromSave(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// manyServices is a manifest of n Services with three endpoints each,
+// every other one a NodePort Service.
+func manyServices(n int) string {
+	var m strings.Builder
+	for i := range n {
+		typ := "ClusterIP"
+		if i%2 == 1 {
+			typ = "NodePort"
+		}
+		fmt.Fprintf(&m, `apiVersion: v1
+kind: Service
+metadata: {namespace: many, name: svc%d}
+spec: {type: %s, clusterIP: 172.30.%d.%d, ports: [{name: http, port: 80, protocol: TCP, nodePort: %d}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {namespace: many, name: svc%d-1, labels: {kubernetes.io/service-name: svc%d}}
+addressType: IPv4
+endpoints: [{addresses: [10.1.%d.1], nodeName: test-node}, {addresses: [10.1.%d.2], nodeName: node-b}, {addresses: [10.1.%d.3], nodeName: node-b}]
+ports: [{name: http, port: 80, protocol: TCP}]
+---
+`, i, typ, i/250, i%250+1, 30000+i, i, i, i, i, i)
+	}
+	return m.String()
+}
+
+// On the real iptables, a first sync that restores its new chains in
+// transactions of their own leaves the same rules as one transaction;
+// the next full sync (the chains exist) is one transaction again.
+func TestIPTablesNewChainsInTransactions(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and iptables")
+	}
+	ctx := context.Background()
+	lab := flowtest.NewLab("svst", nil)
+	t.Cleanup(func() {
+		if err := lab.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	snap := newHarness(t).snapshot(manyServices(150))
+	save := func(ns flowtest.Netns, run IPTablesRunner) string {
+		var out strings.Builder
+		err := ns.Do(func() error {
+			for _, table := range []string{"filter", "nat"} {
+				b, err := run.Save(ctx, table)
+				if err != nil {
+					return err
+				}
+				for line := range strings.SplitSeq(string(b), "\n") {
+					if !strings.HasPrefix(line, "#") {
+						out.WriteString(line + "\n")
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	sync := func(name string, stepLines int) (rules string, transactions int) {
+		ns, err := lab.Netns(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := &countingIPTables{}
+		a := NewIPTablesApplier(iptablesConfig(t), run, nil)
+		a.StepLines = stepLines
+		err = ns.Do(func() error {
+			_, err := a.Apply(ctx, snap, true)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := save(ns, run)
+		transactions = strings.Count(run.restores[len(run.restores)-1], "COMMIT\n")
+		// A later full sync: the chains exist, one transaction.
+		run.restores = nil
+		err = ns.Do(func() error {
+			_, err := a.Apply(ctx, snap, true)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(run.restores) != 1 || strings.Count(run.restores[0], "COMMIT") != 2 {
+			t.Errorf("StepLines %d: second full sync restored %d inputs, want one of two transactions (filter, nat)", stepLines, len(run.restores))
+		}
+		if again := save(ns, run); again != got {
+			t.Errorf("StepLines %d: the second full sync changed the rules", stepLines)
+		}
+		return got, transactions
+	}
+	one, n := sync("one", 0)
+	if n != 2 {
+		t.Errorf("StepLines 0: the first sync restored %d transactions, want 2 (filter, nat)", n)
+	}
+	steps, n := sync("steps", 300)
+	if n < 5 {
+		t.Errorf("StepLines 300: the first sync restored %d transactions, want the nat table's new chains in several", n)
+	}
+	if !strings.Contains(one, "-j KUBE-SVC-") || strings.Count(one, "\n") < 1000 {
+		t.Fatalf("the rules look incomplete:\n%s", one)
+	}
+	if one != steps {
+		t.Errorf("rules after restoring new chains in steps differ from those of one transaction:\n%s", cmp.Diff(one, steps))
 	}
 }
