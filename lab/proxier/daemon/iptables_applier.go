@@ -120,8 +120,8 @@ type IPTablesApplier struct {
 	NFAcct nfacct.Interface
 
 	// StepLines is the size of the transactions in which a full sync
-	// restores many new chains (iptables.SplitNewChains); zero restores
-	// everything in one transaction, as upstream does.
+	// restores many new chains (iptables.PrepareRestore); zero restores
+	// the input as rendered, in one transaction, as upstream does.
 	StepLines int
 
 	cfg    iptables.Config
@@ -222,13 +222,14 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	out.RulesWritten = countRules(res.Restore)
 	out.LargeClusterMode = res.LargeClusterMode
 	start := time.Now()
-	input, transactions := res.Restore, 1
+	// The input is rearranged for iptables-nft's restore: rules ordered
+	// by chain, and in a full sync many new chains (a node's first sync)
+	// in transactions of their own first; see iptables.PrepareRestore.
+	var exists func(table, chain string) bool
 	if full {
-		// Many new chains (a node's first sync) are restored in
-		// transactions of their own first; see iptables.SplitNewChains.
-		exists := func(table, chain string) bool { return saved[table] == nil || saved[table].hasChain(chain) }
-		input, transactions = iptables.SplitNewChains(res.Restore, exists, a.StepLines)
+		exists = func(table, chain string) bool { return saved[table] == nil || saved[table].hasChain(chain) }
 	}
+	input, transactions := iptables.PrepareRestore(res.Restore, exists, a.StepLines)
 	err = a.run.Restore(ctx, []byte(input))
 	if err != nil && transactions > 1 {
 		a.logger.ErrorContext(ctx, "restoring the new chains in transactions of their own failed; restoring all rules in one", "err", err)

@@ -5,53 +5,63 @@ import (
 	"strings"
 )
 
-// DefaultStepLines is how many lines of restore input SplitNewChains puts
-// in one transaction: about 1,000 chains of a typical Service set.
+// DefaultStepLines is how many lines of restore input PrepareRestore puts
+// in one transaction of new chains: about 1,000 chains of a typical
+// Service set.
 const DefaultStepLines = 4000
 
-// SplitNewChains rewrites restore (iptables-restore --noflush input as
-// Render writes it) so that the chains it creates are restored first, in
-// transactions ("*nat … COMMIT" blocks) of about stepLines lines each,
-// before one last transaction with everything else. Applied, it leaves
-// exactly the rules restore leaves. It returns the rewritten input and
-// its number of transactions (per table; 1 each when nothing was split).
+// PrepareRestore rewrites restore (iptables-restore --noflush input as
+// Render writes it) into input that iptables-nft restores faster and that
+// leaves exactly the same rules. It returns the input and its number of
+// transactions ("*TABLE … COMMIT" blocks) in the table that has most.
 //
 // Why: iptables-nft 1.8's restore keeps the name of every chain a
-// transaction mentions in a sorted linked list, walked from its start for
-// every chain declaration and every rule (its chain and its jump target),
-// so a transaction's time grows with the square of its chains. 3,000
-// Services × 10 endpoints (34,000 chains) in one transaction take 15 s;
-// 10,000 Services (112,000 chains) did not finish in five minutes, for
-// upstream kube-proxy either. In transactions of 4,000 lines all 112,000
-// chains are restored in about 10 s.
+// transaction mentions in a sorted linked list, which it walks from the
+// start for every chain declaration and for every rule (its chain and its
+// jump target). A transaction's time grows with the square of its chains:
+// 1,000 Services × 10 endpoints (11,000 chains) take 2.5 s, 10,000
+// Services (112,000 chains) 199 s, for upstream kube-proxy too.
 //
-// Only chains that do not exist yet (exists reports false) go into the
-// first transactions, with all their rules, so nothing on the node jumps
-// to them before the last transaction does: until then they are
-// unreachable and packets see only the rules the node had. A chain comes
-// after every new chain it jumps to (a Service's endpoint chains before
-// its service chain), so every transaction only jumps to chains that
-// exist by then. The last transaction holds the chains that exist (the
-// targets of the built-in chains' jump rules such as KUBE-SERVICES, whose
-// rules make the new chains reachable, all at once) and the deletions of
-// stale chains. If a transaction fails, the ones before it stay applied:
-// their chains are unreachable, and restoring restore in one transaction
-// rewrites them.
+// Two rewrites:
 //
-// Tables with fewer than 2×stepLines lines of new chains, or all tables
-// with stepLines ≤ 0, are left as one transaction.
-func SplitNewChains(restore string, exists func(table, chain string) bool, stepLines int) (string, int) {
+//   - New chains in transactions of their own. Chains that do not exist
+//     yet (exists reports false; exists nil: all exist) are moved, with
+//     all their rules, into transactions of about stepLines lines that
+//     come first, when a table has at least 2×stepLines lines of them (a
+//     node's first sync). Nothing on the node jumps to them before the
+//     last transaction, so until then they are unreachable and packets see
+//     only the rules the node had. A chain comes after every new chain it
+//     jumps to (a Service's endpoint chains before its service chain), so
+//     each transaction only jumps to chains that exist by then. The last
+//     transaction holds the chains that existed (KUBE-SERVICES and the
+//     other targets of the built-in chains' jump rules, whose rules make
+//     the new chains reachable, all at once) and the deletions of stale
+//     chains. If a transaction fails, those before it stay applied: their
+//     chains are unreachable, and the input restored in one transaction
+//     rewrites them. 10,000 Services take about 10 s this way.
+//   - Rules grouped by chain in descending order of chain name, in every
+//     transaction. A rule's own chain is looked up among the names
+//     inserted before it that sort lower, so KUBE-NODEPORTS' rules, which
+//     insert a KUBE-EXT-… name each, go after KUBE-SERVICES' instead of
+//     before: a partial sync of 10,000 Services (2,500 NodePorts) is
+//     restored in 1.8 s instead of 2.8 s. The order of each chain's rules
+//     is kept; the order between chains does not change what is restored.
+//
+// With stepLines ≤ 0 restore is returned as it is, in one transaction per
+// table, as upstream writes it.
+func PrepareRestore(restore string, exists func(table, chain string) bool, stepLines int) (string, int) {
 	if stepLines <= 0 {
 		return restore, 1
 	}
-	tables := parseRestore(restore)
 	var b strings.Builder
 	most := 1
-	for _, t := range tables {
-		order, lines := t.newChainsInOrder(exists)
-		if lines < 2*stepLines {
-			t.writeExcept(&b, nil)
-			continue
+	for _, t := range parseRestore(restore) {
+		var order []string
+		if exists != nil {
+			var lines int
+			if order, lines = t.newChainsInOrder(exists); lines < 2*stepLines {
+				order = nil
+			}
 		}
 		n := 1
 		pre := map[string]bool{}
@@ -60,25 +70,16 @@ func SplitNewChains(restore string, exists func(table, chain string) bool, stepL
 			for ; i < len(order) && (lines == 0 || lines+1+len(t.rules[order[i]]) <= stepLines); i++ {
 				lines += 1 + len(t.rules[order[i]])
 			}
-			b.WriteString("*" + t.name + "\n")
+			step := &restoreTable{name: t.name, chains: order[:i], decl: t.decl, rules: t.rules}
+			step.write(&b, nil)
 			for _, c := range order[:i] {
-				b.WriteString(t.decl[c] + "\n")
 				pre[c] = true
 			}
-			for _, c := range order[:i] {
-				for _, r := range t.rules[c] {
-					b.WriteString(r + "\n")
-				}
-			}
-			b.WriteString("COMMIT\n")
 			order = order[i:]
 			n++
 		}
-		t.writeExcept(&b, pre)
+		t.write(&b, pre)
 		most = max(most, n)
-	}
-	if most == 1 {
-		return restore, 1
 	}
 	return b.String(), most
 }
@@ -202,16 +203,19 @@ func (t *restoreTable) newChainsInOrder(exists func(table, chain string) bool) (
 	return order, lines
 }
 
-// writeExcept writes the table without the chains in skip (their
-// declarations and rules).
-func (t *restoreTable) writeExcept(b *strings.Builder, skip map[string]bool) {
+// write writes the table without the chains in skip (their declarations
+// and rules): declarations in input order, then each chain's rules, the
+// chains in descending order of name, then the other lines.
+func (t *restoreTable) write(b *strings.Builder, skip map[string]bool) {
 	b.WriteString("*" + t.name + "\n")
 	for _, c := range t.chains {
 		if !skip[c] {
 			b.WriteString(t.decl[c] + "\n")
 		}
 	}
-	for _, c := range slices.Concat(t.chains, t.undeclared) {
+	chains := slices.Concat(t.chains, t.undeclared)
+	slices.SortFunc(chains, func(x, y string) int { return strings.Compare(y, x) })
+	for _, c := range chains {
 		if !skip[c] {
 			for _, r := range t.rules[c] {
 				b.WriteString(r + "\n")

@@ -126,7 +126,7 @@ func (s restoreState) apply(input string, touched func(txn int, table, chain str
 	return nil
 }
 
-func TestSplitNewChains(t *testing.T) {
+func TestPrepareRestore(t *testing.T) {
 	snap := decodeSnapshot(t, "mixed", mixedServices(140))
 	full := render(t, upstreamConfig(), snap, Options{})
 
@@ -148,27 +148,50 @@ func TestSplitNewChains(t *testing.T) {
 		input     string
 		stepLines int
 		wantSplit bool
+		// exists passes on or replaces the existence check.
+		exists func(func(table, chain string) bool) func(table, chain string) bool
 	}{
-		{"fresh node", fresh, full.Restore, 200, true},
-		{"fresh node, one line per step", fresh, full.Restore, 1, true},
-		{"node with older rules and stale chains", older, withStale.Restore, 200, true},
-		{"few new chains", older, withStale.Restore, 10000, false},
-		{"no steps", fresh, full.Restore, 0, false},
+		{"fresh node", fresh, full.Restore, 200, true, nil},
+		{"fresh node, one line per step", fresh, full.Restore, 1, true, nil},
+		{"node with older rules and stale chains", older, withStale.Restore, 200, true, nil},
+		{"few new chains", older, withStale.Restore, 10000, false, nil},
+		{"partial sync (no existence check)", older, withStale.Restore, 200, false, func(func(string, string) bool) func(string, string) bool { return nil }},
+		{"as rendered", fresh, full.Restore, 0, false, nil},
 	} {
+		if tc.exists == nil {
+			tc.exists = func(f func(table, chain string) bool) func(table, chain string) bool { return f }
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			existed := func(table, chain string) bool {
 				_, ok := tc.before[table][chain]
 				return ok
 			}
-			got, n := SplitNewChains(tc.input, existed, tc.stepLines)
-			if !tc.wantSplit {
+			got, n := PrepareRestore(tc.input, tc.exists(existed), tc.stepLines)
+			switch {
+			case tc.stepLines <= 0:
 				if n != 1 || got != tc.input {
-					t.Fatalf("split into %d transactions, want the input unchanged", n)
+					t.Fatalf("%d transactions, want the input unchanged", n)
 				}
 				return
+			case !tc.wantSplit && n != 1:
+				t.Fatalf("%d transactions per table, want one", n)
+			case tc.wantSplit && n < 3:
+				t.Fatalf("%d transactions per table, want several", n)
 			}
-			if n < 3 {
-				t.Fatalf("split into %d transactions, want several", n)
+			// Each transaction's rules come chain by chain, in descending
+			// order of chain name (KUBE-SERVICES before KUBE-NODEPORTS).
+			prev := ""
+			for line := range strings.SplitSeq(got, "\n") {
+				if strings.HasPrefix(line, "*") {
+					prev = ""
+				}
+				if chain, ok := strings.CutPrefix(line, "-A "); ok {
+					chain, _, _ = strings.Cut(chain, " ")
+					if prev != "" && chain > prev {
+						t.Fatalf("rules of %s after those of %s", chain, prev)
+					}
+					prev = chain
+				}
 			}
 			want := tc.before.clone()
 			if err := want.apply(tc.input, nil); err != nil {
