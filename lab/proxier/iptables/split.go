@@ -39,13 +39,15 @@ const DefaultStepLines = 4000
 //     chains. If a transaction fails, those before it stay applied: their
 //     chains are unreachable, and the input restored in one transaction
 //     rewrites them. 10,000 Services take about 10 s this way.
-//   - Rules grouped by chain in descending order of chain name, in every
-//     transaction. A rule's own chain is looked up among the names
-//     inserted before it that sort lower, so KUBE-NODEPORTS' rules, which
-//     insert a KUBE-EXT-… name each, go after KUBE-SERVICES' instead of
-//     before: a partial sync of 10,000 Services (2,500 NodePorts) is
+//   - Declarations and rules (grouped by chain) in descending order of
+//     chain name, in every transaction. A name is looked up past the names
+//     inserted before it that sort lower: declared in descending order,
+//     each new name is the lowest so far; and KUBE-NODEPORTS' rules, which
+//     insert a KUBE-EXT-… name each, come after KUBE-SERVICES' instead of
+//     before. A partial sync of 10,000 Services (2,500 NodePorts) is
 //     restored in 1.8 s instead of 2.8 s. The order of each chain's rules
-//     is kept; the order between chains does not change what is restored.
+//     is kept; neither the order of declarations nor that between chains'
+//     rules changes what is restored.
 //
 // With stepLines ≤ 0 restore is returned as it is, in one transaction per
 // table, as upstream writes it.
@@ -204,18 +206,17 @@ func (t *restoreTable) newChainsInOrder(exists func(table, chain string) bool) (
 }
 
 // write writes the table without the chains in skip (their declarations
-// and rules): declarations in input order, then each chain's rules, the
-// chains in descending order of name, then the other lines.
+// and rules): the declarations, then each chain's rules, both in
+// descending order of chain name, then the other lines.
 func (t *restoreTable) write(b *strings.Builder, skip map[string]bool) {
+	descending := func(x, y string) int { return strings.Compare(y, x) }
 	b.WriteString("*" + t.name + "\n")
-	for _, c := range t.chains {
+	for _, c := range slices.SortedFunc(slices.Values(t.chains), descending) {
 		if !skip[c] {
 			b.WriteString(t.decl[c] + "\n")
 		}
 	}
-	chains := slices.Concat(t.chains, t.undeclared)
-	slices.SortFunc(chains, func(x, y string) int { return strings.Compare(y, x) })
-	for _, c := range chains {
+	for _, c := range slices.SortedFunc(slices.Values(slices.Concat(t.chains, t.undeclared)), descending) {
 		if !skip[c] {
 			for _, r := range t.rules[c] {
 				b.WriteString(r + "\n")
