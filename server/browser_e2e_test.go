@@ -76,9 +76,9 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"]`)),
 		sh.take("catalog"))
 	step("open selector-typo and start it", quick,
-		chromedp.Click(chromedp.CSS(`[data-scenario="selector-typo"] a`)),
+		click(`[data-scenario="selector-typo"] a`),
 		chromedp.WaitVisible(chromedp.CSS(`#start-form`)),
-		chromedp.Click(chromedp.CSS(`#start-form button`)),
+		click(`#start-form button`),
 		waitText(`#steps`, "Creating"),
 		sh.take("cluster-starting"))
 	step("the scenario is set up and the panels show the broken state", slow,
@@ -102,21 +102,21 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		sh.take("fixed"))
 	step("the probes succeed from every source", quick,
 		waitJS(`(() => { const ps = [...document.querySelectorAll('#panel-probes .latest .probe')]; return ps.length >= 4 && ps.every(p => p.dataset.outcome === "success"); })()`),
-		chromedp.Click(chromedp.CSS(`#path-form button`)),
+		click(`#path-form button`),
 		waitText(`#panel-path`, "DNAT"),
 		sh.take("traffic"))
 	step("Check my work passes and explains", quick,
-		chromedp.Click(chromedp.CSS(`#check`)),
+		click(`#check`),
 		waitText(`#check-results`, "Every check passed"),
 		waitText(`#explanation`, "What broke."),
 		waitText(`#attempt-state`, "passed"),
 		sh.take("passed"))
 	step("the replay steps through the attempt", quick,
-		chromedp.Click(chromedp.CSS(`#replay-link`)),
+		click(`#replay-link`),
 		waitText(`#replay`, "kubectl -n shop patch service web"),
 		waitText(`#replay`, "checks passed (score 100%)"),
 		waitJS(`document.querySelector('#replay li[data-kind="proxier"]') !== null`),
-		chromedp.Click(chromedp.CSS(`#replay-prev`)),
+		click(`#replay-prev`),
 		waitText(`#replay-at`, "step "),
 		sh.take("replay"))
 	step("the catalog marks it solved", quick,

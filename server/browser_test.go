@@ -103,6 +103,27 @@ func doStep(t *testing.T, bctx context.Context, sh *shots, what string, timeout 
 	t.Logf("%s (%s)", what, time.Since(start).Round(100*time.Millisecond))
 }
 
+// click clicks the element sel. Pages redraw parts of themselves from
+// their event streams (the class pages, the live views); a redraw between
+// finding the element and clicking it ("Could not find node with given
+// id") is retried on the element that replaced it. The click is not sent
+// when that happens, so nothing is clicked twice.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for {
+			_, err := chromedp.Click(chromedp.CSS(sel))(ctx, t)
+			if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") && !strings.Contains(err.Error(), "detached") {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("clicking %s: %w (last: %v)", sel, ctx.Err(), err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+}
+
 // waitText waits until the text of the element sel contains want.
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	expr := fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)
@@ -154,14 +175,14 @@ func TestBrowserLiveViews(t *testing.T) {
 		sh.take("catalog"),
 		// Filter by difficulty.
 		chromedp.SetValue(chromedp.CSS(`select[name="difficulty"]`), "hard"),
-		chromedp.Click(chromedp.CSS(`#catalog-filter button`)),
+		click(`#catalog-filter button`),
 		waitJS(`location.search.includes("difficulty=hard") && document.querySelector('[data-scenario]') !== null && document.querySelector('[data-scenario="selector-typo"]') === null`),
 		sh.take("catalog-hard"),
 		chromedp.Navigate(l.url+"/"),
-		chromedp.Click(chromedp.CSS(`[data-scenario="selector-typo"] a`)),
+		click(`[data-scenario="selector-typo"] a`),
 		chromedp.WaitVisible(chromedp.CSS(`#start-form`)),
 		sh.take("scenario"),
-		chromedp.Click(chromedp.CSS(`#start-form button`)),
+		click(`#start-form button`),
 		// The operation page follows the setup, then goes on to the
 		// scenario.
 		chromedp.WaitVisible(chromedp.CSS(`#panels`)),
@@ -207,12 +228,12 @@ func TestBrowserLiveViews(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#panel-rules .chg-added`)),
 		sh.take("rules-changed"),
 		// The packet path from a node.
-		chromedp.Click(chromedp.CSS(`#path-form button`)),
+		click(`#path-form button`),
 		waitText(`#panel-path`, "DNAT"),
 		// A hint, a failing check, a passing one.
-		chromedp.Click(chromedp.CSS(`#hint`)),
+		click(`#hint`),
 		waitText(`#hints`, "Does the Service have any endpoints?"),
-		chromedp.Click(chromedp.CSS(`#check`)),
+		click(`#check`),
 		waitText(`#check-results`, "not there yet"),
 		sh.take("check-failed"),
 	)
@@ -221,7 +242,7 @@ func TestBrowserLiveViews(t *testing.T) {
 	}
 	l.fa.pass.Store(true)
 	err = chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`#check`)),
+		click(`#check`),
 		waitText(`#check-results`, "Every check passed"),
 		waitText(`#explanation`, "What broke."),
 		waitText(`#attempt-state`, "passed"),

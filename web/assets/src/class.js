@@ -102,12 +102,15 @@ function renderLearner() {
   const lab = me.lab || {};
   const box = document.getElementById("lab");
   const canStart = !lab.state || lab.state === "ended" || lab.state === "failed";
-  box.replaceChildren(
+  // replaceChildren would write a null as the text "null".
+  box.replaceChildren(...[
     h("p", {}, "Your lab: ", h("strong", { id: "lab-state", class: "lab-" + (lab.state || "") }, labLabel(lab)),
       lab.cluster ? [" · cluster ", h("code", { id: "lab-cluster" }, lab.cluster)] : null,
       minutesLeft(lab) ? [" · ", h("span", { id: "lab-expires" }, minutesLeft(lab))] : null),
     lab.reason ? h("p", { class: "muted", id: "lab-reason" }, lab.reason) : null,
-    canStart ? h("form", { method: "post", action: `/class/${classID}/lab`, id: "lab-form" }, h("button", { class: "primary", type: "submit" }, "Start my lab")) : null);
+    canStart ? h("form", { method: "post", action: `/class/${classID}/lab`, id: "lab-form" }, h("button", { class: "primary", type: "submit" }, "Start my lab")) : null,
+  ].filter(Boolean));
+  box.dataset.live = "true"; // drawn from the event stream
   const rows = document.querySelectorAll("#my-scenarios tbody tr");
   rows.forEach((tr) => {
     const i = snap.scenarios.indexOf(tr.dataset.scenario);
