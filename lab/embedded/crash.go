@@ -177,7 +177,7 @@ func (p *Provider) reclaimAllCrashed(ctx context.Context) error {
 	markedProcesses(func(d string) bool { live[filepath.Base(d)] = true; return false })
 	var errs []error
 	for _, t := range leftoverTables(string(out)) {
-		name := strings.TrimPrefix(t, (&State{}).FirewallTable())
+		name := strings.TrimPrefix(t, firewallTablePrefix)
 		if live[name] {
 			continue
 		}

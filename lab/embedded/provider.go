@@ -632,7 +632,7 @@ func leftoverTables(out string) []string {
 	var tables []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && f[1] == "inet" && strings.HasPrefix(f[2], "svclab-") {
+		if len(f) == 3 && f[0] == "table" && f[1] == "inet" && strings.HasPrefix(f[2], firewallTablePrefix) {
 			tables = append(tables, f[2])
 		}
 	}

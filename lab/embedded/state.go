@@ -81,7 +81,10 @@ func (s *State) Server() string {
 
 // FirewallTable is the name of the host nft table (family inet) that keeps
 // the cluster's traffic on its own bridge.
-func (s *State) FirewallTable() string { return "svclab-" + s.Name }
+func (s *State) FirewallTable() string { return firewallTablePrefix + s.Name }
+
+// firewallTablePrefix starts the name of every cluster's nft table.
+const firewallTablePrefix = "svclab-"
 
 // Node returns the node called name.
 func (s *State) Node(name string) (NodeSpec, bool) {

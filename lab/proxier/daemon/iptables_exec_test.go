@@ -36,21 +36,29 @@ func (c *countingIPTables) EnsureRule(ctx context.Context, table, chain string, 
 	return c.ExecIPTables.EnsureRule(ctx, table, chain, args)
 }
 
+// iptablesLab returns a lab for network namespaces of the test's own,
+// removed when it ends; the test is skipped without root or with -short.
+func iptablesLab(t *testing.T, prefix string) *flowtest.Lab {
+	t.Helper()
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and iptables")
+	}
+	lab := flowtest.NewLab(prefix, nil)
+	t.Cleanup(func() {
+		if err := lab.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return lab
+}
+
 // On the real iptables (in a namespace of its own), the first full sync
 // adds the jump rules in one iptables-restore, and a later full sync finds
 // them all in what iptables-save prints: the saved form of every jump
 // rule is the one the applier looks for. iptables itself never runs.
 func TestIPTablesJumpRulesFromSave(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace and iptables")
-	}
 	ctx := context.Background()
-	lab := flowtest.NewLab("svjr", nil)
-	t.Cleanup(func() {
-		if err := lab.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := iptablesLab(t, "svjr")
 	ns, err := lab.Netns(ctx, "n")
 	if err != nil {
 		t.Fatal(err)
@@ -140,16 +148,8 @@ ports: [{name: http, port: 80, protocol: TCP}]
 // transactions of their own leaves the same rules as one transaction;
 // the next full sync (the chains exist) is one transaction again.
 func TestIPTablesNewChainsInTransactions(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces and iptables")
-	}
 	ctx := context.Background()
-	lab := flowtest.NewLab("svst", nil)
-	t.Cleanup(func() {
-		if err := lab.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := iptablesLab(t, "svst")
 	snap := newHarness(t).snapshot(manyServices(150))
 	save := func(ns flowtest.Netns, run IPTablesRunner) string {
 		var out strings.Builder

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -72,11 +73,12 @@ func PrepareRestore(restore string, exists func(table, chain string) bool, stepL
 			for ; i < len(order) && (lines == 0 || lines+1+len(t.rules[order[i]]) <= stepLines); i++ {
 				lines += 1 + len(t.rules[order[i]])
 			}
-			step := &restoreTable{name: t.name, chains: order[:i], decl: t.decl, rules: t.rules}
-			step.write(&b, nil)
+			step := &restoreTable{name: t.name, chains: order[:i], decl: t.decl, rules: map[string][]string{}}
 			for _, c := range order[:i] {
+				step.rules[c] = t.rules[c]
 				pre[c] = true
 			}
+			step.write(&b, nil)
 			order = order[i:]
 			n++
 		}
@@ -89,12 +91,9 @@ func PrepareRestore(restore string, exists func(table, chain string) bool, stepL
 // restoreTable is one table's part of restore input.
 type restoreTable struct {
 	name   string
-	chains []string          // declared, in input order
-	decl   map[string]string // chain → its ":CHAIN ..." line
-	rules  map[string][]string
-	// undeclared are chains with rules but no declaration (existing
-	// chains appended to; none in what Render writes), in input order.
-	undeclared []string
+	chains []string            // declared, in input order
+	decl   map[string]string   // chain → its ":CHAIN ..." line
+	rules  map[string][]string // chain → its "-A" lines, declared or not
 	// other are the lines that are neither declarations nor "-A" rules
 	// ("-X CHAIN", "-I ..."), kept in order after the rules.
 	other []string
@@ -116,16 +115,10 @@ func parseRestore(restore string) []*restoreTable {
 			name, _, _ := strings.Cut(line[1:], " ")
 			if _, ok := t.decl[name]; !ok {
 				t.chains = append(t.chains, name)
-				t.undeclared = slices.DeleteFunc(t.undeclared, func(c string) bool { return c == name })
 			}
 			t.decl[name] = line
 		case strings.HasPrefix(line, "-A "):
 			chain, _, _ := strings.Cut(line[3:], " ")
-			if _, ok := t.rules[chain]; !ok {
-				if _, ok := t.decl[chain]; !ok {
-					t.undeclared = append(t.undeclared, chain)
-				}
-			}
 			t.rules[chain] = append(t.rules[chain], line)
 		default:
 			t.other = append(t.other, line)
@@ -216,7 +209,7 @@ func (t *restoreTable) write(b *strings.Builder, skip map[string]bool) {
 			b.WriteString(t.decl[c] + "\n")
 		}
 	}
-	for _, c := range slices.SortedFunc(slices.Values(slices.Concat(t.chains, t.undeclared)), descending) {
+	for _, c := range slices.SortedFunc(maps.Keys(t.rules), descending) {
 		if !skip[c] {
 			for _, r := range t.rules[c] {
 				b.WriteString(r + "\n")

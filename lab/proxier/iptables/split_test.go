@@ -98,7 +98,7 @@ func (s restoreState) apply(input string, touched func(txn int, table, chain str
 				touched(txn, t.name, c)
 			}
 		}
-		for _, c := range slices.Concat(t.chains, t.undeclared) {
+		for _, c := range slices.Sorted(maps.Keys(t.rules)) {
 			if _, ok := next[c]; !ok {
 				return fmt.Errorf("transaction %d: rule in %s %s, which does not exist", txn, t.name, c)
 			}
@@ -214,7 +214,8 @@ func TestPrepareRestore(t *testing.T) {
 				if lines > tc.stepLines && len(txn.chains) > 1 {
 					t.Errorf("transaction %d has %d lines in %d chains, want at most %d lines or one chain", i, lines, len(txn.chains), tc.stepLines)
 				}
-				if len(txn.other) > 0 || len(txn.undeclared) > 0 {
+				undeclared := slices.ContainsFunc(slices.Collect(maps.Keys(txn.rules)), func(c string) bool { return !slices.Contains(txn.chains, c) })
+				if len(txn.other) > 0 || undeclared {
 					t.Errorf("transaction %d deletes chains or appends to chains it does not declare", i)
 				}
 			}
