@@ -107,7 +107,7 @@ func lockCreation(name string) (release func(), err error) {
 }
 
 // creationLockDir holds the creation locks; /run empties at boot.
-const creationLockDir = "/run/svclab/creating"
+const creationLockDir = svclabRun + "/creating"
 
 // beingCreated tells whether a process holds cluster name's creation lock.
 func beingCreated(name string) bool {
@@ -157,10 +157,12 @@ func (p *Provider) reclaimCrashed(ctx context.Context, name string) (bool, error
 	p.Log.Warn("removing what a crashed cluster left behind", "cluster", name, "netns", len(netns), "bridge", st.Bridge)
 	killAll(processesInNetns(netns), 5*time.Second)
 	errs := []error{
+		unmountUnder(runDir(name)),
 		unmountMatching(func(mp string) bool { return strings.Contains(mp, "/clusters/"+name+"/") }),
 		removeCgroups(name),
 		fabricDown(ctx, p.Runner, st),
 	}
+	os.RemoveAll(runDir(name))
 	return true, errors.Join(errs...)
 }
 

@@ -8,16 +8,25 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+
+	usernspkg "github.com/svclab/svclab/lab/embedded/userns"
 )
 
 // Runner runs a system command (ip, nft, ...) and returns its combined
 // output. It is the seam between the fabric logic and the host.
 type Runner interface {
 	Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
+	// NewNetns creates network namespace name (under /run/netns) owned
+	// by the user namespace pinned at userns.
+	NewNetns(ctx context.Context, userns, name string) error
 }
 
 // ExecRunner runs commands on the host.
 type ExecRunner struct{}
+
+func (ExecRunner) NewNetns(ctx context.Context, userns, name string) error {
+	return usernspkg.NewNetns(ctx, userns, name)
+}
 
 func (ExecRunner) Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -62,7 +71,9 @@ func firewallRuleset(st *State) string {
 // fabricUp creates the cluster's bridge, one network namespace per node with
 // a veth to the bridge, and the host firewall table. The nodes get an
 // address on the fabric, a route for the Service CIDR and no default route.
-func fabricUp(ctx context.Context, r Runner, st *State) error {
+// Their network namespaces are owned by the lab's user namespace (pinned
+// at userns): root in the lab has every network capability on its nodes.
+func fabricUp(ctx context.Context, r Runner, st *State, userns string) error {
 	if err := run(ctx, r, "ip", "link", "set", st.Bridge, "up"); err != nil {
 		return err
 	}
@@ -75,8 +86,10 @@ func fabricUp(ctx context.Context, r Runner, st *State) error {
 		return fmt.Errorf("installing the host firewall table: %w", err)
 	}
 	for _, n := range st.Nodes {
+		if err := r.NewNetns(ctx, userns, n.Netns); err != nil {
+			return fmt.Errorf("setting up node %s: %w", n.Name, err)
+		}
 		cmds := [][]string{
-			{"ip", "netns", "add", n.Netns},
 			{"ip", "link", "add", n.HostVeth, "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
 			{"ip", "link", "set", n.HostVeth, "master", st.Bridge, "up"},
 			{"ip", "-n", n.Netns, "link", "set", "lo", "up"},

@@ -61,6 +61,11 @@ func (f *fakeRunner) Run(_ context.Context, stdin []byte, name string, args ...s
 	return nil, nil
 }
 
+func (f *fakeRunner) NewNetns(_ context.Context, userns, name string) error {
+	f.cmds = append(f.cmds, "new netns "+name+" owned by "+userns)
+	return nil
+}
+
 func testState(t *testing.T) *State {
 	t.Helper()
 	st, err := NewState(cluster.CreateOptions{Name: "lab", Workers: 2, NodeLabels: map[string]map[string]string{
@@ -113,7 +118,7 @@ func TestNewState(t *testing.T) {
 func TestFabricUpDown(t *testing.T) {
 	st := testState(t)
 	r := &fakeRunner{}
-	if err := fabricUp(context.Background(), r, st); err != nil {
+	if err := fabricUp(context.Background(), r, st, "/state/clusters/lab/userns"); err != nil {
 		t.Fatal(err)
 	}
 	r.cmds = append(r.cmds, "# down")

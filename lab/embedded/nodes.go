@@ -55,7 +55,7 @@ func prepareNodeContainers(st *State, dir string, store *images.Store) error {
 		if err := os.MkdirAll(pa.nodeRuncRoot(n.Name), 0o700); err != nil {
 			return err
 		}
-		if err := nodeagent.PrepareNodeContainer(pa.nodeBundle(n.Name), img, "/run/netns/"+n.Netns, n.Name, nodeCgroup(st.Name, n.Name)); err != nil {
+		if err := nodeagent.PrepareNodeContainer(pa.nodeContainer(n.Name), img, "/run/netns/"+n.Netns, n.Name, nodeCgroup(st.Name, n.Name), st.isolation(dir)); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
@@ -81,6 +81,7 @@ func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
 		NodeContainer:  pa.nodeContainer(n.Name),
 		Marker:         EnvClusterDir + "=" + dir,
 		CgroupParent:   nodeCgroup(st.Name, n.Name),
+		Isolation:      st.isolation(dir),
 	}
 }
 

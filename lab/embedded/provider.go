@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/userns"
 	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/nodeagent"
 )
 
 // BackendName is what Summary.Backend says for embedded clusters.
@@ -38,6 +40,8 @@ type Provider struct {
 	ReadyTimeout time.Duration
 	// ImagesDir overrides where pods' images are kept.
 	ImagesDir string
+	// IDs hands out the labs' ranges of host ids, machine-wide.
+	IDs userns.Allocator
 }
 
 var _ cluster.Provider = (*Provider)(nil)
@@ -47,7 +51,8 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{StateDir: stateDir, Runner: ExecRunner{}, Log: log, KubeBin: kubebin.Locate, ReadyTimeout: 3 * time.Minute}
+	return &Provider{StateDir: stateDir, Runner: ExecRunner{}, Log: log, KubeBin: kubebin.Locate, ReadyTimeout: 3 * time.Minute,
+		IDs: userns.DefaultAllocator()}
 }
 
 func (p *Provider) clustersDir() string    { return filepath.Join(p.StateDir, "clusters") }
@@ -164,10 +169,23 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			ns.KubeBin, ns.ImagesDir, ns.Created = st.KubeBin, st.ImagesDir, time.Now().UTC()
 			st = ns
 			c.st = st
+			// The lab's own ids, recorded before anything is made with
+			// them, so that a crash leaves nothing unaccounted for.
+			claim, err := p.IDs.Allocate(dir, staleClaim)
+			if err != nil {
+				return err
+			}
+			st.IDs = &claim
 			if err := writeJSON(paths{dir}.state(), st); err != nil {
 				return err
 			}
-			return fabricUp(ctx, p.Runner, st)
+			if err := nodeagent.PrepareRunDir(svclabRun, runDir(st.Name)); err != nil {
+				return err
+			}
+			if err := userns.Create(paths{dir}.userns(), claim.Range); err != nil {
+				return err
+			}
+			return fabricUp(ctx, p.Runner, st, paths{dir}.userns())
 		}},
 		{Name: "Generating certificates and kubeconfigs", Run: func(context.Context) error {
 			return writeControlPlaneFiles(st, dir)
@@ -423,9 +441,17 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	name := filepath.Base(dir)
 	stopSupervisor(dir)
 	killAll(markedProcesses(func(d string) bool { return d == dir }), 5*time.Second)
-	// Containers run in the cluster's namespaces without the marker.
+	// Containers run in the cluster's namespaces without the marker;
+	// whatever a learner moved out of them is still in the lab's user
+	// namespace.
 	killAll(processesInNetns(clusterNetns(name)), 5*time.Second)
+	killAll(userns.Members(paths{dir}.userns()), 5*time.Second)
 	var errs []error
+	if err := unmountUnder(runDir(name)); err != nil {
+		errs = append(errs, err)
+	} else {
+		os.RemoveAll(runDir(name))
+	}
 	if err := unmountUnder(dir); err != nil {
 		errs = append(errs, err)
 	}
@@ -452,7 +478,23 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
+	// The ids go back once nothing made with them is left.
+	if st.IDs != nil {
+		errs = append(errs, p.IDs.Release(*st.IDs))
+	} else {
+		errs = append(errs, p.IDs.ReleaseStale(func(c userns.Claim) bool { return c.Owner == dir && staleClaim(c) }))
+	}
 	return errors.Join(errs...)
+}
+
+// staleClaim tells whether the lab that claimed c is gone: its state no
+// longer records the claim, and no process is creating it.
+func staleClaim(c userns.Claim) bool {
+	if beingCreated(filepath.Base(c.Owner)) {
+		return false
+	}
+	st, err := loadState(paths{c.Owner})
+	return err != nil && errors.Is(err, cluster.ErrNotFound) || err == nil && (st.IDs == nil || st.IDs.Token != c.Token)
 }
 
 var (
@@ -567,8 +609,15 @@ func Sweep(ctx context.Context, r Runner) error {
 	}
 	killAll(processesInNetns(all), 5*time.Second)
 	var errs []error
+	if err := unmountUnder(runBase); err != nil {
+		errs = append(errs, err)
+	} else if entries, err := os.ReadDir(runBase); err == nil {
+		for _, e := range entries {
+			os.RemoveAll(filepath.Join(runBase, e.Name()))
+		}
+	}
 	if err := unmountMatching(func(mp string) bool {
-		return strings.Contains(mp, "/clusters/") && strings.HasSuffix(mp, "/rootfs")
+		return strings.Contains(mp, "/clusters/") && strings.HasSuffix(mp, "/userns")
 	}); err != nil {
 		errs = append(errs, err)
 	}
@@ -587,6 +636,9 @@ func Sweep(ctx context.Context, r Runner) error {
 		}
 	}
 	if err := removeCgroups(""); err != nil {
+		errs = append(errs, err)
+	}
+	if err := userns.DefaultAllocator().ReleaseStale(staleClaim); err != nil {
 		errs = append(errs, err)
 	}
 	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/userns"
+	"github.com/svclab/svclab/lab/nodeagent"
 )
 
 // EnvStateDir overrides the default state directory.
@@ -62,7 +64,33 @@ type State struct {
 	ProxyMode string     `json:"proxyMode"`
 	Nodes     []NodeSpec `json:"nodes"`
 	Created   time.Time  `json:"created"`
+	// IDs is the lab's claim on its range of host ids, which its user
+	// namespace maps.
+	IDs *userns.Claim `json:"ids,omitempty"`
 }
+
+// isolation is what every container of the cluster in dir shares (see
+// nodeagent.Isolation).
+func (s *State) isolation(dir string) nodeagent.Isolation {
+	iso := nodeagent.Isolation{Userns: paths{dir}.userns(), RunDir: runDir(s.Name)}
+	if s.IDs != nil {
+		iso.IDs = s.IDs.Range
+	}
+	return iso
+}
+
+// runBase holds every lab's runtime directory (runDir): the root
+// filesystems of its containers and its idmapped image layers, mounted
+// where the lab's ids may search, whichever state directory the lab lives
+// in.
+const runBase = svclabRun + "/labs"
+
+// svclabRun holds what svclab keeps on the host beside state directories:
+// labs' runtime directories, creation locks, id range claims.
+const svclabRun = "/run/svclab"
+
+// runDir is cluster name's runtime directory.
+func runDir(name string) string { return filepath.Join(runBase, name) }
 
 // ControlPlane returns the control-plane node.
 func (s *State) ControlPlane() NodeSpec {
@@ -168,6 +196,9 @@ func (p paths) kubeconfig() string     { return filepath.Join(p.dir, "kubeconfig
 func (p paths) config(n string) string { return filepath.Join(p.dir, "config", n) }
 func (p paths) supervisorPID() string  { return filepath.Join(p.dir, "supervisor.pid") }
 func (p paths) status() string         { return filepath.Join(p.dir, "status.json") }
+
+// userns is the pin of the lab's user namespace.
+func (p paths) userns() string { return filepath.Join(p.dir, "userns") }
 
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")

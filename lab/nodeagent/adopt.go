@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/svclab/svclab/lab/embedded/userns"
 )
 
 // A restarted agent adopts the pods the node runs, as a kubelet restarted
@@ -28,7 +30,11 @@ import (
 
 // podState is what a restarted agent needs to adopt a pod.
 type podState struct {
-	Netns      string                    `json:"netns"`
+	Netns string `json:"netns"`
+	// Users is the pod's own user namespace (hostUsers: false), claimed
+	// by IDs.
+	Users      *Isolation                `json:"users,omitempty"`
+	IDs        *userns.Claim             `json:"ids,omitempty"`
 	IP         string                    `json:"ip,omitempty"`
 	StartTime  time.Time                 `json:"startTime"`
 	InitDone   bool                      `json:"initDone"`
@@ -72,6 +78,10 @@ func (r *podRun) save() {
 	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	st := podState{Netns: r.netns, StartTime: r.startTime.Time, InitDone: r.initDone, Containers: map[string]containerState{}}
+	if r.idClaim != nil {
+		iso := r.iso
+		st.Users, st.IDs = &iso, r.idClaim
+	}
 	if r.ip.IsValid() {
 		st.IP = r.ip.String()
 	}
@@ -248,6 +258,9 @@ func (r *podRun) restoreNetwork(st *podState) error {
 	}
 	r.mu.Lock()
 	r.netns, r.ip = st.Netns, ip
+	if st.Users != nil && st.IDs != nil {
+		r.iso, r.idClaim = *st.Users, st.IDs
+	}
 	if !st.StartTime.IsZero() {
 		r.startTime = metav1.NewTime(st.StartTime)
 	}

@@ -38,7 +38,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("node agent configuration: %w", err)
 	}
-	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "pods"), filepath.Join(cfg.StateDir, "runc"), filepath.Join(cfg.StateDir, "rootfs")} {
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "pods"), filepath.Join(cfg.StateDir, "runc")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -80,12 +80,13 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	scm.Start(ctx.Done())
 	defer scm.Shutdown()
 	scm.WaitForCacheSync(ctx.Done())
-	pn := newPodNetwork(execRunner{}, cfg.Netns, cfg.PodNetnsPrefix, cfg.StateDir)
+	pn := newPodNetwork(execRunner{}, cfg.Netns, cfg.Isolation.Userns, cfg.PodNetnsPrefix, cfg.StateDir)
 	// The agent reaps the containers it starts (see startDetached).
 	if err := SetSubreaper(); err != nil {
 		return fmt.Errorf("becoming the containers' reaper: %w", err)
 	}
-	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker, exits: cfg.ExitsDir, cgroupParent: cfg.CgroupParent}
+	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker, exits: cfg.ExitsDir, cgroupParent: cfg.CgroupParent,
+		iso: cfg.Isolation, node: cfg.NodeName}
 	if cfg.NodeContainer.ID != "" {
 		if err := keepNodeContainer(ctx, cfg.NodeContainer, cfg.Marker, cfg.ExitsDir, log); err != nil {
 			return err
@@ -95,14 +96,15 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	// still runs them, else cleared away.
 	adopt := findAdoptable(ctx, client, cfg, rt, pn, log)
 	prov := &provider{
-		cfg:     cfg,
-		client:  client,
-		log:     log,
-		net:     pn,
-		rt:      rt,
-		images:  images,
-		env:     clientEnvSource{client: client, svcs: svcLister},
-		vols:    volumeSource{client: client, nodeDir: filepath.Join(cfg.StateDir, "rootfs"), cms: cmLister, secrets: secretLister},
+		cfg:    cfg,
+		client: client,
+		log:    log,
+		net:    pn,
+		rt:     rt,
+		images: images,
+		env:    clientEnvSource{client: client, svcs: svcLister},
+		vols: volumeSource{client: client, nodeRoot: cfg.Isolation.Rootfs(cfg.NodeName, cfg.NodeContainer.ID), uid: cfg.Isolation.RootUID(),
+			cms: cmLister, secrets: secretLister},
 		events:  recorder,
 		nodeCtx: ctx,
 		pods:    map[string]*podRun{},

@@ -41,6 +41,9 @@ type Config struct {
 	// which each container of the node gets its own, so that removing the
 	// cluster removes them all; runc's default when empty.
 	CgroupParent string
+	// Isolation is the lab's user namespace, which every container of the
+	// node joins.
+	Isolation Isolation
 }
 
 // Validate checks cfg.
@@ -57,6 +60,9 @@ func (c Config) Validate() error {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is not set", name))
 		}
+	}
+	if err := c.Isolation.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

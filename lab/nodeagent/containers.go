@@ -438,22 +438,24 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 	}
 	dir := r.dir()
 	mounts := []Mount{
-		{Source: filepath.Join(dir, "resolv.conf"), Destination: "/etc/resolv.conf"},
-		{Source: filepath.Join(dir, "hosts"), Destination: "/etc/hosts"},
-		{Source: filepath.Join(dir, "hostname"), Destination: "/etc/hostname"},
+		{Root: dir, Path: "resolv.conf", Destination: "/etc/resolv.conf"},
+		{Root: dir, Path: "hosts", Destination: "/etc/hosts"},
+		{Root: dir, Path: "hostname", Destination: "/etc/hostname"},
 	}
 	r.mu.Lock()
 	vols, netns := r.volumes, r.netns
 	r.mu.Unlock()
 	for _, vm := range c.spec.VolumeMounts {
-		src, ok := vols[vm.Name]
+		vol, ok := vols[vm.Name]
 		if !ok {
 			return containerSpec{}, fmt.Errorf("volume mount %q has no volume", vm.Name)
 		}
-		if vm.SubPath != "" {
-			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
+		subPath := vm.SubPath
+		if vm.SubPathExpr != "" {
+			subPath = expandVars(vm.SubPathExpr, lookup)
 		}
-		mounts = append(mounts, Mount{Source: src, Destination: vm.MountPath, ReadOnly: vm.ReadOnly})
+		mounts = append(mounts, Mount{Root: vol.Root, Path: vol.Path, SubPath: subPath, Destination: vm.MountPath,
+			ReadOnly: vm.ReadOnly || vol.Atomic, CreateSubPath: !vol.Atomic})
 	}
 	hostname := pod.Name
 	if pod.Spec.Hostname != "" {
@@ -474,7 +476,25 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 		TTY:      c.spec.TTY,
 		Stdin:    c.spec.Stdin,
 	}
+	if iso := r.isolation(); iso.Userns != r.p.cfg.Isolation.Userns {
+		s.Isolation = iso
+	}
 	s.Bundle = filepath.Join(dir, "containers", s.ID)
+	if pod.Spec.HostPID || pod.Spec.HostIPC {
+		// The node's PID and IPC namespaces are its own container's,
+		// as a kind node's are: a hostPID Pod sees the node's processes
+		// (its shells), never the host's.
+		pid, err := r.p.cfg.NodeContainer.initPID()
+		if err != nil {
+			return containerSpec{}, fmt.Errorf("joining the node's namespaces: %w", err)
+		}
+		if pod.Spec.HostPID {
+			s.PidNS = fmt.Sprintf("/proc/%d/ns/pid", pid)
+		}
+		if pod.Spec.HostIPC {
+			s.IpcNS = fmt.Sprintf("/proc/%d/ns/ipc", pid)
+		}
+	}
 	if sc := c.spec.SecurityContext; sc != nil {
 		s.Privileged = sc.Privileged != nil && *sc.Privileged
 		if sc.Capabilities != nil {

@@ -24,7 +24,7 @@ func testPodRun(t *testing.T, pod *corev1.Pod) *podRun {
 		cfg:     Config{NodeName: "lab-worker", NodeIP: "172.29.1.3", StateDir: t.TempDir()},
 		log:     slog.New(slog.DiscardHandler),
 		env:     fakeEnvSource{},
-		net:     newPodNetwork(&recordingRunner{}, "node-ns", "pod-", t.TempDir()),
+		net:     newPodNetwork(&recordingRunner{}, "node-ns", "/lab/userns", "pod-", t.TempDir()),
 		nodeCtx: context.Background(),
 		pods:    map[string]*podRun{},
 	}

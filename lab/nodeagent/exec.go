@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+
+	usernspkg "github.com/svclab/svclab/lab/embedded/userns"
 )
 
 // execOutput runs a command with stdin and returns its combined output,
@@ -27,9 +29,16 @@ type Runner interface {
 	Run(ctx context.Context, name string, args ...string) error
 	// RunInput runs a command with stdin (ip -batch -).
 	RunInput(ctx context.Context, stdin string, name string, args ...string) error
+	// NewNetns creates network namespace name (under /run/netns) owned
+	// by the user namespace pinned at userns.
+	NewNetns(ctx context.Context, userns, name string) error
 }
 
 type execRunner struct{}
+
+func (execRunner) NewNetns(ctx context.Context, userns, name string) error {
+	return usernspkg.NewNetns(ctx, userns, name)
+}
 
 func (execRunner) Run(ctx context.Context, name string, args ...string) error {
 	_, err := execOutput(ctx, nil, name, args...)

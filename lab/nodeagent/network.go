@@ -22,8 +22,11 @@ import (
 // to the node; the node has a /32 route per pod over the pod's veth, whose
 // node end holds the CIDR's first address as the gateway.
 type podNetwork struct {
-	run      Runner
-	nodeNS   string
+	run    Runner
+	nodeNS string
+	// userns is the lab's user namespace, which owns the pods' network
+	// namespaces: root in a pod may change its own network, as on a node.
+	userns   string
 	prefix   string
 	stateDir string
 
@@ -43,8 +46,8 @@ type podNetwork struct {
 	hostPortsReady bool
 }
 
-func newPodNetwork(r Runner, nodeNS, prefix, stateDir string) *podNetwork {
-	return &podNetwork{run: r, nodeNS: nodeNS, prefix: prefix, stateDir: stateDir, used: map[netip.Addr]string{}, hostPorts: map[string][]string{}}
+func newPodNetwork(r Runner, nodeNS, userns, prefix, stateDir string) *podNetwork {
+	return &podNetwork{run: r, nodeNS: nodeNS, userns: userns, prefix: prefix, stateDir: stateDir, used: map[netip.Addr]string{}, hostPorts: map[string][]string{}}
 }
 
 var errNoPodCIDR = errors.New("the node has no pod CIDR yet")
@@ -167,8 +170,9 @@ func (n *podNetwork) names(uid string) (netns, hostVeth string) {
 	return n.prefix + h[:10], "veth" + h[:8]
 }
 
-// setup creates the pod's network namespace and wires it to the node.
-func (n *podNetwork) setup(ctx context.Context, uid, hostname string) (netns string, ip netip.Addr, err error) {
+// setup creates the pod's network namespace, owned by the user namespace
+// pinned at owner (the lab's, or the pod's own), and wires it to the node.
+func (n *podNetwork) setup(ctx context.Context, uid, hostname, owner string) (netns string, ip netip.Addr, err error) {
 	ip, err = n.allocate(uid)
 	if err != nil {
 		return "", ip, err
@@ -204,7 +208,10 @@ func (n *podNetwork) setup(ctx context.Context, uid, hostname string) (netns str
 		"route replace " + n.cidr.Masked().String() + " via " + gw + " dev eth0 src " + ip.String(),
 		"route replace default via " + gw + " dev eth0",
 	}
-	if err := n.run.Run(ctx, "ip", "netns", "add", netns); err != nil {
+	if owner == "" {
+		owner = n.userns
+	}
+	if err := n.run.NewNetns(ctx, owner, netns); err != nil {
 		return "", ip, fmt.Errorf("setting up the pod network: %w", err)
 	}
 	for _, b := range []struct {

@@ -40,14 +40,18 @@ func (r *recordingRunner) Run(_ context.Context, name string, args ...string) er
 	return nil
 }
 
+func (r *recordingRunner) NewNetns(ctx context.Context, userns, name string) error {
+	return r.Run(ctx, "new-netns", name, "--owner", userns)
+}
+
 func TestPodNetworkSetup(t *testing.T) {
 	r := &recordingRunner{}
-	n := newPodNetwork(r, "svclab-lab-worker", "svclab-lab-pod-", t.TempDir())
-	if _, _, err := n.setup(context.Background(), "uid-1", "p"); !errors.Is(err, errNoPodCIDR) {
+	n := newPodNetwork(r, "svclab-lab-worker", "/lab/userns", "svclab-lab-pod-", t.TempDir())
+	if _, _, err := n.setup(context.Background(), "uid-1", "p", ""); !errors.Is(err, errNoPodCIDR) {
 		t.Fatalf("setup before the node has a pod CIDR: %v", err)
 	}
 	n.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
-	netns, ip, err := n.setup(context.Background(), "uid-1", "p")
+	netns, ip, err := n.setup(context.Background(), "uid-1", "p", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +63,7 @@ func TestPodNetworkSetup(t *testing.T) {
 		// Leftovers of an agent that died go first.
 		"ip netns del " + netns,
 		"ip -n svclab-lab-worker link del " + veth,
-		"ip netns add " + netns,
+		"new-netns " + netns + " --owner /lab/userns",
 		"ip -n svclab-lab-worker -batch -",
 		"  link add " + veth + " type veth peer name eth0 netns " + netns,
 		"  addr replace 10.244.1.1/32 dev " + veth,
@@ -79,14 +83,14 @@ func TestPodNetworkSetup(t *testing.T) {
 	}
 
 	// The next pod gets the next address; the same pod keeps its own.
-	_, ip2, _ := n.setup(context.Background(), "uid-2", "q")
-	_, again, _ := n.setup(context.Background(), "uid-1", "p")
+	_, ip2, _ := n.setup(context.Background(), "uid-2", "q", "")
+	_, again, _ := n.setup(context.Background(), "uid-1", "p", "")
 	if ip2.String() != "10.244.1.3" || again != ip {
 		t.Errorf("second pod %s, first pod again %s", ip2, again)
 	}
 
 	// A restarted agent reads the allocations back.
-	n2 := newPodNetwork(r, "svclab-lab-worker", "svclab-lab-pod-", n.stateDir)
+	n2 := newPodNetwork(r, "svclab-lab-worker", "/lab/userns", "svclab-lab-pod-", n.stateDir)
 	n2.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
 	if got, _ := n2.allocate("uid-3"); got.String() != "10.244.1.4" {
 		t.Errorf("after a restart the next address is %s, want 10.244.1.4", got)
@@ -108,9 +112,9 @@ func TestPodNetworkSetup(t *testing.T) {
 
 func TestPodNetworkSetupFailureCleansUp(t *testing.T) {
 	r := &recordingRunner{failOn: "addr add"}
-	n := newPodNetwork(r, "node-ns", "pod-", t.TempDir())
+	n := newPodNetwork(r, "node-ns", "/lab/userns", "pod-", t.TempDir())
 	n.setCIDR(netip.MustParsePrefix("10.244.2.0/24"))
-	_, _, err := n.setup(context.Background(), "uid-1", "p")
+	_, _, err := n.setup(context.Background(), "uid-1", "p", "")
 	if err == nil || !strings.Contains(err.Error(), "setting up the pod network") {
 		t.Fatalf("err = %v", err)
 	}
@@ -146,7 +150,7 @@ func TestHostPorts(t *testing.T) {
 		t.Fatalf("hostPortsOf = %v, want %v", ports, want)
 	}
 	r := &recordingRunner{}
-	n := newPodNetwork(r, "node-ns", "pod-", t.TempDir())
+	n := newPodNetwork(r, "node-ns", "/lab/userns", "pod-", t.TempDir())
 	ip := netip.MustParseAddr("10.244.1.5")
 	if err := n.setHostPorts(context.Background(), "uid-1", ip, ports); err != nil {
 		t.Fatal(err)
@@ -177,16 +181,16 @@ func TestHostPorts(t *testing.T) {
 
 func TestPodNetworkSweep(t *testing.T) {
 	dir := t.TempDir()
-	first := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	first := newPodNetwork(&recordingRunner{}, "node-ns", "/lab/userns", "pod-", dir)
 	first.setCIDR(netip.MustParsePrefix("10.244.1.0/24"))
-	first.setup(context.Background(), "uid-a", "a")
-	first.setup(context.Background(), "uid-b", "b")
-	first.setup(context.Background(), "uid-k", "k")
+	first.setup(context.Background(), "uid-a", "a", "")
+	first.setup(context.Background(), "uid-b", "b", "")
+	first.setup(context.Background(), "uid-k", "k", "")
 
 	// The agent dies; the next one adopts uid-k and sweeps what the
 	// other pods left.
 	r := &recordingRunner{}
-	next := newPodNetwork(r, "node-ns", "pod-", dir)
+	next := newPodNetwork(r, "node-ns", "/lab/userns", "pod-", dir)
 	next.sweepExcept(context.Background(), map[string]bool{"uid-k": true})
 	var want []string
 	for _, uid := range []string{"uid-a", "uid-b"} {
@@ -219,7 +223,7 @@ func TestPodNetworkSweep(t *testing.T) {
 func TestPodAddressesRoundRobin(t *testing.T) {
 	dir := t.TempDir()
 	cidr := netip.MustParsePrefix("10.244.3.0/29") // .2 to .6 for pods
-	n := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	n := newPodNetwork(&recordingRunner{}, "node-ns", "/lab/userns", "pod-", dir)
 	n.setCIDR(cidr)
 	alloc := func(n *podNetwork, uid string) string {
 		t.Helper()
@@ -258,14 +262,14 @@ func TestPodAddressesRoundRobin(t *testing.T) {
 	// A restarted agent goes on after the last address: .5 was last.
 	n.release("e")
 	n.release("f")
-	next := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	next := newPodNetwork(&recordingRunner{}, "node-ns", "/lab/userns", "pod-", dir)
 	next.setCIDR(cidr)
 	if got := alloc(next, "i"); got != "10.244.3.6" {
 		t.Errorf("after a restart the next address is %s, want 10.244.3.6", got)
 	}
 
 	// A last address outside a new CIDR is forgotten.
-	other := newPodNetwork(&recordingRunner{}, "node-ns", "pod-", dir)
+	other := newPodNetwork(&recordingRunner{}, "node-ns", "/lab/userns", "pod-", dir)
 	other.setCIDR(netip.MustParsePrefix("10.244.9.0/24"))
 	if got := alloc(other, "j"); got != "10.244.9.2" {
 		t.Errorf("in a new CIDR the first address is %s, want 10.244.9.2", got)

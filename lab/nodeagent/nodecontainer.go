@@ -16,22 +16,25 @@ import (
 // (a plain sleep as PID 1 would ignore it).
 var nodeInit = []string{"/bin/sh", "-c", `trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done`}
 
-// PrepareNodeContainer writes the bundle of a node's own container: the
-// node's filesystem (the tools image under a writable layer that lasts as
-// long as the cluster), privileged, in the node's network namespace, with
+// PrepareNodeContainer writes the bundle of node's own container nc and
+// mounts its filesystem: the tools image under a writable layer that lasts
+// as long as the cluster, privileged in the lab's user namespace iso (root
+// over the node, nothing beyond it), in the node's network namespace, with
 // the node's hostname. Node shells and node-level commands run in it, so
 // they see the node's network and rules but never the host's filesystem or
-// processes. The node's agent runs it (see NodeContainer). Its cgroup is
-// under cgroupParent (see Config.CgroupParent).
-func PrepareNodeContainer(bundle string, img Image, netnsPath, hostname, cgroupParent string) error {
-	r := &runc{cgroupParent: cgroupParent}
+// processes; hostPath volumes of the node's Pods are inside its filesystem.
+// The node's agent runs it (see NodeContainer). Its cgroup is under
+// cgroupParent (see Config.CgroupParent).
+func PrepareNodeContainer(nc NodeContainer, img Image, netnsPath, node, cgroupParent string, iso Isolation) error {
+	r := &runc{cgroupParent: cgroupParent, iso: iso, node: node}
 	return r.prepare(containerSpec{
-		Bundle:     bundle,
+		ID:         nc.ID,
+		Bundle:     nc.Bundle,
 		Image:      img,
 		Args:       nodeInit,
 		Env:        append(append([]string(nil), img.Env...), "TERM=xterm-256color", "HOME=/root"),
 		Cwd:        "/root",
-		Hostname:   hostname,
+		Hostname:   node,
 		Netns:      netnsPath,
 		Privileged: true,
 	})
@@ -45,9 +48,10 @@ type NodeContainer struct {
 }
 
 // Command returns a command that runs argv in the node's container as
-// `runc exec` would — in its namespaces, root and working directory, with
-// its environment and privileges (the container is privileged and has no
-// seccomp profile or cgroup of its own) — but entered with nsenter from
+// `runc exec` would — in its namespaces (the lab's user namespace first),
+// root and working directory, with its environment and privileges (the
+// container is privileged in the lab and has no seccomp profile) — but
+// entered with nsenter from
 // the container's first process: a fork and an exec instead of a runc
 // process, a tenth of the CPU (the live views run a command on every node
 // of a lab every second). It fails when the container is not running.
@@ -68,7 +72,7 @@ func (nc NodeContainer) Command(ctx context.Context, argv []string) (*exec.Cmd, 
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return nil, fmt.Errorf("reading the node container's spec: %w", err)
 	}
-	args := append([]string{"--target", strconv.Itoa(pid), "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"}, argv...)
+	args := append([]string{"--target", strconv.Itoa(pid), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	cmd.Env = spec.Process.Env
 	return cmd, nil

@@ -54,7 +54,7 @@ func TestNodeContainerCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"nsenter", "--target", fmt.Sprint(os.Getpid()), "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "nft", "list", "ruleset"}
+			want := []string{"nsenter", "--target", fmt.Sprint(os.Getpid()), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "nft", "list", "ruleset"}
 			if !slices.Equal(cmd.Args, want) {
 				t.Errorf("args %q, want %q", cmd.Args, want)
 			}

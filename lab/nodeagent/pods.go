@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/svclab/svclab/lab/embedded/userns"
 )
 
 // provider runs the pods bound to the node (virtual-kubelet's
@@ -342,11 +344,15 @@ type podRun struct {
 	// stop ends the pod's containers' loops.
 	stop context.CancelFunc
 
-	mu          sync.Mutex
-	pod         *corev1.Pod
+	mu  sync.Mutex
+	pod *corev1.Pod
+	// iso is the user namespace the pod's containers join: the lab's, or
+	// (hostUsers: false) one of the pod's own, claimed by idClaim.
+	iso         Isolation
+	idClaim     *userns.Claim
 	netns       string
 	ip          netip.Addr
-	volumes     map[string]string
+	volumes     map[string]volume
 	tokens      *tokenCache
 	initDone    bool
 	containers  []*containerRun
@@ -366,7 +372,7 @@ type podRun struct {
 func newPodRun(p *provider, pod *corev1.Pod) *podRun {
 	ctx, stop := context.WithCancel(p.nodeCtx)
 	r := &podRun{p: p, ctx: ctx, stop: stop, pod: pod, stopped: make(chan struct{}), runDone: make(chan struct{}), phase: corev1.PodPending, startTime: metav1.Now(),
-		tokens: &tokenCache{}}
+		tokens: &tokenCache{}, iso: p.cfg.Isolation}
 	for i := range pod.Spec.Containers {
 		r.containers = append(r.containers, newContainerRun(r, &pod.Spec.Containers[i], false))
 	}
@@ -455,10 +461,10 @@ func (r *podRun) run() {
 	// Volumes: as the kubelet, a missing ConfigMap or Secret keeps the
 	// pod waiting (ContainerCreating, FailedMount events) until it
 	// appears.
-	var vols map[string]string
+	var vols map[string]volume
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		var err error
-		if vols, err = r.p.vols.prepare(r.ctx, pod, r.dir(), r.tokens); err == nil {
+		if vols, err = r.p.vols.prepare(r.ctx, pod, r.dir(), r.tokens, r.rootUID()); err == nil {
 			break
 		}
 		r.event(corev1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
@@ -535,7 +541,7 @@ func (r *podRun) refreshVolumes() {
 			return
 		case <-time.After(volumeRefresh):
 		}
-		changed, err := r.p.vols.refresh(r.ctx, r.snapshot(), r.dir(), r.tokens)
+		changed, err := r.p.vols.refresh(r.ctx, r.snapshot(), r.dir(), r.tokens, r.rootUID())
 		if err != nil && r.ctx.Err() == nil {
 			r.p.log.Warn("refreshing volumes", "pod", podKey(r.pod.Namespace, r.pod.Name), "err", err)
 		}
@@ -565,18 +571,62 @@ func (r *podRun) setupNetwork() error {
 		r.mu.Unlock()
 		return nil
 	}
-	netns, ip, err := r.p.net.setup(r.ctx, string(r.pod.UID), r.pod.Name)
+	iso := r.p.cfg.Isolation
+	if ownUsers(r.pod) {
+		if err := os.MkdirAll(r.dir(), 0o755); err != nil {
+			return err
+		}
+		own, claim, err := iso.podIsolation(r.ctx, r.dir())
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.iso, r.idClaim = own, claim
+		r.mu.Unlock()
+		iso = own
+	}
+	netns, ip, err := r.p.net.setup(r.ctx, string(r.pod.UID), r.pod.Name, iso.Userns)
 	if err != nil {
+		r.releaseUsers()
 		return err
 	}
 	if err := r.p.net.setHostPorts(r.ctx, string(r.pod.UID), ip, hostPortsOf(r.pod)); err != nil {
 		r.p.net.teardown(context.WithoutCancel(r.ctx), string(r.pod.UID))
+		r.releaseUsers()
 		return err
 	}
 	r.mu.Lock()
 	r.netns, r.ip = netns, ip
 	r.mu.Unlock()
 	return nil
+}
+
+// rootUID is the host id of root in the pod.
+func (r *podRun) rootUID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.iso.RootUID()
+}
+
+// isolation is the user namespace the pod's containers join.
+func (r *podRun) isolation() Isolation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.iso
+}
+
+// releaseUsers gives back the pod's own user namespace, if it has one.
+func (r *podRun) releaseUsers() {
+	r.mu.Lock()
+	own, claim := r.iso, r.idClaim
+	r.iso, r.idClaim = r.p.cfg.Isolation, nil
+	r.mu.Unlock()
+	if claim == nil {
+		return
+	}
+	if err := r.p.cfg.Isolation.releasePodIsolation(own, claim); err != nil {
+		r.p.log.Error("removing the pod's user namespace", "pod", r.pod.Name, "err", err)
+	}
 }
 
 // fail ends a pod that cannot start.
@@ -711,6 +761,7 @@ func (r *podRun) teardown() {
 			r.p.log.Error("removing pod network", "pod", r.pod.Name, "err", err)
 		}
 	}
+	r.releaseUsers()
 	if err := os.RemoveAll(r.dir()); err != nil {
 		r.p.log.Error("removing pod directory", "pod", r.pod.Name, "err", err)
 	}
@@ -889,7 +940,12 @@ func writePodFiles(r *podRun) error {
 	}
 	files := map[string]string{"resolv.conf": resolv.String(), "hosts": hosts, "hostname": hostname + "\n"}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+		// Root's in the lab, as on a node (containers may write them).
+		if err := os.Lchown(p, r.rootUID(), r.rootUID()); err != nil {
 			return err
 		}
 	}

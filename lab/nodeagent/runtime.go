@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,12 +57,24 @@ type runc struct {
 	// own (runc's default, a cgroup per container at the root of each
 	// hierarchy, when empty).
 	cgroupParent string
+	// iso is the lab's user namespace every container joins, and node
+	// the node whose containers these are.
+	iso  Isolation
+	node string
 }
 
-// Mount is a bind mount into a container.
+// Mount is a bind mount into a container: Path inside the tree Root, with
+// every link and ".." confined to Root (the node's root filesystem for a
+// hostPath volume, the volume's own directory otherwise), then SubPath
+// beneath that, which may not leave it (as the kubelet's subPath), mounted
+// at Destination.
 type Mount struct {
-	Source, Destination string
+	Root, Path, SubPath string
+	Destination         string
 	ReadOnly            bool
+	// CreateSubPath makes a missing SubPath directory (the kubelet does
+	// for writable volumes).
+	CreateSubPath bool
 }
 
 // containerSpec is what the runtime needs to create a container.
@@ -73,8 +86,11 @@ type containerSpec struct {
 	Env      []string
 	Cwd      string
 	Hostname string
-	// Netns is the path of the network namespace to join.
+	// Netns is the path of the network namespace to join; PidNS and
+	// IpcNS, when set, those of the PID and IPC namespaces (a hostPID or
+	// hostIPC Pod's are its node's).
 	Netns        string
+	PidNS, IpcNS string
 	Mounts       []Mount
 	TTY          bool
 	Stdin        bool
@@ -86,6 +102,9 @@ type containerSpec struct {
 	ReadOnlyRoot bool
 	// CgroupsPath is the container's cgroup (runc's default when empty).
 	CgroupsPath string
+	// Isolation, when set, is the user namespace to join instead of the
+	// lab's (a Pod's own).
+	Isolation Isolation
 }
 
 // defaultCaps are the capabilities containers get by default (those of
@@ -134,8 +153,11 @@ func normaliseCap(c string) string {
 	return c
 }
 
-// runtimeSpec renders the OCI runtime spec of a container.
-func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
+// runtimeSpec renders the OCI runtime spec of a container that joins the
+// lab's user namespace, with its root filesystem mounted at rootfs; staged are the bind mounts runc makes itself
+// (under the file systems it mounts: /dev, /proc, /sys), from sources the
+// agent mounted for it.
+func runtimeSpec(c containerSpec, bounding []string, iso Isolation, rootfs string, staged []specs.Mount) *specs.Spec {
 	caps := defaultCaps
 	if c.Privileged {
 		caps = bounding
@@ -195,7 +217,7 @@ func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
 				Bounding: caps, Effective: caps, Permitted: caps,
 			},
 		},
-		Root:     &specs.Root{Path: "rootfs", Readonly: c.ReadOnlyRoot},
+		Root:     &specs.Root{Path: rootfs, Readonly: c.ReadOnlyRoot},
 		Hostname: c.Hostname,
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
@@ -204,14 +226,24 @@ func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-			{Destination: "/run", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=755"}},
 		},
 		Linux: &specs.Linux{
 			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.MountNamespace},
+				{Type: specs.UserNamespace, Path: iso.Userns},
+				{Type: specs.PIDNamespace, Path: c.PidNS}, {Type: specs.IPCNamespace, Path: c.IpcNS}, {Type: specs.MountNamespace},
 				{Type: specs.NetworkNamespace, Path: c.Netns},
 			},
-			Resources: &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}},
+			// runc needs the mappings of the namespace it joins.
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: iso.IDs.Base, Size: iso.IDs.Size}},
+			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: iso.IDs.Base, Size: iso.IDs.Size}},
+			Resources:   &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}},
+			// The files of the host's kernel a container has no use
+			// for, masked in every container, privileged ones too: in
+			// the lab's user namespace the kernel refuses what matters
+			// (writing kernel.* sysctls, reading /proc/kcore), and the
+			// masks leave nothing to read either.
+			MaskedPaths: []string{"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+				"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/sysrq-trigger", "/sys/firmware"},
 		},
 	}
 	spec.Linux.CgroupsPath = c.CgroupsPath
@@ -219,80 +251,247 @@ func runtimeSpec(c containerSpec, bounding []string) *specs.Spec {
 		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UTSNamespace})
 	}
 	if !c.Privileged {
-		spec.Linux.MaskedPaths = []string{"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-			"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}
-		spec.Linux.ReadonlyPaths = []string{"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+		spec.Linux.ReadonlyPaths = []string{"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
 	} else {
 		// A privileged container may change its network namespace's
-		// sysctls and the like, as kube-proxy does.
+		// sysctls and the like, as kube-proxy does: root over its node,
+		// which the lab's user namespace keeps it to.
 		for i := range spec.Mounts {
 			if spec.Mounts[i].Destination == "/sys" {
 				spec.Mounts[i].Options = []string{"nosuid", "noexec", "nodev", "rw"}
 			}
 		}
 	}
-	for _, m := range c.Mounts {
-		opts := []string{"rbind", "rprivate"}
-		if m.ReadOnly {
-			opts = append(opts, "ro")
-		}
-		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: opts})
-	}
+	spec.Mounts = append(spec.Mounts, staged...)
 	return spec
 }
 
-// prepare writes the bundle: the overlay root filesystem and config.json.
-func (r *runc) prepare(c containerSpec) error {
+// prepare writes the bundle (config.json, the root filesystem's own
+// layer) and mounts the container's root filesystem: the image's layers,
+// idmapped into the lab, under the bundle's writable layer, with /run and
+// every mount of the container in it (see mounts.go).
+func (r *runc) prepare(c containerSpec) (err error) {
+	iso := r.iso
+	if c.Isolation.Userns != "" {
+		iso = c.Isolation
+	}
+	if err := iso.Validate(); err != nil {
+		return err
+	}
 	if r.cgroupParent != "" {
 		c.CgroupsPath = "/" + filepath.Join(r.cgroupParent, c.ID)
-	}
-	rootfs := filepath.Join(c.Bundle, "rootfs")
-	upper, work := filepath.Join(c.Bundle, "upper"), filepath.Join(c.Bundle, "work")
-	for _, d := range []string{rootfs, upper, work} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
 	}
 	if len(c.Image.Layers) == 0 {
 		return fmt.Errorf("image %s has no layers", c.Image.Name)
 	}
-	lower := make([]string, len(c.Image.Layers))
-	for i, l := range c.Image.Layers { // overlayfs wants the top layer first
-		lower[len(lower)-1-i] = l
-	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
-	if err := unix.Mount("overlay", rootfs, "overlay", 0, opts); err != nil && !errors.Is(err, unix.EBUSY) {
-		return fmt.Errorf("mounting the image's layers: %w", err)
-	}
-	// Mount points for bind mounts must exist in the image.
-	for _, m := range c.Mounts {
-		dst := filepath.Join(rootfs, m.Destination)
-		if fi, err := os.Stat(m.Source); err == nil && !fi.IsDir() {
-			os.MkdirAll(filepath.Dir(dst), 0o755)
-			if _, err := os.Stat(dst); err != nil {
-				f, err := os.Create(dst)
-				if err == nil {
-					f.Close()
-				}
-			}
-		} else {
-			os.MkdirAll(dst, 0o755)
+	uid := iso.RootUID()
+	upper, work := filepath.Join(c.Bundle, "upper"), filepath.Join(c.Bundle, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
 		}
 	}
-	b, err := json.MarshalIndent(runtimeSpec(c, boundingCaps()), "", "  ")
+	// The root directory of the container is upper's: root's in the lab.
+	if err := os.Chown(upper, uid, uid); err != nil {
+		return err
+	}
+	lower := make([]string, len(c.Image.Layers))
+	for i, l := range c.Image.Layers { // overlayfs wants the top layer first
+		mapped, err := iso.Layer(l)
+		if err != nil {
+			return err
+		}
+		lower[len(lower)-1-i] = mapped
+	}
+	// What an earlier, interrupted preparation of this container left.
+	if err := r.unmountRootfs(c.ID); err != nil {
+		return err
+	}
+	rootfs := r.iso.Rootfs(r.node, c.ID)
+	if err := os.MkdirAll(rootfs, 0o711); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			r.unmountRootfs(c.ID)
+		}
+	}()
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
+	if err := unix.Mount("overlay", rootfs, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mounting the image's layers: %w", err)
+	}
+	staged, err := r.mountAll(c, rootfs, uid)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(runtimeSpec(c, boundingCaps(), iso, rootfs, staged), "", "  ")
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(c.Bundle, "config.json"), b, 0o644)
 }
 
-// cleanup unmounts and removes a bundle.
+// mountAll mounts /run and the container's mounts into rootfs, parents
+// before children, and returns those runc has to make (see staging); uid
+// is the host id of root in the container.
+func (r *runc) mountAll(c containerSpec, rootfs string, uid int) ([]specs.Mount, error) {
+	rootfd, err := openDir(rootfs)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(rootfd)
+	// /run is a tmpfs of the container's own, as /tmp on a node.
+	runfd, err := mkdirAllIn(rootfd, "run", inRoot, 0o755, uid, uid)
+	if err != nil {
+		return nil, fmt.Errorf("making /run: %w", err)
+	}
+	err = unix.Mount("tmpfs", fmt.Sprintf("/proc/self/fd/%d", runfd), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("mode=755,size=65536k,uid=%d,gid=%d", uid, uid))
+	unix.Close(runfd)
+	if err != nil {
+		return nil, fmt.Errorf("mounting /run: %w", err)
+	}
+	mounts := append([]Mount(nil), c.Mounts...)
+	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Destination) < depth(mounts[j].Destination) })
+	var staged []specs.Mount
+	for i, m := range mounts {
+		src, err := m.open(uid)
+		if err != nil {
+			return nil, fmt.Errorf("volume mount at %s: %w", m.Destination, err)
+		}
+		dir, err := isDirFd(src)
+		if err != nil {
+			unix.Close(src)
+			return nil, err
+		}
+		if underRuncMounts(m.Destination) {
+			// runc mounts /dev, /proc and /sys over whatever is there:
+			// the mount waits at a staging point for runc to bind.
+			stage := filepath.Join(r.iso.staging(r.node, c.ID), strconv.Itoa(i))
+			err = r.stage(src, stage, dir, m.ReadOnly)
+			unix.Close(src)
+			if err != nil {
+				return nil, fmt.Errorf("volume mount at %s: %w", m.Destination, err)
+			}
+			opts := []string{"rbind", "rprivate"}
+			if m.ReadOnly {
+				opts = append(opts, "ro")
+			}
+			staged = append(staged, specs.Mount{Destination: m.Destination, Type: "bind", Source: stage, Options: opts})
+			continue
+		}
+		dst, err := mountTarget(rootfd, m.Destination, dir, uid)
+		if err == nil {
+			err = bindFd(src, dst, m.ReadOnly)
+			unix.Close(dst)
+		}
+		unix.Close(src)
+		if err != nil {
+			return nil, fmt.Errorf("volume mount at %s: %w", m.Destination, err)
+		}
+	}
+	return staged, nil
+}
+
+// stage mounts src at path (made like src: a file or a directory).
+func (r *runc) stage(src int, path string, dir bool, ro bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
+		return err
+	}
+	if dir {
+		if err := os.Mkdir(path, 0o755); err != nil {
+			return err
+		}
+	} else if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err != nil {
+		return err
+	} else {
+		f.Close()
+	}
+	dst, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dst)
+	return bindFd(src, dst, ro)
+}
+
+// underRuncMounts tells whether dst lies on a file system runc mounts.
+func underRuncMounts(dst string) bool {
+	dst = filepath.Clean("/" + dst)
+	for _, top := range []string{"/dev", "/proc", "/sys"} {
+		if dst == top || strings.HasPrefix(dst, top+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func depth(p string) int { return strings.Count(filepath.Clean("/"+p), "/") }
+
+// open opens the mount's source (see Mount), as O_PATH; uid owns a subPath
+// directory it makes.
+func (m Mount) open(uid int) (int, error) {
+	root, err := openDir(m.Root)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(root)
+	fd, err := openIn(root, m.Path, inRoot)
+	if err != nil {
+		return -1, err
+	}
+	if m.SubPath == "" {
+		return fd, nil
+	}
+	defer unix.Close(fd)
+	if m.CreateSubPath {
+		return mkdirAllIn(fd, m.SubPath, beneath, 0o755, uid, uid)
+	}
+	return openIn(fd, m.SubPath, beneath)
+}
+
+// cleanup unmounts the container's root filesystem (with every mount in
+// it) and removes its bundle.
 func (r *runc) cleanup(bundle string) error {
-	rootfs := filepath.Join(bundle, "rootfs")
-	if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmounting %s: %w", rootfs, err)
+	if err := r.unmountRootfs(filepath.Base(bundle)); err != nil {
+		return err
 	}
 	return os.RemoveAll(bundle)
+}
+
+// unmountRootfs detaches container id's root filesystem and staged mounts
+// and removes their mount points.
+func (r *runc) unmountRootfs(id string) error {
+	for _, dir := range []string{r.iso.staging(r.node, id), r.iso.Rootfs(r.node, id)} {
+		if err := unmountTree(dir); err != nil {
+			return err
+		}
+		os.RemoveAll(dir)
+	}
+	return nil
+}
+
+// unmountTree lazily unmounts every mount at or below dir.
+func unmountTree(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	dir = filepath.Clean(dir)
+	var mps []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			mps = append(mps, f[4])
+		}
+	}
+	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
+	for _, mp := range mps {
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmounting %s: %w", mp, err)
+		}
+	}
+	return nil
 }
 
 func (r *runc) cmd(ctx context.Context, args ...string) *exec.Cmd {

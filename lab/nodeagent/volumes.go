@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,14 +23,28 @@ import (
 )
 
 // volumeSource materialises pod volumes as directories on the host, later
-// bind-mounted into containers.
+// mounted into containers (see Mount).
 type volumeSource struct {
-	client  kubernetes.Interface
-	nodeDir string // the node's own filesystem root, for hostPath
+	client kubernetes.Interface
+	// nodeRoot is the node's own root filesystem, which hostPath volumes
+	// are inside: a Pod's host is its node.
+	nodeRoot string
+	// uid is the host id of root in the lab, which owns what the agent
+	// makes in the node's filesystem.
+	uid int
 	// cms and secrets read from the agent's caches when set (refreshes
 	// then cost the API server nothing); else from client.
 	cms     corelisters.ConfigMapLister
 	secrets corelisters.SecretLister
+}
+
+// volume is where a pod volume's files are: Path inside the tree Root,
+// which nothing in it may lead out of.
+type volume struct {
+	Root, Path string
+	// Atomic volumes (ConfigMap, Secret, projected, downward API) are the
+	// agent's to write and read-only in every container.
+	Atomic bool
 }
 
 // fileData is one file of a ConfigMap, Secret, projected or downward API
@@ -38,26 +54,32 @@ type fileData struct {
 	mode os.FileMode
 }
 
-// prepare writes every volume of pod under dir/volumes and returns the
-// host path of each by name.
-func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache) (map[string]string, error) {
-	out := map[string]string{}
+// prepare writes every volume of pod under dir/volumes and returns where
+// each is, by name; what it makes is owned by uid, the host id of root in
+// the pod.
+func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache, uid int) (map[string]volume, error) {
+	out := map[string]volume{}
 	for _, vol := range pod.Spec.Volumes {
 		path := filepath.Join(dir, "volumes", vol.Name)
+		loc := volume{Root: path}
 		var err error
 		switch {
 		case vol.EmptyDir != nil:
-			err = os.MkdirAll(path, 0o777)
+			// As the kubelet's: 0777, root's (the lab's root).
+			if err = os.MkdirAll(path, 0o777); err == nil {
+				if err = os.Chmod(path, 0o777); err == nil {
+					err = os.Lchown(path, uid, uid)
+				}
+			}
 		case vol.HostPath != nil:
-			// A pod's "host" is its node: hostPath volumes live in the
-			// node's own directory, never on the real host.
-			path = filepath.Join(v.nodeDir, filepath.Clean("/"+vol.HostPath.Path))
-			err = v.hostPath(path, vol.HostPath)
+			loc = volume{Root: v.nodeRoot, Path: cleanRel(vol.HostPath.Path)}
+			err = v.hostPath(loc.Path, vol.HostPath)
 		case updatable(vol):
+			loc.Atomic = true
 			var files map[string]fileData
 			files, err = v.render(ctx, pod, vol, tokens)
 			if err == nil {
-				_, err = atomicWrite(path, files)
+				_, err = atomicWrite(path, files, uid)
 			}
 		default:
 			err = fmt.Errorf("this lab's nodes do not support the volume type of %q", vol.Name)
@@ -65,7 +87,7 @@ func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string, 
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 		}
-		out[vol.Name] = path
+		out[vol.Name] = loc
 	}
 	return out, nil
 }
@@ -79,7 +101,7 @@ func updatable(vol corev1.Volume) bool {
 
 // refresh rewrites the pod's updatable volumes whose sources changed, and
 // returns the names of those it changed.
-func (v volumeSource) refresh(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache) ([]string, error) {
+func (v volumeSource) refresh(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache, uid int) ([]string, error) {
 	var changed []string
 	var errs []error
 	for _, vol := range pod.Spec.Volumes {
@@ -91,7 +113,7 @@ func (v volumeSource) refresh(ctx context.Context, pod *corev1.Pod, dir string, 
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
 			continue
 		}
-		ok, err := atomicWrite(filepath.Join(dir, "volumes", vol.Name), files)
+		ok, err := atomicWrite(filepath.Join(dir, "volumes", vol.Name), files, uid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
 		}
@@ -135,24 +157,49 @@ func mode(m *int32) os.FileMode {
 
 func optional(b *bool) bool { return b != nil && *b }
 
-func (v volumeSource) hostPath(path string, hp *corev1.HostPathVolumeSource) error {
+// hostPath checks (and for the *OrCreate types makes) a hostPath volume's
+// path inside the node's root filesystem, as the kubelet checks its
+// type; links on the way stay inside the node.
+func (v volumeSource) hostPath(rel string, hp *corev1.HostPathVolumeSource) error {
 	t := corev1.HostPathUnset
 	if hp.Type != nil {
 		t = *hp.Type
 	}
-	switch t {
-	case corev1.HostPathFileOrCreate, corev1.HostPathFile:
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	default:
-		return os.MkdirAll(path, 0o755)
+	root, err := openDir(v.nodeRoot)
+	if err != nil {
+		return fmt.Errorf("the node's filesystem: %w", err)
 	}
+	defer unix.Close(root)
+	var fd int
+	switch t {
+	case corev1.HostPathDirectoryOrCreate:
+		fd, err = mkdirAllIn(root, rel, inRoot, 0o755, v.uid, v.uid)
+	case corev1.HostPathFileOrCreate:
+		fd, err = createFileIn(root, rel, inRoot, 0o644, v.uid, v.uid)
+	case corev1.HostPathUnset:
+		// No check, as the kubelet; a missing path is made a directory
+		// (what the container runtime does for a missing bind source).
+		fd, err = mkdirAllIn(root, rel, inRoot, 0o755, v.uid, v.uid)
+	default:
+		fd, err = openIn(root, rel, inRoot)
+	}
+	if err != nil {
+		return fmt.Errorf("hostPath %s: %w", "/"+rel, err)
+	}
+	defer unix.Close(fd)
+	kind, err := fdKind(fd)
+	if err != nil {
+		return err
+	}
+	want := map[corev1.HostPathType]uint32{
+		corev1.HostPathDirectory: unix.S_IFDIR, corev1.HostPathDirectoryOrCreate: unix.S_IFDIR,
+		corev1.HostPathFile: unix.S_IFREG, corev1.HostPathFileOrCreate: unix.S_IFREG,
+		corev1.HostPathSocket: unix.S_IFSOCK, corev1.HostPathCharDev: unix.S_IFCHR, corev1.HostPathBlockDev: unix.S_IFBLK,
+	}
+	if w, ok := want[t]; ok && w != kind {
+		return fmt.Errorf("hostPath type check failed: /%s is not a %s", rel, strings.ToLower(strings.TrimSuffix(string(t), "OrCreate")))
+	}
+	return nil
 }
 
 // project adds data to files: every key, or only the items listed (each
@@ -184,8 +231,15 @@ func project(files map[string]fileData, data map[string][]byte, items []corev1.K
 // ..data is one rename, so a container (which bind-mounts dir) sees the
 // old set or the new, never a mix. Nothing is written when dir holds
 // files already; changed reports whether it did not.
-func atomicWrite(dir string, files map[string]fileData) (changed bool, err error) {
+//
+// The files are owned by uid, root in the lab (as a kubelet's are root's),
+// so modes such as 0400 read as they would on a node; containers mount
+// the directory read-only, locked so (see mounts.go).
+func atomicWrite(dir string, files map[string]fileData, uid int) (changed bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	if err := os.Lchown(dir, uid, uid); err != nil {
 		return false, err
 	}
 	dataLink := filepath.Join(dir, "..data")
@@ -203,10 +257,16 @@ func atomicWrite(dir string, files map[string]fileData) (changed bool, err error
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return false, err
 		}
+		for d := filepath.Dir(p); len(d) >= len(tsDir); d = filepath.Dir(d) {
+			os.Lchown(d, uid, uid)
+		}
 		if err := os.WriteFile(p, f.data, f.mode); err != nil {
 			return false, err
 		}
 		if err := os.Chmod(p, f.mode); err != nil { // not subject to the umask
+			return false, err
+		}
+		if err := os.Lchown(p, uid, uid); err != nil {
 			return false, err
 		}
 	}

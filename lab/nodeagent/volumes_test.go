@@ -36,7 +36,7 @@ func readTree(t *testing.T, dir string) map[string]string {
 
 func TestAtomicWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
-	changed, err := atomicWrite(dir, map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}})
+	changed, err := atomicWrite(dir, map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}}, os.Getuid())
 	if err != nil || !changed {
 		t.Fatalf("first write: %v %v", changed, err)
 	}
@@ -62,14 +62,14 @@ func TestAtomicWrite(t *testing.T) {
 
 	// The same content again changes nothing.
 	before, _ := os.Readlink(filepath.Join(dir, "..data"))
-	changed, err = atomicWrite(dir, map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}})
+	changed, err = atomicWrite(dir, map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}}, os.Getuid())
 	after, _ := os.Readlink(filepath.Join(dir, "..data"))
 	if err != nil || changed || before != after {
 		t.Errorf("unchanged write: changed=%v err=%v, ..data %s → %s", changed, err, before, after)
 	}
 
 	// A changed value, a key gone, a key added.
-	changed, err = atomicWrite(dir, map[string]fileData{"a": {[]byte("one"), 0o644}, "c": {[]byte("3"), 0o644}})
+	changed, err = atomicWrite(dir, map[string]fileData{"a": {[]byte("one"), 0o644}, "c": {[]byte("3"), 0o644}}, os.Getuid())
 	if err != nil || !changed {
 		t.Fatalf("second write: %v %v", changed, err)
 	}
@@ -91,7 +91,7 @@ func TestAtomicWrite(t *testing.T) {
 func TestVolumeRefresh(t *testing.T) {
 	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: "default"},
 		Data: map[string]string{"Corefile": "v1", "other": "x"}})
-	v := volumeSource{client: client, nodeDir: t.TempDir()}
+	v := volumeSource{client: client, nodeRoot: t.TempDir(), uid: os.Getuid()}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Labels: map[string]string{"app": "dns"}},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{
@@ -105,32 +105,32 @@ func TestVolumeRefresh(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ctx := context.Background()
-	if _, err := v.prepare(ctx, pod, dir, &tokenCache{}); err == nil || !strings.Contains(err.Error(), `volume "missing"`) {
+	if _, err := v.prepare(ctx, pod, dir, &tokenCache{}, os.Getuid()); err == nil || !strings.Contains(err.Error(), `volume "missing"`) {
 		t.Fatalf("prepare with a missing secret: %v", err)
 	}
 	client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: "default"},
 		Data: map[string][]byte{"k": []byte("v")}}, metav1.CreateOptions{})
-	paths, err := v.prepare(ctx, pod, dir, &tokenCache{})
+	paths, err := v.prepare(ctx, pod, dir, &tokenCache{}, os.Getuid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readTree(t, paths["config"]); len(got) != 1 || got["Corefile"] != "v1" {
+	if got := readTree(t, paths["config"].Root); len(got) != 1 || got["Corefile"] != "v1" {
 		t.Errorf("config volume: %v", got)
 	}
-	if changed, err := v.refresh(ctx, pod, dir, &tokenCache{}); err != nil || len(changed) != 0 {
+	if changed, err := v.refresh(ctx, pod, dir, &tokenCache{}, os.Getuid()); err != nil || len(changed) != 0 {
 		t.Errorf("refresh with nothing changed: %v %v", changed, err)
 	}
 	client.CoreV1().ConfigMaps("default").Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: "default"},
 		Data: map[string]string{"Corefile": "v2"}}, metav1.UpdateOptions{})
 	pod.Labels["tier"] = "infra"
-	changed, err := v.refresh(ctx, pod, dir, &tokenCache{})
+	changed, err := v.refresh(ctx, pod, dir, &tokenCache{}, os.Getuid())
 	if err != nil || !slices.Equal(changed, []string{"config", "info"}) {
 		t.Errorf("refresh: changed %v, %v", changed, err)
 	}
-	if got := readTree(t, paths["config"]); got["Corefile"] != "v2" {
+	if got := readTree(t, paths["config"].Root); got["Corefile"] != "v2" {
 		t.Errorf("config volume after the update: %v", got)
 	}
-	if got := readTree(t, paths["info"]); got["labels"] != "app=\"dns\"\ntier=\"infra\"" {
+	if got := readTree(t, paths["info"].Root); got["labels"] != "app=\"dns\"\ntier=\"infra\"" {
 		t.Errorf("downward API labels: %q", got["labels"])
 	}
 }

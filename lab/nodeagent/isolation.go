@@ -1,0 +1,124 @@
+package nodeagent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/svclab/svclab/lab/embedded/userns"
+)
+
+// Isolation is what every container and node command of a lab shares: the
+// lab's user namespace, the host ids it maps from 0, and the directory
+// where the runtime mounts the containers' root filesystems and the
+// idmapped image layers under them. runc's init resolves a root filesystem's
+// path from inside the user namespace, so RunDir and its parents must be
+// searchable by the lab's ids; the state directory need not be.
+type Isolation struct {
+	// Userns is the pin of the lab's user namespace.
+	Userns string `json:"userns"`
+	// IDs are the host ids it maps.
+	IDs userns.Range `json:"ids"`
+	// RunDir holds layers/ and roots/NODE/CONTAINER.
+	RunDir string `json:"runDir"`
+}
+
+// Validate checks that iso names a user namespace and ids.
+func (iso Isolation) Validate() error {
+	if iso.Userns == "" || !iso.IDs.Valid() || iso.RunDir == "" {
+		return errors.New("the lab's user namespace, ids or runtime directory is not set")
+	}
+	return nil
+}
+
+// RootUID is the host id of root in the lab.
+func (iso Isolation) RootUID() int { return int(iso.IDs.Base) }
+
+// Rootfs is where container id of node has its root filesystem mounted.
+func (iso Isolation) Rootfs(node, id string) string {
+	return filepath.Join(iso.RunDir, "roots", node, id)
+}
+
+// NodeRoots is where node's containers have their root filesystems.
+func (iso Isolation) NodeRoots(node string) string { return filepath.Join(iso.RunDir, "roots", node) }
+
+// staging is where a mount of container id that runc makes itself (under
+// /dev, /proc or /sys, which runc mounts over) waits, mounted from the
+// file svclab resolved, so that runc never resolves a path a container
+// could change.
+func (iso Isolation) staging(node, id string) string {
+	return filepath.Join(iso.RunDir, "staging", node, id)
+}
+
+// layerMounts serialises the idmapped mounts of image layers within this
+// process; an flock does so between processes (the create command and the
+// node agents mount layers of the same lab).
+var layerMounts sync.Mutex
+
+// Layer returns the idmapped mount of image layer dir in the lab, making
+// it on first use: the layer's files, owned by host root, appear owned by
+// root in the lab, while every lab shares the layer's one copy on disk.
+func (iso Isolation) Layer(dir string) (string, error) {
+	// One mount per layer and user namespace (a Pod's own maps other ids).
+	sum := sha256.Sum256([]byte(iso.Userns + "\x00" + filepath.Clean(dir)))
+	target := filepath.Join(iso.RunDir, "layers", hex.EncodeToString(sum[:12]))
+	layerMounts.Lock()
+	defer layerMounts.Unlock()
+	if userns.IsMountPoint(target) {
+		return target, nil
+	}
+	if err := os.MkdirAll(filepath.Join(iso.RunDir, "layers"), 0o711); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(filepath.Join(iso.RunDir, "layers.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	if userns.IsMountPoint(target) {
+		return target, nil
+	}
+	if err := userns.IDMapMount(iso.Userns, dir, target); err != nil {
+		return "", fmt.Errorf("mapping an image layer into the lab: %w", err)
+	}
+	return target, nil
+}
+
+// PrepareRunDir makes dir, a lab's runtime directory below base,
+// searchable by the lab's ids: base and everything from it down to dir
+// get the search bit for others; base's parents must have it already.
+func PrepareRunDir(base, dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(base, dir)
+	if err != nil || rel == ".." || filepath.IsAbs(rel) || len(rel) > 1 && rel[:2] == ".." {
+		return fmt.Errorf("%s is not below %s", dir, base)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		mine := len(d) >= len(base)
+		if fi.Mode().Perm()&0o001 == 0 {
+			if !mine {
+				return fmt.Errorf("%s is not searchable by other users (mode %v): the lab's containers run as unprivileged ids and must reach %s (chmod o+x %s)", d, fi.Mode().Perm(), dir, d)
+			}
+			if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
+				return fmt.Errorf("making %s searchable by the lab's ids: %w", d, err)
+			}
+		}
+		if d == "/" || d == "." {
+			return nil
+		}
+	}
+}
