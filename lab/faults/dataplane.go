@@ -1,10 +1,15 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -21,6 +26,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/netcheck"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -34,21 +40,69 @@ func setSwitches(ctx context.Context, c cluster.Cluster, node string, patch map[
 	if err != nil {
 		return err
 	}
-	if _, err := run(ctx, c, node, "curl", "-sS", "-f", "-m", "5", "-X", "POST", "-H", "Content-Type: application/json",
-		"-d", string(body), "http://"+ProxierAddr+"/faults"); err != nil {
+	if _, err := ProxierRequest(ctx, c, node, http.MethodPost, "/faults", body); err != nil {
 		return fmt.Errorf("setting the proxier's fault switches %s on node %s (is kube-proxy running there? kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide): %w", body, node, err)
 	}
 	return nil
 }
 
+// ProxierRequest sends a request to the proxier's metrics port on node and
+// returns the answer's body: from svclab's own code in the node's network
+// namespace where the cluster allows it, else with curl on the node. An
+// answer other than 200 is an error.
+func ProxierRequest(ctx context.Context, c cluster.Cluster, node, method, path string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nc, ok := c.(cluster.NetnsCluster)
+	if !ok {
+		args := []string{"curl", "-sS", "-f", "-m", "5"}
+		if method != http.MethodGet {
+			args = append(args, "-X", method)
+		}
+		if body != nil {
+			args = append(args, "-H", "Content-Type: application/json", "-d", string(body))
+		}
+		out, err := run(ctx, c, node, append(args, "http://"+ProxierAddr+path)...)
+		return []byte(out), err
+	}
+	ns, err := nc.NodeNetns(node)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return ns.DialFrom(ctx, network, "", addr)
+	}}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+ProxierAddr+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s answered %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
 // ProxyMode asks the proxier on node which mode it runs in (nftables or
 // iptables).
 func ProxyMode(ctx context.Context, c cluster.Cluster, node string) (string, error) {
-	out, err := run(ctx, c, node, "curl", "-sS", "-f", "-m", "5", "http://"+ProxierAddr+"/proxyMode")
+	out, err := ProxierRequest(ctx, c, node, http.MethodGet, "/proxyMode", nil)
 	if err != nil {
 		return "", fmt.Errorf("asking the proxier on node %s for its mode (is kube-proxy running there?): %w", node, err)
 	}
-	mode := strings.TrimSpace(out)
+	mode := strings.TrimSpace(string(out))
 	if mode != scenario.ProxyModeNFTables && mode != scenario.ProxyModeIPTables {
 		return "", fmt.Errorf("the proxier on node %s runs in mode %q; the lab knows nftables and iptables", node, mode)
 	}
@@ -309,8 +363,7 @@ func pinDNSFlow(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface,
 		// Load balancing is random: ask afresh until a remote Pod answers.
 		for try := 0; try < 30; try++ {
 			_, _ = run(ctx, c, node, "conntrack", "-D", "-p", "udp", "--orig-dst", clusterIP, "--orig-port-src", port)
-			if _, err := run(ctx, c, node, "dig", "+time=2", "+tries=1", "-b", "0.0.0.0#"+port,
-				"@"+clusterIP, "kubernetes.default.svc.cluster.local"); err != nil {
+			if err := dnsQueryFrom(ctx, c, node, dnsClientPort, clusterIP); err != nil {
 				return "", fmt.Errorf("asking DNS from node %s: %w", node, err)
 			}
 			out, err := run(ctx, c, node, "conntrack", "-L", "-p", "udp", "--orig-dst", clusterIP, "--orig-port-src", port)
@@ -325,6 +378,29 @@ func pinDNSFlow(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface,
 		}
 	}
 	return "", fmt.Errorf("could not pin the DNS flow from port %d on node %s to a CoreDNS Pod on another node: no conntrack entry for it appeared", dnsClientPort, node)
+}
+
+// dnsQueryFrom asks the DNS server at ip for kubernetes.default from node,
+// from sourcePort: with svclab's own query in the node's network namespace
+// where the cluster allows it, else with dig on the node.
+func dnsQueryFrom(ctx context.Context, c cluster.Cluster, node string, sourcePort int, ip string) error {
+	const name = "kubernetes.default.svc.cluster.local"
+	nc, ok := c.(cluster.NetnsCluster)
+	if !ok {
+		_, err := run(ctx, c, node, "dig", "+time=2", "+tries=1", "-b", "0.0.0.0#"+strconv.Itoa(sourcePort), "@"+ip, name)
+		return err
+	}
+	ns, err := nc.NodeNetns(node)
+	if err != nil {
+		return err
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = netcheck.Lookup(qctx, ns, net.JoinHostPort(ip, "53"), name, sourcePort)
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return nil // no answer is an answer here: the entry is made either way
+	}
+	return err
 }
 
 // moveCoreDNSPod deletes one of the named CoreDNS Pods and waits until its

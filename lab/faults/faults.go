@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -205,15 +204,11 @@ func nodesOrAll(ctx context.Context, c cluster.Cluster, p scenario.Params) ([]cl
 	return nil, fmt.Errorf("cluster %s has no node %s", c.Name(), full)
 }
 
-// run runs cmd on node and returns its standard output. A failure carries
-// the command's standard error.
+// run runs cmd against node's dataplane and returns its standard output
+// (see cluster.DataplaneOutput: the host's tools in the node's network
+// namespace where the cluster allows it, so that a tool the learner
+// replaced in the node cannot fake a fault). A failure carries the
+// command's standard error.
 func run(ctx context.Context, c cluster.Cluster, node string, cmd ...string) (string, error) {
-	var out, errOut bytes.Buffer
-	if err := c.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &errOut}); err != nil {
-		if msg := strings.TrimSpace(errOut.String()); msg != "" {
-			return out.String(), fmt.Errorf("%w: %s", err, msg)
-		}
-		return out.String(), err
-	}
-	return out.String(), nil
+	return cluster.DataplaneOutput(ctx, c, node, cmd...)
 }

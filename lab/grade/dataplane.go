@@ -1,7 +1,6 @@
 package grade
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"regexp"
@@ -76,12 +75,20 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (str
 	return strings.Join(ok, "; "), nil
 }
 
+// nodeOutput reads node's dataplane with cmd (see cluster.DataplaneOutput:
+// the host's tools in the node's network namespace on clusters that allow
+// it, never the lab's), within the MaxExecs bound.
 func (g *Grader) nodeOutput(ctx context.Context, node string, cmd ...string) (string, error) {
-	var out, errOut bytes.Buffer
-	if err := g.nodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &errOut}); err != nil {
-		return "", fmt.Errorf("%s on node %s: %w: %s", strings.Join(cmd, " "), node, err, strings.TrimSpace(errOut.String()))
+	release, err := g.acquire(ctx)
+	if err != nil {
+		return "", err
 	}
-	return out.String(), nil
+	defer release()
+	out, err := cluster.DataplaneOutput(ctx, g.Cluster, node, cmd...)
+	if err != nil {
+		return "", fmt.Errorf("%s on node %s: %w", strings.Join(cmd, " "), node, err)
+	}
+	return out, nil
 }
 
 func (g *Grader) service(ctx context.Context, ns, name string) (*corev1.Service, error) {

@@ -3,6 +3,7 @@ package grade
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/netcheck"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -74,6 +77,7 @@ type probeSource struct {
 	node           string // a node's name, or
 	namespace, pod string // a Pod's
 	container      string
+	podObj         *corev1.Pod
 	ip             string // the source address backends see when not masqueraded
 	nodeName       string // the node the probe starts on
 	desc           string
@@ -116,6 +120,13 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 	timeout, connect, err := probeTimeouts(p)
 	if err != nil {
 		return "", err
+	}
+	if nc, ok := g.Cluster.(cluster.NetnsCluster); ok {
+		attempts, err := g.probeInNetns(ctx, nc, p, src, tgt, n, timeout, connect)
+		if err != nil {
+			return "", err
+		}
+		return g.judgeProbe(ctx, cs, p, src, tgt, attempts)
 	}
 	script := probeScript(p, tgt, src.node != "", n, timeout, connect)
 	var out, errOut bytes.Buffer
@@ -188,7 +199,7 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 	if pod.Status.Phase != corev1.PodRunning || len(pod.Spec.Containers) == 0 {
 		return probeSource{}, failf("the Pod %s/%s that the probe starts from is %s, not Running", ns, pod.Name, pod.Status.Phase)
 	}
-	return probeSource{namespace: ns, pod: pod.Name, container: pod.Spec.Containers[0].Name, ip: pod.Status.PodIP,
+	return probeSource{namespace: ns, pod: pod.Name, container: pod.Spec.Containers[0].Name, podObj: pod, ip: pod.Status.PodIP,
 		nodeName: pod.Spec.NodeName, desc: podDesc(ns, pod)}, nil
 }
 
@@ -284,6 +295,120 @@ func svcType(svc *corev1.Service) corev1.ServiceType {
 
 // shq quotes s for sh.
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// probeInNetns makes the probe's n attempts with svclab's own code from
+// the source's network namespace (see package netcheck): nothing in the
+// node or the Pod takes part, whatever the learner put there.
+func (g *Grader) probeInNetns(ctx context.Context, nc cluster.NetnsCluster, p *scenario.ProbeCheck, src probeSource, tgt probeTarget,
+	n int, timeout, connect time.Duration) ([]attempt, error) {
+	release, err := g.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var ns cluster.Netns
+	if src.node != "" {
+		ns, err = nc.NodeNetns(src.node)
+	} else {
+		ns, err = nc.PodNetns(src.podObj)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("entering the network of %s: %w", src.desc, err)
+	}
+	host := tgt.host
+	if tgt.resolve != "" || (net.ParseIP(host) == nil && p.Protocol != "dns") {
+		name := tgt.resolve
+		if name == "" {
+			name = host
+		}
+		ip, rerr := resolveFrom(ctx, ns, src, name, timeout)
+		if rerr != nil {
+			// Every attempt fails to resolve, as each would have.
+			as := make([]attempt, n)
+			for i := range as {
+				as[i] = attempt{outcome: "dns-failure", raw: rerr.Error()}
+			}
+			return as, nil
+		}
+		host = ip
+	}
+	probe := netcheck.Probe{Protocol: p.Protocol, Host: host, Port: tgt.port, Path: p.Path, Query: p.Query,
+		SourcePort: p.SourcePort, Timeout: timeout, Connect: connect}
+	as := make([]attempt, n)
+	one := func(i int) {
+		r := probe.Run(ctx, ns)
+		raw := r.Detail
+		if raw == "" {
+			raw = r.Body
+		}
+		as[i] = attempt{outcome: r.Outcome, body: r.Body, raw: raw}
+	}
+	// Attempts run in parallel, unless they share a source port.
+	if p.SourcePort != 0 {
+		for i := range as {
+			one(i)
+		}
+		return as, nil
+	}
+	var wg sync.WaitGroup
+	for i := range as {
+		wg.Go(func() { one(i) })
+	}
+	wg.Wait()
+	return as, nil
+}
+
+// resolveFrom looks name up as the source would: a node asks the cluster's
+// DNS for the full name; a Pod uses its DNS policy's server and search
+// path (ClusterFirst: the cluster DNS, <namespace>.svc, svc, the domain).
+func resolveFrom(ctx context.Context, ns cluster.Netns, src probeSource, name string, timeout time.Duration) (string, error) {
+	server := cluster.DefaultClusterDNS
+	var search []string
+	ndots := 1
+	if pod := src.podObj; pod != nil {
+		policy := pod.Spec.DNSPolicy
+		if policy == "" {
+			policy = corev1.DNSClusterFirst
+		}
+		clusterFirst := policy == corev1.DNSClusterFirstWithHostNet || policy == corev1.DNSClusterFirst && !pod.Spec.HostNetwork
+		if clusterFirst {
+			d := cluster.DefaultDNSDomain
+			search = []string{pod.Namespace + ".svc." + d, "svc." + d, d}
+			ndots = 5
+		}
+		if c := pod.Spec.DNSConfig; c != nil {
+			if len(c.Nameservers) > 0 {
+				server = c.Nameservers[0]
+			}
+			search = append(search, c.Searches...)
+		}
+	}
+	candidates := []string{name}
+	if strings.Count(name, ".") < ndots && !strings.HasSuffix(name, ".") {
+		candidates = nil
+		for _, s := range search {
+			candidates = append(candidates, name+"."+s)
+		}
+		candidates = append(candidates, name)
+	}
+	var last error
+	for _, c := range candidates {
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		ips, err := netcheck.Lookup(lctx, ns, net.JoinHostPort(server, "53"), c, 0)
+		cancel()
+		if err == nil && len(ips) > 0 {
+			return ips[0], nil
+		}
+		if err == nil {
+			err = fmt.Errorf("no address for %s", c)
+		}
+		last = err
+		if !errors.Is(err, netcheck.ErrNXDomain) {
+			break // the server did not answer: the next name would not fare better
+		}
+	}
+	return "", fmt.Errorf("could not resolve %s: %w", name, last)
+}
 
 // probeScript is a POSIX sh script that runs n attempts in parallel and
 // prints one line per attempt: "@@ N RC OUTPUT" (the output on one line).
@@ -431,9 +556,9 @@ func outcomeWords(as []attempt) string {
 		counts[a.outcome]++
 	}
 	words := map[string]string{scenario.OutcomeSuccess: "succeeded", scenario.OutcomeRefused: "were refused",
-		scenario.OutcomeTimeout: "timed out", "dns-failure": "could not resolve the name"}
+		scenario.OutcomeTimeout: "timed out", "dns-failure": "could not resolve the name", netcheck.Error: "failed with an error the grader cannot classify"}
 	var parts []string
-	for _, o := range []string{scenario.OutcomeSuccess, scenario.OutcomeRefused, scenario.OutcomeTimeout, "dns-failure"} {
+	for _, o := range []string{scenario.OutcomeSuccess, scenario.OutcomeRefused, scenario.OutcomeTimeout, "dns-failure", netcheck.Error} {
 		if counts[o] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[o], words[o]))
 		}

@@ -167,7 +167,14 @@ func (n *podNetwork) release(uid string) error {
 func (n *podNetwork) names(uid string) (netns, hostVeth string) {
 	sum := sha256.Sum256([]byte(uid))
 	h := hex.EncodeToString(sum[:])
-	return n.prefix + h[:10], "veth" + h[:8]
+	return PodNetnsName(n.prefix, uid), "veth" + h[:8]
+}
+
+// PodNetnsName is the network namespace (under /run/netns) of the Pod
+// with uid, whose names start with prefix (Config.PodNetnsPrefix).
+func PodNetnsName(prefix, uid string) string {
+	sum := sha256.Sum256([]byte(uid))
+	return prefix + hex.EncodeToString(sum[:])[:10]
 }
 
 // setup creates the pod's network namespace, owned by the user namespace

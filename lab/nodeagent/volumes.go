@@ -275,6 +275,9 @@ func atomicWrite(dir string, files map[string]fileData, uid int) (changed bool, 
 	if err := os.Symlink(ts, tmp); err != nil {
 		return false, err
 	}
+	if err := os.Lchown(tmp, uid, uid); err != nil {
+		return false, err
+	}
 	if err := os.Rename(tmp, dataLink); err != nil {
 		return false, err
 	}
@@ -289,6 +292,9 @@ func atomicWrite(dir string, files map[string]fileData, uid int) (changed bool, 
 			continue
 		}
 		if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+			return false, err
+		}
+		if err := os.Lchown(link, uid, uid); err != nil {
 			return false, err
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -412,16 +414,11 @@ func endpointView(ep discoveryv1.Endpoint) EndpointView {
 	return ev
 }
 
-// nodeOutput runs cmd on node and returns its standard output.
+// nodeOutput reads node's dataplane with cmd and returns its standard
+// output (see cluster.DataplaneOutput: the host's tools in the node's
+// network namespace where the cluster allows it, never the lab's).
 func (l *Lab) nodeOutput(ctx context.Context, node string, cmd ...string) (string, error) {
-	var out, errb bytes.Buffer
-	if err := l.cfg.Cluster.NodeExec(ctx, node, cmd, cluster.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
-		if msg := strings.TrimSpace(errb.String()); msg != "" {
-			return out.String(), fmt.Errorf("%w: %s", err, msg)
-		}
-		return out.String(), err
-	}
-	return out.String(), nil
+	return cluster.DataplaneOutput(ctx, l.cfg.Cluster, node, cmd...)
 }
 
 // readRules reads node's proxy rules: kube-proxy's nftables table, or
@@ -501,10 +498,32 @@ func (l *Lab) monitorRules(ctx context.Context, node string) {
 	})
 }
 
-// follow runs a long-lived command on node and hands each line of its
-// output to f, starting it again (after a pause) whenever it ends, until
-// ctx ends.
+// follow runs a long-lived command against node's dataplane (the host's
+// program in its network namespace where the cluster allows it, else on
+// the node) and hands each line of its output to f, starting it again
+// (after a pause) whenever it ends, until ctx ends.
 func (l *Lab) follow(ctx context.Context, node string, cmd []string, f func(line []byte)) {
+	if nc, ok := l.cfg.Cluster.(cluster.NetnsCluster); ok {
+		l.followStream(ctx, node, f, func(ctx context.Context) (io.ReadCloser, func() error, error) {
+			ns, err := nc.NodeNetns(node)
+			if err != nil {
+				return nil, nil, err
+			}
+			x, err := ns.Command(ctx, cmd...)
+			if err != nil {
+				return nil, nil, err
+			}
+			out, err := x.StdoutPipe()
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := x.Start(); err != nil {
+				return nil, nil, err
+			}
+			return out, x.Wait, nil
+		})
+		return
+	}
 	for ctx.Err() == nil {
 		pr, pw := io.Pipe()
 		done := make(chan struct{})
@@ -559,12 +578,68 @@ func (l *Lab) follow(ctx context.Context, node string, cmd []string, f func(line
 // stream, read with curl on the node) into the timeline, and reads the
 // rules again after each sync that changed them.
 func (l *Lab) proxierEvents(ctx context.Context, node string) {
-	l.follow(ctx, node, []string{"curl", "-sSN", "--fail", "http://" + faults.ProxierAddr + "/events?replay=0"}, func(line []byte) {
+	handle := func(line []byte) {
 		var ev events.Event
 		if json.Unmarshal(line, &ev) == nil {
 			l.proxierEvent(node, ev)
 		}
+	}
+	const path = "/events?replay=0"
+	nc, ok := l.cfg.Cluster.(cluster.NetnsCluster)
+	if !ok {
+		l.follow(ctx, node, []string{"curl", "-sSN", "--fail", "http://" + faults.ProxierAddr + path}, handle)
+		return
+	}
+	// svclab's own HTTP client, from the node's network namespace.
+	l.followStream(ctx, node, handle, func(ctx context.Context) (io.ReadCloser, func() error, error) {
+		ns, err := nc.NodeNetns(node)
+		if err != nil {
+			return nil, nil, err
+		}
+		tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return ns.DialFrom(ctx, network, "", addr)
+		}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+faults.ProxierAddr+path, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, nil, fmt.Errorf("the proxier's events answered %s", resp.Status)
+		}
+		return resp.Body, func() error { tr.CloseIdleConnections(); return nil }, nil
 	})
+}
+
+// followStream reads lines from the streams open makes, one after the
+// other (after a pause when one ends), until ctx ends; wait reaps what
+// made a stream once it is read to its end.
+func (l *Lab) followStream(ctx context.Context, node string, f func(line []byte), open func(context.Context) (io.ReadCloser, func() error, error)) {
+	for ctx.Err() == nil {
+		r, wait, err := open(ctx)
+		if err == nil {
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64*1024), 4<<20)
+			for sc.Scan() {
+				f(sc.Bytes())
+			}
+			r.Close()
+			err = wait()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Debug("a node stream ended; starting it again", "node", node, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 func (l *Lab) proxierEvent(node string, ev events.Event) {

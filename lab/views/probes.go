@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/netcheck"
 )
 
 // target is one Service port to probe.
@@ -112,6 +115,62 @@ func backendName(body string) string {
 	return body
 }
 
+// nodeProbesInNetns probes each target from node with svclab's own HTTP
+// client in the node's network namespace (one attempt, two seconds, as
+// nodeProbeScript's curl) and lists the node's conntrack table with the
+// host's conntrack there.
+func (l *Lab) nodeProbesInNetns(ctx context.Context, nc cluster.NetnsCluster, node string, ts []target) ([]ProbeResult, string, error) {
+	ns, err := nc.NodeNetns(node)
+	if err != nil {
+		return nil, "", err
+	}
+	results := make([]ProbeResult, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() {
+			results[i] = probeResult("node "+node, t, httpProbe(t).Run(ctx, ns))
+		})
+	}
+	ct, err := cluster.DataplaneOutput(ctx, l.cfg.Cluster, node, "conntrack", "-L")
+	wg.Wait()
+	return results, ct, err
+}
+
+// podProbeInNetns probes t from a client Pod with svclab's own HTTP client
+// in the Pod's network namespace.
+func (l *Lab) podProbeInNetns(ctx context.Context, nc cluster.NetnsCluster, pod string, t target) ProbeResult {
+	ns, name := splitID(pod)
+	src := "pod " + pod
+	p, err := l.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ProbeResult{Source: src, Target: t.label, Outcome: "error", Detail: "cannot probe from Pod " + pod + ": " + err.Error()}
+	}
+	netns, err := nc.PodNetns(p)
+	if err != nil {
+		return ProbeResult{Source: src, Target: t.label, Outcome: "error", Detail: "cannot probe from Pod " + pod + ": " + err.Error()}
+	}
+	return probeResult(src, t, httpProbe(t).Run(ctx, netns))
+}
+
+// httpProbe is one HTTP attempt at t's /hostname (agnhost answers with its
+// Pod's name).
+func httpProbe(t target) netcheck.Probe {
+	return netcheck.Probe{Protocol: "http", Host: t.ip, Port: t.port, Path: "/hostname", Timeout: 2 * time.Second}
+}
+
+func probeResult(source string, t target, r netcheck.Result) ProbeResult {
+	out := ProbeResult{Source: source, Target: t.label, Millis: r.Duration.Milliseconds(), Outcome: r.Outcome}
+	switch r.Outcome {
+	case netcheck.Success:
+		out.Backend = backendName(r.Body)
+	case netcheck.Timeout:
+		out.Detail = "no answer within 2s"
+	default:
+		out.Detail = r.Detail
+	}
+	return out
+}
+
 // podProbe probes t from a client Pod with wget (curl where there is no
 // wget).
 func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
@@ -169,19 +228,32 @@ func (l *Lab) probeRound(ctx context.Context, prevCT map[string]map[string]bool)
 	script := nodeProbeScript(ts)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	nc, inNetns := l.cfg.Cluster.(cluster.NetnsCluster)
 	for _, n := range l.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var out, errb bytes.Buffer
-			err := l.cfg.Cluster.NodeExec(rctx, n.Name, []string{"bash", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errb})
+			var rs []ProbeResult
+			var ct string
+			var err error
+			if inNetns {
+				// svclab's own probes and the host's conntrack, from the
+				// node's network namespace.
+				rs, ct, err = l.nodeProbesInNetns(rctx, nc, n.Name, ts)
+			} else {
+				var out, errb bytes.Buffer
+				err = l.cfg.Cluster.NodeExec(rctx, n.Name, []string{"bash", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errb})
+				rs, ct = parseNodeProbes(n.Name, out.String())
+				if msg := strings.TrimSpace(errb.String()); err != nil && msg != "" {
+					err = fmt.Errorf("%w %s", err, msg)
+				}
+			}
 			if ctx.Err() != nil {
 				return
 			}
-			rs, ct := parseNodeProbes(n.Name, out.String())
 			v := ConntrackView{Node: n.Name}
 			if err != nil {
-				v.Error = fmt.Sprintf("reading the conntrack table of %s: %v %s", n.Name, err, strings.TrimSpace(errb.String()))
+				v.Error = fmt.Sprintf("reading the conntrack table of %s: %v", n.Name, err)
 			} else {
 				v.Entries = parseConntrack(ct, ctTargets)
 				seen := map[string]bool{}
@@ -208,7 +280,12 @@ func (l *Lab) probeRound(ctx context.Context, prevCT map[string]map[string]bool)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r := l.podProbe(rctx, p, t)
+					var r ProbeResult
+					if inNetns {
+						r = l.podProbeInNetns(rctx, nc, p, t)
+					} else {
+						r = l.podProbe(rctx, p, t)
+					}
 					mu.Lock()
 					results = append(results, r)
 					mu.Unlock()

@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Netns is one network namespace of a lab — a node's or a Pod's — entered
+// from the host by svclab's own code: connections it dials start there,
+// and Command runs a program of the host's (nft, iptables-save,
+// conntrack, ip, sysctl) there, as root of the lab and with nothing else
+// of the lab's. Nothing a learner left in the lab (a replaced curl, nft
+// or conntrack in a node or a Pod) takes part.
+type Netns interface {
+	// DialFrom connects from inside the namespace, from local (""
+	// for any address; a fixed source port for a DNS query).
+	DialFrom(ctx context.Context, network, local, address string) (net.Conn, error)
+	// Command returns the host's program argv[0] (looked up on the
+	// host's PATH) to be run in the namespace.
+	Command(ctx context.Context, argv ...string) (*exec.Cmd, error)
+}
+
+// NetnsCluster is implemented by clusters whose network namespaces svclab
+// enters from the host (the embedded backend). The grader, the live views
+// and the faults use it for everything they do in the dataplane; clusters
+// without it (kind, whose nodes are containers of a Docker engine that may
+// run elsewhere) are reached through NodeExec and the nodes' own tools.
+type NetnsCluster interface {
+	// NodeNetns returns node's network namespace.
+	NodeNetns(node string) (Netns, error)
+	// PodNetns returns the network namespace of a running Pod of the
+	// cluster (its node's, for a hostNetwork Pod).
+	PodNetns(pod *corev1.Pod) (Netns, error)
+}
+
+// MaxDataplaneOutput bounds what svclab reads from one dataplane command
+// (a rule or conntrack listing): a learner who fills a node with rules or
+// connections gets an error, not a server that reads without end.
+const MaxDataplaneOutput = 16 << 20
+
+// ErrOutputTooLarge is wrapped by DataplaneOutput when a command's output
+// passes MaxDataplaneOutput.
+var ErrOutputTooLarge = errors.New("the command's output is too large")
+
+// DataplaneOutput runs cmd against node's dataplane and returns its
+// standard output (at most MaxDataplaneOutput bytes): with the host's
+// program in the node's network namespace when c is a NetnsCluster, else
+// on the node (NodeExec). A failure carries the command's standard error.
+func DataplaneOutput(ctx context.Context, c Cluster, node string, cmd ...string) (string, error) {
+	if len(cmd) == 0 {
+		return "", errors.New("no command given")
+	}
+	out := &cappedBuffer{max: MaxDataplaneOutput}
+	errOut := &cappedBuffer{max: 64 << 10}
+	var err error
+	if nc, ok := c.(NetnsCluster); ok {
+		err = runIn(ctx, nc, node, cmd, out, errOut)
+	} else {
+		err = c.NodeExec(ctx, node, cmd, Stdio{Stdout: out, Stderr: errOut})
+	}
+	if out.over {
+		return "", fmt.Errorf("%s on node %s: %w (over %d MiB)", strings.Join(cmd, " "), node, ErrOutputTooLarge, MaxDataplaneOutput>>20)
+	}
+	if err != nil {
+		if msg := strings.TrimSpace(errOut.String()); msg != "" {
+			return out.String(), fmt.Errorf("%w: %s", err, msg)
+		}
+		return out.String(), err
+	}
+	return out.String(), nil
+}
+
+func runIn(ctx context.Context, nc NetnsCluster, node string, cmd []string, out, errOut io.Writer) error {
+	ns, err := nc.NodeNetns(node)
+	if err != nil {
+		return err
+	}
+	x, err := ns.Command(ctx, cmd...)
+	if err != nil {
+		return err
+	}
+	x.Stdout, x.Stderr = out, errOut
+	if err := x.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("%s on %s: %w", strings.Join(cmd, " "), node, err)
+		}
+		return fmt.Errorf("running %s in node %s's network: %w", cmd[0], node, err)
+	}
+	return nil
+}
+
+// cappedBuffer keeps at most max bytes; past that, writes fail, which ends
+// the command that writes (its pipe closes).
+type cappedBuffer struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		b.over = true
+		return 0, ErrOutputTooLarge
+	}
+	return b.Buffer.Write(p)
+}

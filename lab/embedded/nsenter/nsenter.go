@@ -1,0 +1,116 @@
+// Package nsenter enters a lab's namespaces from the host: it runs Go code
+// on a thread switched into a network namespace (sockets made there stay
+// there), and host programs in a network namespace as root of the lab's
+// user namespace, with nothing else of the lab's (its filesystem, its
+// binaries, its processes).
+package nsenter
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// Do runs f on a thread switched into the network namespace in file path
+// (/run/netns/NAME). Sockets f creates stay in that namespace after the
+// thread switches back.
+func Do(path string, f func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("network namespace %s: %w", path, err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	ferr := f()
+	if err := netns.Set(orig); err != nil {
+		// Leave the thread locked: Go retires it when this goroutine
+		// ends, so no other goroutine runs in the wrong namespace.
+		return fmt.Errorf("switching back from %s: %w", path, err)
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// Netns is a network namespace of a lab, owned by the lab's user
+// namespace Userns (a pin file).
+type Netns struct {
+	Path, Userns string
+}
+
+// DialContext connects from inside the namespace.
+func (n Netns) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	return n.DialFrom(ctx, network, "", address)
+}
+
+// DialFrom connects from inside the namespace, from local ("" for any).
+func (n Netns) DialFrom(ctx context.Context, network, local, address string) (net.Conn, error) {
+	var d net.Dialer
+	if local != "" {
+		var err error
+		if strings.HasPrefix(network, "udp") {
+			d.LocalAddr, err = net.ResolveUDPAddr(network, local)
+		} else {
+			d.LocalAddr, err = net.ResolveTCPAddr(network, local)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	var c net.Conn
+	err := Do(n.Path, func() (err error) {
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}
+
+// Listen opens a stream listener inside the namespace.
+func (n Netns) Listen(ctx context.Context, network, address string) (net.Listener, error) {
+	var l net.Listener
+	err := Do(n.Path, func() (err error) {
+		var lc net.ListenConfig
+		l, err = lc.Listen(ctx, network, address)
+		return err
+	})
+	return l, err
+}
+
+// Command runs the host's program argv[0] in the namespace, as root of the
+// lab's user namespace (no capability on the host), in the host's mount
+// namespace: the program and what it reads are the host's, never the lab's.
+func (n Netns) Command(ctx context.Context, argv ...string) (*exec.Cmd, error) {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("no command given")
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("the host has no %s (svclab setup installs it): %w", argv[0], err)
+	}
+	args := []string{"--net=" + n.Path}
+	if n.Userns != "" {
+		args = append(args, "--user="+n.Userns)
+	}
+	args = append(append(args, "--", path), argv[1:]...)
+	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	// The host's program may leave children holding its output.
+	cmd.WaitDelay = time.Second
+	return cmd, nil
+}
