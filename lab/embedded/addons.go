@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -62,13 +63,18 @@ const Corefile = `cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
 
 // addonObjects are the objects kubeadm installs after the control plane:
 // kube-proxy (here the bundled proxier) and CoreDNS.
-func addonObjects(st *State) ([]runtime.Object, error) {
+func addonObjects(st *State, dir string) ([]runtime.Object, error) {
+	pub, err := os.ReadFile(paths{dir}.controlKey() + ".pub")
+	if err != nil {
+		return nil, fmt.Errorf("the proxiers' control key: %w", err)
+	}
 	proxy, err := deploy.Objects(deploy.Options{
 		Image:       KubeProxyImage,
 		Command:     []string{"/usr/local/bin/kube-proxy"},
 		APIServer:   st.Server(),
 		ClusterCIDR: st.PodCIDR,
 		Mode:        st.ProxyMode,
+		ControlKey:  string(pub),
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/proxier/control"
 )
 
 // Cluster is a running embedded cluster.
@@ -85,6 +87,16 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 		return fmt.Errorf("running a command on node %s (is the node's container running? see 'svclab cluster list'): %w", node, err)
 	}
 	return nil
+}
+
+// ProxierControlKey is the key svclab signs its requests to the cluster's
+// proxiers' teaching hooks with (see package control).
+func (c *Cluster) ProxierControlKey() (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(paths{c.dir}.controlKey())
+	if err != nil {
+		return nil, fmt.Errorf("the proxiers' control key: %w", err)
+	}
+	return control.ParsePrivate(string(b))
 }
 
 // StopNodeAgent stops the agent (the kubelet) of node, as stopping the

@@ -21,6 +21,7 @@ import (
 	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/kubebin"
 	"github.com/svclab/svclab/lab/nodeagent"
+	"github.com/svclab/svclab/lab/proxier/control"
 )
 
 // BackendName is what Summary.Backend says for embedded clusters.
@@ -237,7 +238,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			if err != nil {
 				return err
 			}
-			objs, err := addonObjects(st)
+			objs, err := addonObjects(st, dir)
 			if err != nil {
 				return err
 			}
@@ -284,6 +285,17 @@ func writeControlPlaneFiles(st *State, dir string) error {
 		}
 	}
 	if err := pki.Write(pa.pki()); err != nil {
+		return err
+	}
+	// The key of the proxiers' teaching hooks: svclab's alone.
+	pub, priv, err := control.GenerateKey()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(pa.controlKey(), []byte(control.EncodePrivate(priv)), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(pa.controlKey()+".pub", []byte(control.EncodePublic(pub)), 0o644); err != nil {
 		return err
 	}
 	for _, d := range []string{pa.logs(), filepath.Dir(pa.config("x")), filepath.Join(dir, "nodes")} {

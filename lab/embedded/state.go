@@ -197,6 +197,10 @@ func (p paths) config(n string) string { return filepath.Join(p.dir, "config", n
 func (p paths) supervisorPID() string  { return filepath.Join(p.dir, "supervisor.pid") }
 func (p paths) status() string         { return filepath.Join(p.dir, "status.json") }
 
+// controlKey is the private key of the proxiers' teaching hooks (the
+// public half beside it, .pub).
+func (p paths) controlKey() string { return filepath.Join(p.pki(), "proxier-control.key") }
+
 // userns is the pin of the lab's user namespace.
 func (p paths) userns() string { return filepath.Join(p.dir, "userns") }
 

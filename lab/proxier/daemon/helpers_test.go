@@ -198,6 +198,12 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, Config{})
+}
+
+// newHarnessWith takes Control (and nothing else yet) from extra.
+func newHarnessWith(t *testing.T, extra Config) *harness {
+	t.Helper()
 	fake := knftables.NewFake(knftables.IPv4Family, nftables.Table)
 	nft := &failingNFT{Fake: fake}
 	npa, err := model.NewNodePortAddresses(v1.IPv4Protocol, []string{model.NodePortAddressesPrimary}, net.ParseIP("192.168.0.2"))
@@ -216,7 +222,7 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, nft: nft, ct: &fakeConntrack{}, sh: &fakeServiceHealth{}, clock: fc}
 	h.p, err = New(Config{
 		NodeName: testNode, SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second,
-		Applier: applier, Conntrack: h.ct, ServiceHealth: h.sh, Clock: fc,
+		Applier: applier, Conntrack: h.ct, ServiceHealth: h.sh, Clock: fc, Control: extra.Control,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/svclab/svclab/lab/proxier/conntrack"
+	"github.com/svclab/svclab/lab/proxier/control"
 	"github.com/svclab/svclab/lab/proxier/events"
 	"github.com/svclab/svclab/lab/proxier/faults"
 	"github.com/svclab/svclab/lab/proxier/healthcheck"
@@ -76,6 +78,12 @@ type Config struct {
 	Metrics *metrics.Metrics
 	Events  *events.Broker
 	Faults  *faults.Switches
+
+	// Control, when set, guards the teaching hooks /faults and /sync:
+	// only requests signed with its private half pass (package control).
+	// The faults are then covert: no log line, metric or event names
+	// them, as nothing would name the failure they stand for.
+	Control ed25519.PublicKey
 
 	// Clock is the real clock unless a test fakes it.
 	Clock  clock.WithDelayedExecution
@@ -147,7 +155,14 @@ func New(cfg Config) (*Proxier, error) {
 		cfg.Events = events.NewBroker(200, cfg.Metrics.EventsDropped.Inc)
 	}
 	if cfg.Faults == nil {
-		cfg.Faults = faults.New(cfg.Logger, cfg.Metrics)
+		if cfg.Control != nil {
+			cfg.Faults = faults.New(nil, nil)
+		} else {
+			cfg.Faults = faults.New(cfg.Logger, cfg.Metrics)
+		}
+	}
+	if cfg.Control != nil {
+		cfg.Metrics.Covert()
 	}
 	p := &Proxier{
 		cfg:        cfg,
@@ -376,13 +391,19 @@ func (p *Proxier) ReplaceAll(services []*v1.Service, slices []*discovery.Endpoin
 }
 
 func (p *Proxier) onFaultChange(old, cur faults.State) {
-	p.events.Publish(events.Event{
-		Kind: events.KindFault, Mode: p.Mode(), Family: string(p.cfg.Family),
-		Faults: cur.Active(), Message: faultMessage(cur),
-	})
+	if !p.covert() {
+		p.events.Publish(events.Event{
+			Kind: events.KindFault, Mode: p.Mode(), Family: string(p.cfg.Family),
+			Faults: cur.Active(), Message: faultMessage(cur),
+		})
+	}
 	// Any change may unblock or reshape a sync.
 	p.Sync()
 }
+
+// covert tells whether the faults must not announce themselves (see
+// Config.Control).
+func (p *Proxier) covert() bool { return p.cfg.Control != nil }
 
 func faultMessage(s faults.State) string {
 	b, _ := json.Marshal(s)
@@ -402,10 +423,12 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 	}
 	if fs.StopSyncing {
 		p.mu.Unlock()
-		p.metrics.SyncsSkipped.WithLabelValues(faults.StopSyncing).Inc()
-		p.logger.WarnContext(ctx, "FAULT stop-syncing: not syncing rules; the previous rules stay in place")
-		p.events.Publish(events.Event{Kind: events.KindSkipped, Mode: p.Mode(), Family: family, Faults: fs.Active(),
-			Message: "sync skipped: the stop-syncing fault is on"})
+		if !p.covert() {
+			p.metrics.SyncsSkipped.WithLabelValues(faults.StopSyncing).Inc()
+			p.logger.WarnContext(ctx, "FAULT stop-syncing: not syncing rules; the previous rules stay in place")
+			p.events.Publish(events.Event{Kind: events.KindSkipped, Mode: p.Mode(), Family: family, Faults: fs.Active(),
+				Message: "sync skipped: the stop-syncing fault is on"})
+		}
 		return nil
 	}
 	now := p.clock.Now()
@@ -421,7 +444,7 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 				})
 			}
 			p.mu.Unlock()
-			if first {
+			if first && !p.covert() {
 				p.metrics.SyncsSkipped.WithLabelValues(faults.SyncEvery).Inc()
 				p.logger.WarnContext(ctx, "FAULT sync-every: delaying sync", "in", wait.Round(time.Millisecond))
 				p.events.Publish(events.Event{Kind: events.KindSkipped, Mode: p.Mode(), Family: family, Faults: fs.Active(),
@@ -574,9 +597,11 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 
 	if p.cfg.Conntrack != nil && conntrackCleanupRequired(p.lastApplied, snap) {
 		if fs.SkipConntrackCleanup {
-			p.metrics.ConntrackSkipped.WithLabelValues(family).Inc()
-			p.logger.WarnContext(ctx, "FAULT skip-conntrack-cleanup: not reconciling UDP conntrack entries")
-			ev.Message = "UDP conntrack cleanup skipped by the skip-conntrack-cleanup fault"
+			if !p.covert() {
+				p.metrics.ConntrackSkipped.WithLabelValues(family).Inc()
+				p.logger.WarnContext(ctx, "FAULT skip-conntrack-cleanup: not reconciling UDP conntrack entries")
+				ev.Message = "UDP conntrack cleanup skipped by the skip-conntrack-cleanup fault"
+			}
 		} else {
 			res, err := conntrack.CleanStaleEntries(ctx, p.logger, p.cfg.Conntrack, snap)
 			p.metrics.ConntrackReconcileLatency.WithLabelValues(family).Observe(res.Duration.Seconds())
@@ -736,8 +761,15 @@ func (p *Proxier) MetricsHandler(configz any) http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]any{"kubeproxy.config.k8s.io": configz})
 	})
 	mux.Handle("/events", p.events.Handler())
-	mux.Handle("/faults", p.faults.Handler())
-	mux.HandleFunc("/sync", func(w http.ResponseWriter, r *http.Request) {
+	// The teaching hooks, svclab's alone when there is a control key.
+	guard := func(h http.Handler) http.Handler { return h }
+	if p.cfg.Control != nil {
+		g := control.NewGuard(p.cfg.Control)
+		mux.Handle(control.NoncePath, g.NonceHandler())
+		guard = g.Wrap
+	}
+	mux.Handle("/faults", guard(p.faults.Handler()))
+	mux.Handle("/sync", guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "use POST", http.StatusMethodNotAllowed)
 			return
@@ -749,6 +781,6 @@ func (p *Proxier) MetricsHandler(configz any) http.Handler {
 		}
 		p.Sync()
 		fmt.Fprintln(w, "sync queued")
-	})
+	})))
 	return mux
 }

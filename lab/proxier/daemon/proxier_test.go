@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"sigs.k8s.io/knftables"
 
+	"github.com/svclab/svclab/lab/proxier/control"
 	"github.com/svclab/svclab/lab/proxier/events"
 	"github.com/svclab/svclab/lab/proxier/faults"
 )
@@ -343,5 +347,71 @@ func TestConntrackCleanupRequired(t *testing.T) {
 	}
 	if !conntrackCleanupRequired(nil, h.snapshot(baseObjects)) {
 		t.Error("a restart must reconcile UDP Services with endpoints")
+	}
+}
+
+// TestCovertFaults: with a control key, a learner on the node can neither
+// switch a fault off nor find it named anywhere — not in /metrics, the
+// event stream or a fault state listing — while svclab's signed requests
+// work and the fault does what it does.
+func TestCovertFaults(t *testing.T) {
+	pub, priv, err := control.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, Config{Control: pub})
+	h.load(baseObjects)
+	h.syncOne(events.KindSync)
+	good := h.nft.Dump()
+	srv := httptest.NewServer(h.p.MetricsHandler(nil))
+	defer srv.Close()
+	ctx := context.Background()
+	if _, err := control.Do(ctx, srv.Client(), priv, srv.URL, http.MethodPost, "/faults", []byte(`{"stopSyncing":true}`)); err != nil {
+		t.Fatalf("svclab's signed request: %v", err)
+	}
+	if !h.p.Faults().State().StopSyncing {
+		t.Fatal("the signed request did not set the fault")
+	}
+	h.load(strings.Replace(baseObjects, "10.180.2.1", "10.180.2.9", 1))
+	if evs, _ := h.sync(); len(evs) != 0 {
+		t.Errorf("a covert fault published events: %+v", evs)
+	}
+	if h.nft.Dump() != good {
+		t.Error("rules changed while syncing is stopped")
+	}
+	get := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/faults", `{"stopSyncing":false}`},
+		{"DELETE", "/faults", ""},
+		{"GET", "/faults", ""},
+		{"POST", "/sync?full=true", ""},
+	} {
+		if code, _ := get(tc.method, tc.path, tc.body); code != http.StatusForbidden {
+			t.Errorf("%s %s unsigned: %d, want 403", tc.method, tc.path, code)
+		}
+	}
+	if !h.p.Faults().State().StopSyncing {
+		t.Fatal("an unsigned request switched the fault off")
+	}
+	_, metrics := get("GET", "/metrics", "")
+	for _, word := range []string{"fault", "stop-syncing", "syncs_skipped", "omitted"} {
+		if strings.Contains(metrics, word) {
+			t.Errorf("/metrics names %q", word)
+		}
+	}
+	if !strings.Contains(metrics, "kubeproxy_sync_proxy_rules_last_timestamp_seconds") {
+		t.Error("/metrics lost kube-proxy's own metrics")
+	}
+	if code, mode := get("GET", "/proxyMode", ""); code != http.StatusOK || mode != "nftables" {
+		t.Errorf("/proxyMode: %d %q", code, mode)
 	}
 }

@@ -43,7 +43,14 @@ type Options struct {
 	// Mode is the proxy mode in config.conf ("" lets the proxier choose:
 	// nftables in svclab).
 	Mode string
+	// ControlKey, when set, is the public key (control.EncodePublic) that
+	// guards the proxiers' teaching hooks: it goes into the ConfigMap as
+	// control.pub and the proxiers get --control-key.
+	ControlKey string
 }
+
+// ControlKeyKey is the ConfigMap key of the control key.
+const ControlKeyKey = "control.pub"
 
 // Config returns the KubeProxyConfiguration kubeadm would put into
 // config.conf: every field present, defaults left to the proxier.
@@ -131,12 +138,18 @@ func Objects(opts Options) ([]runtime.Object, error) {
 			KubeconfigKey: kubeconfig(opts.APIServer),
 		},
 	}
+	if opts.ControlKey != "" {
+		cm.Data[ControlKeyKey] = opts.ControlKey
+	}
 	privileged := true
 	hostPathFileOrCreate := v1.HostPathFileOrCreate
 	maxUnavailable := intstr.FromInt32(1)
 	command := append(append([]string{}, opts.Command...),
 		"--config="+ConfigDir+"/"+ConfigMapKey,
 		"--hostname-override=$(NODE_NAME)")
+	if opts.ControlKey != "" {
+		command = append(command, "--control-key="+ConfigDir+"/"+ControlKeyKey)
+	}
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   typeMeta("apps/v1", "DaemonSet"),
 		ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: Namespace, Labels: labels},

@@ -217,6 +217,15 @@ func New(mode string) *Metrics {
 	return m
 }
 
+// Covert stops exporting the teaching metrics that name or count fault
+// switches (svclab_proxier_fault_active and the like): a lab's faults must
+// look like the failures they stand for, which no metric names.
+func (m *Metrics) Covert() {
+	for _, c := range []prometheus.Collector{m.FaultActive, m.FaultSyncInterval, m.SyncsSkipped, m.ServicesOmitted, m.ConntrackSkipped} {
+		m.Registry.Unregister(c)
+	}
+}
+
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})

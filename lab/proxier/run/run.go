@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/svclab/svclab/lab/proxier/config"
 	"github.com/svclab/svclab/lab/proxier/conntrack"
+	"github.com/svclab/svclab/lab/proxier/control"
 	"github.com/svclab/svclab/lab/proxier/daemon"
 	"github.com/svclab/svclab/lab/proxier/healthcheck"
 	"github.com/svclab/svclab/lab/proxier/iptables"
@@ -50,6 +52,9 @@ type Extra struct {
 	FullSyncPeriod time.Duration
 	// RuleDiffLimit caps the rules per sync event; negative disables diffs.
 	RuleDiffLimit int
+	// ControlKey is the file of the public key that guards the teaching
+	// hooks (package control); none leaves them open.
+	ControlKey string
 }
 
 // NewRunCommand returns "svclab proxier run".
@@ -89,6 +94,7 @@ switches) and /sync on metricsBindAddress (127.0.0.1:10249).`,
 	fl.StringSliceVar(&extra.ServiceCIDRs, "service-cidr", nil, "svclab: the ServiceCIDRs to use with --objects (traffic to unallocated ClusterIPs in them is dropped in nftables mode)")
 	fl.DurationVar(&extra.FullSyncPeriod, "full-sync-period", extra.FullSyncPeriod, "svclab: how often a full resync rewrites every rule (kube-proxy: 1h)")
 	fl.IntVar(&extra.RuleDiffLimit, "rule-diff-limit", extra.RuleDiffLimit, "svclab: most added/removed rules listed per sync event; negative disables rule diffs")
+	fl.StringVar(&extra.ControlKey, "control-key", "", "svclab: a public key file; /faults and /sync then obey only requests signed with its private key, and the faults name themselves nowhere (no log line, metric or event)")
 	return cmd
 }
 
@@ -246,12 +252,18 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 	serviceHealth := healthcheck.NewServiceHealthServer(logger, network, hcIPs, func() bool { return p.Health().Health().Healthy }, nil)
 	defer serviceHealth.Close()
 
+	var controlKey ed25519.PublicKey
+	if extra.ControlKey != "" {
+		if controlKey, err = control.ReadPublicFile(extra.ControlKey); err != nil {
+			return fmt.Errorf("--control-key: %w", err)
+		}
+	}
 	p, err = daemon.New(daemon.Config{
 		Family: family, NodeName: nodeName,
 		MinSyncPeriod: cfg.MinSyncPeriod, SyncPeriod: cfg.SyncPeriod, FullSyncPeriod: extra.FullSyncPeriod,
 		RuleDiffLimit: extra.RuleDiffLimit,
 		Applier:       applier, Conntrack: conntrack.New(), ServiceHealth: serviceHealth,
-		Metrics: m, Logger: logger,
+		Metrics: m, Logger: logger, Control: controlKey,
 	})
 	if err != nil {
 		return err
