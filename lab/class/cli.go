@@ -53,7 +53,11 @@ func envOf(cmd *cobra.Command) *cliEnv {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	return &cliEnv{
 		stateDir: stateDir, databaseURL: databaseURL, log: log, out: cmd.OutOrStdout(), now: time.Now,
-		provider: func() cluster.Provider { return embedded.New(stateDir, log) },
+		provider: func() cluster.Provider {
+			p := embedded.New(stateDir, log)
+			p.Limits = embedded.LimitsFromFlags(cmd.Flag)
+			return p
+		},
 	}
 }
 

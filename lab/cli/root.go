@@ -26,7 +26,9 @@ type options struct {
 	// data in instead of svclab.db in stateDir.
 	databaseURL string
 	logLevel    string
-	out, err    io.Writer
+	// limits bound each embedded lab this process creates.
+	limits   embedded.Limits
+	out, err io.Writer
 }
 
 func (o *options) logger() *slog.Logger {
@@ -40,7 +42,9 @@ func (o *options) logger() *slog.Logger {
 func (o *options) provider(backend string) (cluster.Provider, error) {
 	switch backend {
 	case "", embedded.BackendName:
-		return embedded.New(o.stateDir, o.logger()), nil
+		p := embedded.New(o.stateDir, o.logger())
+		p.Limits = o.limits
+		return p, nil
 	case kind.BackendName:
 		return kind.New(o.stateDir, o.logger()), nil
 	default:
@@ -50,7 +54,7 @@ func (o *options) provider(backend string) (cluster.Provider, error) {
 
 // NewRoot returns the svclab command tree writing to out and errOut.
 func NewRoot(out, errOut io.Writer) *cobra.Command {
-	o := &options{out: out, err: errOut}
+	o := &options{out: out, err: errOut, limits: embedded.DefaultLimits()}
 	root := &cobra.Command{
 		Use:           "svclab",
 		Short:         "A lab for Kubernetes Service networking: real clusters, real kernel rules, graded fixes",
@@ -66,6 +70,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&o.databaseURL, "database-url", os.Getenv(store.EnvDatabaseURL),
 		"keep learners, attempts and classes in this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DATABASE) instead of svclab.db in the state directory (env "+store.EnvDatabaseURL+")")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	o.limits.AddFlags(root.PersistentFlags())
 	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
 	scenarioCmd := scenario.NewCommand()
 	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.stateDir }, DatabaseURL: func() string { return o.databaseURL }, Provider: func() (cluster.Provider, error) { return o.provider("") }, Log: o.logger})

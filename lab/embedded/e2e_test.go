@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/userns"
 	"github.com/svclab/svclab/lab/kubebin"
 )
 
@@ -102,9 +103,21 @@ func assertNoLeaks(t testing.TB, dir string, st *State) {
 	if left := clusterCgroups(st.Name); len(left) > 0 {
 		t.Errorf("cgroups left behind: %v", left)
 	}
+	if _, err := os.Stat(runDir(st.Name)); err == nil {
+		t.Errorf("runtime directory %s left behind", runDir(st.Name))
+	}
+	if claims, _ := userns.DefaultAllocator().Claims(); len(claims) > 0 {
+		for _, c := range claims {
+			if c.Owner == dir {
+				t.Errorf("the lab's id range %d is still claimed", c.Range.Base)
+			}
+		}
+	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	if bytes.Contains(mounts, []byte(dir+"/")) {
-		t.Errorf("mounts under %s left behind", dir)
+	for _, d := range []string{dir, runDir(st.Name)} {
+		if bytes.Contains(mounts, []byte(d+"/")) {
+			t.Errorf("mounts under %s left behind", d)
+		}
 	}
 	for _, n := range st.Nodes {
 		if bytes.Contains(mounts, []byte("/run/netns/"+n.Netns+" ")) {
@@ -146,7 +159,7 @@ func TestClusterLifecycle(t *testing.T) {
 			p.Delete(context.Background(), name)
 		}
 	})
-	wantSteps := []string{"Finding svclab-kube v1.37.2", "Preparing images", "Creating the network fabric", "Generating certificates and kubeconfigs",
+	wantSteps := []string{"Finding svclab-kube v1.37.2", "Preparing images", "Creating the network fabric", "Setting the lab's limits", "Generating certificates and kubeconfigs",
 		"Preparing the nodes' filesystems", "Starting the control-plane supervisor", "Starting etcd", "Starting kube-apiserver", "Starting kube-controller-manager", "Starting kube-scheduler",
 		"Starting the node agents", "Waiting for the nodes to be Ready", "Installing kube-proxy (the bundled proxier) and CoreDNS"}
 	var got []string

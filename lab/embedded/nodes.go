@@ -82,6 +82,7 @@ func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
 		Marker:         EnvClusterDir + "=" + dir,
 		CgroupParent:   nodeCgroup(st.Name, n.Name),
 		Isolation:      st.isolation(dir),
+		Logs:           st.Limits.Logs,
 	}
 }
 
@@ -121,6 +122,7 @@ func runNodeAgents(dir string) int {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	defer srv.Close()
+	go watchLimits(ctx, st, pa, log)
 	var wg sync.WaitGroup
 	for _, n := range st.Nodes {
 		wg.Add(1)

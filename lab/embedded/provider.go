@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/cgroups"
 	"github.com/svclab/svclab/lab/embedded/userns"
 	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/kubebin"
@@ -43,6 +44,8 @@ type Provider struct {
 	ImagesDir string
 	// IDs hands out the labs' ranges of host ids, machine-wide.
 	IDs userns.Allocator
+	// Limits bound each lab it creates (DefaultLimits by New).
+	Limits Limits
 }
 
 var _ cluster.Provider = (*Provider)(nil)
@@ -53,7 +56,7 @@ func New(stateDir string, log *slog.Logger) *Provider {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{StateDir: stateDir, Runner: ExecRunner{}, Log: log, KubeBin: kubebin.Locate, ReadyTimeout: 3 * time.Minute,
-		IDs: userns.DefaultAllocator()}
+		IDs: userns.DefaultAllocator(), Limits: DefaultLimits()}
 }
 
 func (p *Provider) clustersDir() string    { return filepath.Join(p.StateDir, "clusters") }
@@ -91,6 +94,9 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 	}
 	if err := Preflight(); err != nil {
 		return nil, err
+	}
+	if err := p.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("the lab's limits: %w", err)
 	}
 	if err := os.MkdirAll(p.clustersDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("the state directory %s is not writable: %w (choose another with --state-dir or %s)", p.StateDir, err, EnvStateDir)
@@ -167,7 +173,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 				p.Runner.Run(ctx, nil, "ip", "link", "del", fmt.Sprintf("%s%d", bridgePrefix, index))
 				return err
 			}
-			ns.KubeBin, ns.ImagesDir, ns.Created = st.KubeBin, st.ImagesDir, time.Now().UTC()
+			ns.KubeBin, ns.ImagesDir, ns.Created, ns.Limits = st.KubeBin, st.ImagesDir, time.Now().UTC(), p.Limits
 			st = ns
 			c.st = st
 			// The lab's own ids, recorded before anything is made with
@@ -187,6 +193,10 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 				return err
 			}
 			return fabricUp(ctx, p.Runner, st, paths{dir}.userns())
+		}},
+		{Name: "Setting the lab's limits", Run: func(context.Context) error {
+			// Before any of the lab's processes: they all start under it.
+			return cgroups.Apply(labCgroup(st.Name), st.Limits.Limits)
 		}},
 		{Name: "Generating certificates and kubeconfigs", Run: func(context.Context) error {
 			return writeControlPlaneFiles(st, dir)
@@ -425,6 +435,13 @@ func (p *Provider) summary(name string) cluster.Summary {
 		if c.Restarts > 0 {
 			notes = append(notes, fmt.Sprintf("%s restarted %d times", c.Name, c.Restarts))
 		}
+	}
+	u := cgroups.Read(labCgroup(name))
+	if u.OOMKills > 0 {
+		notes = append(notes, fmt.Sprintf("reached its memory limit %d times", u.OOMKills))
+	}
+	if u.PidsRefused > 0 {
+		notes = append(notes, fmt.Sprintf("reached its process limit (%d refused)", u.PidsRefused))
 	}
 	s.Detail = strings.Join(notes, "; ")
 	return s

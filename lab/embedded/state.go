@@ -67,6 +67,8 @@ type State struct {
 	// IDs is the lab's claim on its range of host ids, which its user
 	// namespace maps.
 	IDs *userns.Claim `json:"ids,omitempty"`
+	// Limits bound the lab.
+	Limits Limits `json:"limits"`
 }
 
 // isolation is what every container of the cluster in dir shares (see

@@ -303,7 +303,7 @@ func (c *containerRun) resume(s containerState) {
 	}
 	r := c.pod
 	bundle := filepath.Join(r.dir(), "containers", s.ID)
-	log, err := openContainerLog(c.logPath(s.Restarts))
+	log, err := openContainerLog(c.logPath(s.Restarts), r.p.cfg.logLimits())
 	if err != nil {
 		return
 	}

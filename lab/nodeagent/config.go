@@ -44,6 +44,8 @@ type Config struct {
 	// Isolation is the lab's user namespace, which every container of the
 	// node joins.
 	Isolation Isolation
+	// Logs bound each container's log (DefaultLogLimits when zero).
+	Logs LogLimits
 }
 
 // Validate checks cfg.

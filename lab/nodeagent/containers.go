@@ -326,7 +326,7 @@ func (c *containerRun) resolveImage() (Image, error) {
 // probing it meanwhile.
 func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	r := c.pod
-	log, err := openContainerLog(c.logPath(c.restartCount()))
+	log, err := openContainerLog(c.logPath(c.restartCount()), r.p.cfg.logLimits())
 	if err != nil {
 		return 0, err
 	}

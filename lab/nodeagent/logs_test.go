@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func TestReadLogFollow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "0.log")
-			l, err := openContainerLog(path)
+			l, err := openContainerLog(path, DefaultLogLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,5 +91,44 @@ func TestReadLogFollow(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestContainerLogRotation floods a log: it never holds more than its
+// files' worth, the newest output stays in the current file, and kubectl
+// logs reads it back.
+func TestContainerLogRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	l, err := openContainerLog(path, LogLimits{MaxBytes: 4096, MaxFiles: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&in, "line %d of a flood\n", i)
+	}
+	l.copy("stdout", strings.NewReader(in.String()))
+	l.Close()
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	var total int64
+	var names []string
+	for _, e := range entries {
+		fi, _ := e.Info()
+		total += fi.Size()
+		names = append(names, e.Name())
+	}
+	if len(entries) != 3 {
+		t.Errorf("files %v, want the log and 2 rotated ones", names)
+	}
+	if total > 3*(4096+200) {
+		t.Errorf("the logs hold %d bytes, more than 3 files of 4 KiB", total)
+	}
+	r, err := readLog(context.Background(), path, api.ContainerLogOpts{Tail: 1}, fromStart, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r)
+	if string(b) != "line 1999 of a flood\n" {
+		t.Errorf("the last line read back: %q", b)
 	}
 }

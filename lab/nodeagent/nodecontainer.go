@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/svclab/svclab/lab/embedded/cgroups"
 )
 
 // nodeInit is the node container's init: it waits, and exits on SIGTERM
@@ -72,11 +74,25 @@ func (nc NodeContainer) Command(ctx context.Context, argv []string) (*exec.Cmd, 
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return nil, fmt.Errorf("reading the node container's spec: %w", err)
 	}
-	args := append([]string{"--target", strconv.Itoa(pid), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"}, argv...)
-	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	// The command joins the node container's cgroups first, and so the
+	// lab's limits (see package cgroups): a shell's fork bomb counts
+	// against the lab, not the host. A host shell moves itself there and
+	// then becomes nsenter.
+	procs, err := cgroups.ProcsFiles(pid)
+	if err != nil {
+		return nil, fmt.Errorf("the node container's cgroups: %w", err)
+	}
+	args := append([]string{"-c", joinCgroups, "sh"}, procs...)
+	args = append(append(args, "--", "nsenter", "--target", strconv.Itoa(pid), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"), argv...)
+	cmd := exec.CommandContext(ctx, "/bin/sh", args...)
 	cmd.Env = spec.Process.Env
 	return cmd, nil
 }
+
+// joinCgroups writes the shell's PID into each cgroup.procs file it is
+// given up to "--", then runs the rest; a cgroup it cannot join stops it
+// (exit 125) rather than letting the command run outside the lab's limits.
+const joinCgroups = `for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || { echo "svclab: cannot join $f" >&2; exit 125; }; done; exec "$@"`
 
 // initPID reads the node container's first process from runc's state,
 // checking its start time so that a recycled PID is never entered.

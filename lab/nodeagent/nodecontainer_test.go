@@ -2,12 +2,16 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/svclab/svclab/lab/embedded/cgroups"
 )
 
 // A node command is entered with nsenter from the node container's first
@@ -54,7 +58,12 @@ func TestNodeContainerCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"nsenter", "--target", fmt.Sprint(os.Getpid()), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "nft", "list", "ruleset"}
+			procs, err := cgroups.ProcsFiles(os.Getpid())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append(append([]string{"/bin/sh", "-c", joinCgroups, "sh"}, procs...), "--",
+				"nsenter", "--target", fmt.Sprint(os.Getpid()), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "nft", "list", "ruleset")
 			if !slices.Equal(cmd.Args, want) {
 				t.Errorf("args %q, want %q", cmd.Args, want)
 			}
@@ -62,5 +71,36 @@ func TestNodeContainerCommand(t *testing.T) {
 				t.Errorf("env %q", cmd.Env)
 			}
 		})
+	}
+}
+
+// TestJoinCgroups runs the script that moves a node command into its
+// node's cgroups, with plain files standing in for cgroup.procs: each
+// gets the PID the command then runs as, and a file it cannot write stops
+// the command before it runs.
+func TestJoinCgroups(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	out, err := exec.Command("/bin/sh", "-c", joinCgroups, "sh", a, b, "--", "sh", "-c", `echo "$$ $1"`, "x", "arg").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, rest, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if rest != "arg" {
+		t.Errorf("the command's arguments: %q", out)
+	}
+	for _, f := range []string{a, b} {
+		if got, _ := os.ReadFile(f); strings.TrimSpace(string(got)) != pid {
+			t.Errorf("%s holds %q, want the command's PID %s", f, got, pid)
+		}
+	}
+	ran := filepath.Join(dir, "ran")
+	err = exec.Command("/bin/sh", "-c", joinCgroups, "sh", filepath.Join(dir, "missing", "cgroup.procs"), "--", "touch", ran).Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
+		t.Errorf("a cgroup it cannot join: %v, want exit 125", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran outside its cgroups")
 	}
 }

@@ -642,14 +642,43 @@ type runningContainer struct {
 }
 
 // containerLog writes a container's output in the CRI log format
-// ("<RFC3339Nano> <stream> F <line>"), which kubectl logs reads back.
+// ("<RFC3339Nano> <stream> F <line>"), which kubectl logs reads back. As
+// the kubelet's containerLogMaxSize and containerLogMaxFiles, the file is
+// rotated when it passes maxBytes (path.1 the newest of the rotated ones),
+// and at most maxFiles files are kept: a container that prints without
+// end fills neither the disk nor the agent's memory.
 type containerLog struct {
-	mu   sync.Mutex
-	path string
-	f    *os.File
+	mu       sync.Mutex
+	path     string
+	f        *os.File
+	size     int64
+	maxBytes int64
+	maxFiles int
 }
 
-func openContainerLog(path string) (*containerLog, error) {
+// LogLimits bound a container's log (the kubelet's containerLogMaxSize
+// and containerLogMaxFiles; 10 MiB and 5 by default).
+type LogLimits struct {
+	MaxBytes int64 `json:"maxBytes"`
+	MaxFiles int   `json:"maxFiles"`
+}
+
+// DefaultLogLimits are the kubelet's defaults.
+var DefaultLogLimits = LogLimits{MaxBytes: 10 << 20, MaxFiles: 5}
+
+// logLimits is the configured limits, or the defaults.
+func (c Config) logLimits() LogLimits {
+	l := c.Logs
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLogLimits.MaxBytes
+	}
+	if l.MaxFiles < 1 {
+		l.MaxFiles = DefaultLogLimits.MaxFiles
+	}
+	return l
+}
+
+func openContainerLog(path string, limits LogLimits) (*containerLog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
@@ -657,7 +686,12 @@ func openContainerLog(path string) (*containerLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &containerLog{path: path, f: f}, nil
+	fi, _ := f.Stat()
+	l := &containerLog{path: path, f: f, maxBytes: limits.MaxBytes, maxFiles: limits.MaxFiles}
+	if fi != nil {
+		l.size = fi.Size()
+	}
+	return l, nil
 }
 
 func (l *containerLog) copy(stream string, r io.Reader) {
@@ -671,13 +705,40 @@ func (l *containerLog) copy(stream string, r io.Reader) {
 				line += "\n"
 			}
 			l.mu.Lock()
-			fmt.Fprintf(l.f, "%s %s %s %s", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, line)
+			n, _ := fmt.Fprintf(l.f, "%s %s %s %s", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, line)
+			l.size += int64(n)
+			if l.maxBytes > 0 && l.size >= l.maxBytes {
+				l.rotateLocked()
+			}
 			l.mu.Unlock()
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// rotateLocked moves the log aside (path.1, path.2, ...; the oldest
+// beyond maxFiles goes) and starts an empty one.
+func (l *containerLog) rotateLocked() {
+	keep := l.maxFiles - 1
+	if keep < 1 {
+		// One file only: it starts over.
+		l.f.Truncate(0)
+		l.size = 0
+		return
+	}
+	os.Remove(fmt.Sprintf("%s.%d", l.path, keep))
+	for i := keep - 1; i >= 1; i-- {
+		os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1))
+	}
+	os.Rename(l.path, l.path+".1")
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	if err != nil {
+		return // keep writing to the renamed file rather than lose output
+	}
+	l.f.Close()
+	l.f, l.size = f, 0
 }
 
 func (l *containerLog) Close() error { return l.f.Close() }

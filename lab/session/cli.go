@@ -235,7 +235,9 @@ passed.`,
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			switch backend {
 			case "", embedded.BackendName:
-				o.Provider = embedded.New(stateDir, o.Log)
+				p := embedded.New(stateDir, o.Log)
+				p.Limits = embedded.LimitsFromFlags(cmd.Flag)
+				o.Provider = p
 			case kind.BackendName:
 				o.Provider = kind.New(stateDir, o.Log)
 			default:
