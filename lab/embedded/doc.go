@@ -11,6 +11,18 @@
 // in a cluster reaches beyond the machine or into another cluster, while the
 // host reaches every node and the API server.
 //
+// Everything of a lab that a learner reaches runs in the lab's own user
+// namespace (package userns: a machine-wide range of host ids per lab), so
+// that root in a node shell or a privileged Pod is an unprivileged id on
+// the host: the nodes' and Pods' network namespaces are owned by it, the
+// containers join it (their image layers idmapped into it, their mounts
+// made by the node agent from descriptors it resolved), node commands
+// enter it. Its processes share the lab's cgroup limits (package cgroups).
+// svclab's own code reaches a lab's dataplane from outside (NodeNetns,
+// PodNetns: package nsenter), never through the lab's binaries. The
+// containers' root filesystems are mounted under /run/svclab/labs/NAME,
+// where the lab's ids may search; the state directory stays root's.
+//
 // The control plane runs as processes supervised by a per-cluster daemon
 // (this binary re-executed as "svclab-supervisor"), which restarts crashed
 // components with backoff and records their state in status.json. Every
@@ -44,4 +56,5 @@
 //	clusters/NAME/nodes/NODE/    the node's agent state, pods and own container
 //	clusters/NAME/exits/         exit codes of containers of a dead agent
 //	clusters/NAME/status.json    the supervisor's view of the components
+//	clusters/NAME/userns         the pin of the lab's user namespace
 package embedded

@@ -17,5 +17,9 @@
 // The agent runs in the host's namespaces and reaches into the node's
 // network namespace by name (ip -n, setns for its listener), so that the
 // namespaces it creates for pods are visible to the host and can always be
-// swept.
+// swept. What it makes for the lab, it makes for the lab's user namespace
+// (Isolation): pods' network namespaces owned by it, containers joining
+// it, root filesystems over idmapped image layers, and every mount into a
+// container done by the agent before runc starts it, from files opened
+// with their links confined (mounts.go), so that the kernel locks them.
 package nodeagent
