@@ -58,8 +58,8 @@ func DataplaneOutput(ctx context.Context, c Cluster, node string, cmd ...string)
 	if len(cmd) == 0 {
 		return "", errors.New("no command given")
 	}
-	out := &cappedBuffer{max: MaxDataplaneOutput}
-	errOut := &cappedBuffer{max: 64 << 10}
+	out := NewCappedBuffer(MaxDataplaneOutput)
+	errOut := NewCappedBuffer(64 << 10)
 	var err error
 	if nc, ok := c.(NetnsCluster); ok {
 		err = runIn(ctx, nc, node, cmd, out, errOut)
@@ -98,15 +98,23 @@ func runIn(ctx context.Context, nc NetnsCluster, node string, cmd []string, out,
 	return nil
 }
 
-// cappedBuffer keeps at most max bytes; past that, writes fail, which ends
-// the command that writes (its pipe closes).
-type cappedBuffer struct {
+// CappedBuffer keeps at most max bytes of what a command in a lab prints;
+// past that, writes fail, which ends the command (its pipe closes): a
+// learner who makes a node's tools print without end cannot fill svclab's
+// memory.
+type CappedBuffer struct {
 	bytes.Buffer
 	max  int
 	over bool
 }
 
-func (b *cappedBuffer) Write(p []byte) (int, error) {
+// NewCappedBuffer returns a CappedBuffer of max bytes.
+func NewCappedBuffer(max int) *CappedBuffer { return &CappedBuffer{max: max} }
+
+// Over tells whether a write went past the cap.
+func (b *CappedBuffer) Over() bool { return b.over }
+
+func (b *CappedBuffer) Write(p []byte) (int, error) {
 	if b.Len()+len(p) > b.max {
 		b.over = true
 		return 0, ErrOutputTooLarge

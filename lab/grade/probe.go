@@ -1,7 +1,6 @@
 package grade
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,11 +128,11 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 		return g.judgeProbe(ctx, cs, p, src, tgt, attempts)
 	}
 	script := probeScript(p, tgt, src.node != "", n, timeout, connect)
-	var out, errOut bytes.Buffer
+	out, errOut := cluster.NewCappedBuffer(1<<20), cluster.NewCappedBuffer(64<<10)
 	if src.node != "" {
-		err = g.nodeExec(ctx, src.node, []string{"sh", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errOut})
+		err = g.nodeExec(ctx, src.node, []string{"sh", "-c", script}, cluster.Stdio{Stdout: out, Stderr: errOut})
 	} else {
-		err = g.podExec(ctx, src.namespace, src.pod, src.container, []string{"sh", "-c", script}, &out, &errOut)
+		err = g.podExec(ctx, src.namespace, src.pod, src.container, []string{"sh", "-c", script}, out, errOut)
 	}
 	attempts := parseAttempts(out.String(), p.Protocol)
 	if err != nil && len(attempts) == 0 {

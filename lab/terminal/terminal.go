@@ -109,8 +109,8 @@ func (s *Shell) Resize(ctx context.Context, rows, cols uint16) error {
 		return fmt.Errorf("terminal size %dx%d: rows and columns must be 1 to 1000", cols, rows)
 	}
 	script := fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8 9 10; do [ -s %[1]s ] && exec stty -F "$(cat %[1]s)" rows %[2]d cols %[3]d; sleep 0.2; done; echo "the terminal is not there" >&2; exit 1`, s.ttyFile(), rows, cols)
-	var errb bytes.Buffer
-	if err := s.c.NodeExec(ctx, s.node, []string{"sh", "-c", script}, cluster.Stdio{Stderr: &errb}); err != nil {
+	errb := cluster.NewCappedBuffer(64 << 10)
+	if err := s.c.NodeExec(ctx, s.node, []string{"sh", "-c", script}, cluster.Stdio{Stderr: errb}); err != nil {
 		return fmt.Errorf("resizing the terminal on %s: %w %s", s.node, err, strings.TrimSpace(errb.String()))
 	}
 	return nil
@@ -149,8 +149,8 @@ func installKubectl(ctx context.Context, c cluster.Cluster, node, kubeBin string
 	if err != nil {
 		return fmt.Errorf("kubectl for the terminal: %w", err)
 	}
-	var out bytes.Buffer
-	_ = c.NodeExec(ctx, node, []string{"sh", "-c", "stat -c %s " + kubectlDir + "/svclab-kube 2>/dev/null || true"}, cluster.Stdio{Stdout: &out})
+	out := cluster.NewCappedBuffer(4 << 10)
+	_ = c.NodeExec(ctx, node, []string{"sh", "-c", "stat -c %s " + kubectlDir + "/svclab-kube 2>/dev/null || true"}, cluster.Stdio{Stdout: out})
 	if strings.TrimSpace(out.String()) != fmt.Sprint(fi.Size()) {
 		f, err := os.Open(kubeBin)
 		if err != nil {
@@ -158,8 +158,8 @@ func installKubectl(ctx context.Context, c cluster.Cluster, node, kubeBin string
 		}
 		defer f.Close()
 		script := "set -e; mkdir -p " + kubectlDir + "; cat > " + kubectlDir + "/svclab-kube.tmp; chmod 755 " + kubectlDir + "/svclab-kube.tmp; mv " + kubectlDir + "/svclab-kube.tmp " + kubectlDir + "/svclab-kube"
-		var errb bytes.Buffer
-		if err := c.NodeExec(ctx, node, []string{"sh", "-c", script}, cluster.Stdio{Stdin: f, Stderr: &errb}); err != nil {
+		errb := cluster.NewCappedBuffer(64 << 10)
+		if err := c.NodeExec(ctx, node, []string{"sh", "-c", script}, cluster.Stdio{Stdin: f, Stderr: errb}); err != nil {
 			return fmt.Errorf("copying kubectl to node %s: %w %s", node, err, strings.TrimSpace(errb.String()))
 		}
 	}
@@ -180,8 +180,8 @@ alias k=kubectl
 complete -o default -F __start_kubectl k
 RC
 `
-	var errb bytes.Buffer
-	if err := c.NodeExec(ctx, node, []string{"bash", "-c", script}, cluster.Stdio{Stdin: bytes.NewReader(kubeconfig), Stderr: &errb}); err != nil {
+	errb := cluster.NewCappedBuffer(64 << 10)
+	if err := c.NodeExec(ctx, node, []string{"bash", "-c", script}, cluster.Stdio{Stdin: bytes.NewReader(kubeconfig), Stderr: errb}); err != nil {
 		return fmt.Errorf("configuring kubectl on node %s: %w %s", node, err, strings.TrimSpace(errb.String()))
 	}
 	return nil

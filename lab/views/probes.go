@@ -1,7 +1,6 @@
 package views
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"regexp"
@@ -177,11 +176,11 @@ func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 	ns, name := splitID(pod)
 	url := fmt.Sprintf("http://%s:%d/hostname", t.ip, t.port)
 	script := fmt.Sprintf(`if command -v wget >/dev/null; then wget -qO- -T 2 %s 2>&1; else curl -sS -m 2 %s 2>&1; fi; echo "@@rc=$?"`, url, url)
-	var out bytes.Buffer
+	out := cluster.NewCappedBuffer(64 << 10)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := l.cfg.Pods.Exec(ctx, ns, name, "", []string{"sh", "-c", script}, &out, &out)
+	err := l.cfg.Pods.Exec(ctx, ns, name, "", []string{"sh", "-c", script}, out, out)
 	r := ProbeResult{Source: "pod " + pod, Target: t.label, Millis: time.Since(start).Milliseconds()}
 	text, rcs, _ := strings.Cut(out.String(), "@@rc=")
 	text = strings.TrimSpace(text)
@@ -241,8 +240,8 @@ func (l *Lab) probeRound(ctx context.Context, prevCT map[string]map[string]bool)
 				// node's network namespace.
 				rs, ct, err = l.nodeProbesInNetns(rctx, nc, n.Name, ts)
 			} else {
-				var out, errb bytes.Buffer
-				err = l.cfg.Cluster.NodeExec(rctx, n.Name, []string{"bash", "-c", script}, cluster.Stdio{Stdout: &out, Stderr: &errb})
+				out, errb := cluster.NewCappedBuffer(cluster.MaxDataplaneOutput), cluster.NewCappedBuffer(64<<10)
+				err = l.cfg.Cluster.NodeExec(rctx, n.Name, []string{"bash", "-c", script}, cluster.Stdio{Stdout: out, Stderr: errb})
 				rs, ct = parseNodeProbes(n.Name, out.String())
 				if msg := strings.TrimSpace(errb.String()); err != nil && msg != "" {
 					err = fmt.Errorf("%w %s", err, msg)
