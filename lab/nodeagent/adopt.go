@@ -182,6 +182,7 @@ func findAdoptable(ctx context.Context, client kubernetes.Interface, cfg Config,
 			}
 		}
 	}
+	known[cfg.NodeContainer.ID] = true // its root filesystem is the node's
 	rt.sweepExcept(ctx, podsDir, known)
 	for _, e := range entries {
 		if _, ok := keep[types.UID(e.Name())]; ok {
@@ -211,7 +212,8 @@ func findAdoptable(ctx context.Context, client kubernetes.Interface, cfg Config,
 }
 
 // sweepExcept kills and removes every container but those in keep, and
-// unmounts the root filesystems under podsDir of containers not kept.
+// unmounts what the others left mounted: under podsDir (a pod's own user
+// namespace) and their root filesystems in the lab's runtime directory.
 func (r *runc) sweepExcept(ctx context.Context, podsDir string, keep map[string]bool) {
 	if out, err := r.cmd(ctx, "list", "-q").Output(); err == nil {
 		for _, id := range strings.Fields(string(out)) {
@@ -240,6 +242,18 @@ func (r *runc) sweepExcept(ctx context.Context, podsDir string, keep map[string]
 	}
 	for i := len(mounts) - 1; i >= 0; i-- { // the deepest first
 		unix.Unmount(mounts[i], unix.MNT_DETACH)
+	}
+	// The root filesystems (and staged mounts) of containers not kept.
+	if r.iso.RunDir == "" {
+		return
+	}
+	for _, dir := range []string{r.iso.NodeRoots(r.node), filepath.Dir(r.iso.staging(r.node, "x"))} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if !keep[e.Name()] {
+				r.unmountRootfs(e.Name())
+			}
+		}
 	}
 }
 
