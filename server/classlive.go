@@ -38,7 +38,7 @@ func (s *Server) classEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the class could not be read: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	conn, err := upgrader.Upgrade(w, r, nil)
+	conn, err := s.upgrader().Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}

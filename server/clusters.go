@@ -79,16 +79,6 @@ func viewSteps(steps []Step) []web.Step {
 	return out
 }
 
-var upgrader = websocket.Upgrader{
-	ReadBufferSize:  1024,
-	WriteBufferSize: 4096,
-	// Same-origin only: the page that opens the socket is ours.
-	CheckOrigin: func(r *http.Request) bool {
-		origin := r.Header.Get("Origin")
-		return origin == "" || origin == "http://"+r.Host || origin == "https://"+r.Host
-	},
-}
-
 // operationEvents streams an operation's steps over a websocket: the past
 // ones first, then each as it happens, ending with a "finished" or
 // "failed" event.
@@ -101,7 +91,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
 	// the client's Dial returns reaches it live.
 	past, next, cancel := op.Watch()
 	defer cancel()
-	conn, err := upgrader.Upgrade(w, r, nil)
+	conn, err := s.upgrader().Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader has answered
 	}

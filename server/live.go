@@ -66,7 +66,7 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	conn, err := upgrader.Upgrade(w, r, nil)
+	conn, err := s.upgrader().Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}
@@ -189,7 +189,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("cluster %s has no node %q", c.Name(), node), http.StatusNotFound)
 		return
 	}
-	conn, err := upgrader.Upgrade(w, r, nil)
+	conn, err := s.upgrader().Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}

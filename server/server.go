@@ -62,6 +62,9 @@ type Server struct {
 	// /scenarios): a server for classes must not let learners reach any
 	// cluster but their own.
 	ClassesOnly bool
+	// Access says which names the server answers to and whether a token
+	// is needed (nil: loopback names only, no token).
+	Access *Access
 
 	ops  operations
 	labs labs
@@ -87,7 +90,7 @@ func (s *Server) Handler() http.Handler {
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: this request came from another site (cross-site request forgery protection). Use the svclab page itself.", http.StatusForbidden)
 	}))
-	r.Use(middleware.RequestID, s.logRequests, middleware.Recoverer, csrf.Handler)
+	r.Use(middleware.RequestID, s.logRequests, middleware.Recoverer, s.access().Guard, limitRequests, csrf.Handler)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -139,6 +142,25 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
+// MaxRequestBody bounds a request's body (forms, JSON): nothing svclab
+// takes is larger.
+const MaxRequestBody = 1 << 20
+
+// requestWriteTimeout bounds writing a response; websockets, which the
+// upgrade hands their own deadlines, are not bound by it.
+const requestWriteTimeout = time.Minute
+
+// limitRequests bounds every request's body and the time its response may
+// take to write: a client that sends without end or reads at a trickle
+// holds nothing for long.
+func limitRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(requestWriteTimeout))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // Listen opens addr, with an error that names the fix when the port is
 // taken.
 func Listen(addr string) (net.Listener, error) {
@@ -151,7 +173,8 @@ func Listen(addr string) (net.Listener, error) {
 
 // Serve serves h on l until ctx ends, then shuts down gracefully.
 func Serve(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

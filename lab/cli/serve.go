@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,9 +22,10 @@ import (
 )
 
 func newServeCommand(o *options) *cobra.Command {
-	var addr string
+	var addr, token string
 	var classes bool
 	var maxStarting int
+	var allowedHosts []string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the lab's web UI",
@@ -84,11 +87,30 @@ their clusters; the classes stay open for the next start.`,
 					fmt.Fprintf(o.out, "class %s: join code %s\n", cr.Class.Name, cr.Class.JoinCode)
 				}
 			}
+			access := &server.Access{Hosts: allowedHosts}
+			if classes {
+				// Learners come with join codes, under whatever name the
+				// classroom reaches the machine by.
+				access.AnyHost = len(allowedHosts) == 0
+			} else {
+				access.Token = token
+				if access.Token == "" {
+					access.Token = server.NewToken()
+				}
+			}
+			s.Access = access
 			l, err := server.Listen(addr)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.out, "svclab is serving on http://%s/ (Ctrl-C stops it)\n", l.Addr())
+			if !classes && !isLoopback(l.Addr()) {
+				fmt.Fprintf(o.err, "svclab: warning: the local lab is served on %s, beyond this machine: whoever reaches that address with the link below gets root shells in your labs. Serve classes with --classes instead, or keep --addr on 127.0.0.1.\n", l.Addr())
+			}
+			url := fmt.Sprintf("http://%s/", displayAddr(l.Addr()))
+			if access.Token != "" {
+				url += "?token=" + access.Token
+			}
+			fmt.Fprintf(o.out, "svclab is serving on %s (Ctrl-C stops it)\n", url)
 			err = server.Serve(cmd.Context(), l, s.Handler(), log)
 			// A cluster being created when the server stops rolls back.
 			s.Wait()
@@ -96,7 +118,25 @@ their clusters; the classes stay open for the next start.`,
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+	c.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "a name (or address) the server answers to besides localhost and 127.0.0.1, e.g. lab.example.org (repeatable); requests naming any other host are refused")
+	c.Flags().StringVar(&token, "token", "", "the local lab's token, which every browser must bring once (the printed link carries it; default: a new random one each start)")
 	c.Flags().BoolVar(&classes, "classes", false, "serve the open classes (join codes, the instructor's board) instead of the local lab")
 	c.Flags().IntVar(&maxStarting, "max-starting", 0, "with --classes: how many lab clusters are created at once; the others wait their turn, and learners see their place (0: one per CPU)")
 	return c
+}
+
+// isLoopback tells whether a listener's address is a loopback one.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// displayAddr is the address to print in a link: a wildcard listener is
+// reached through 127.0.0.1 from this machine.
+func displayAddr(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if ok && ta.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
+	}
+	return a.String()
 }

@@ -442,8 +442,12 @@ func TestSupervisorCrashIsCleanedUp(t *testing.T) {
 	if left := clusterCgroups(name); len(left) > 0 {
 		t.Errorf("cgroups of the crashed cluster left behind: %v", left)
 	}
-	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(mounts, []byte(dir+"/")) {
-		t.Errorf("mounts under the crashed cluster's %s left behind", dir)
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(mounts, []byte(dir+"/")) || bytes.Contains(mounts, []byte(runDir(name)+"/")) {
+		t.Errorf("mounts under the crashed cluster's %s or %s left behind", dir, runDir(name))
+	}
+	// Nothing of the crashed lab runs: its ids may go to another lab.
+	if !claimFree(*st.IDs) {
+		t.Errorf("the crashed lab's id range %d is not free after its reclaim", st.IDs.Range.Base)
 	}
 	if err := q.Delete(ctx, other.Name()); err != nil {
 		t.Fatal(err)

@@ -178,7 +178,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			c.st = st
 			// The lab's own ids, recorded before anything is made with
 			// them, so that a crash leaves nothing unaccounted for.
-			claim, err := p.IDs.Allocate(dir, staleClaim)
+			claim, err := p.IDs.Allocate(dir, claimFree)
 			if err != nil {
 				return err
 			}
@@ -516,6 +516,17 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	return errors.Join(errs...)
 }
 
+// claimFree tells whether c's range may be handed out again: its lab is
+// gone (staleClaim), or it crashed and nothing of it runs any more (its
+// state directory may stay behind; nothing in it can reach another lab).
+func claimFree(c userns.Claim) bool {
+	if staleClaim(c) {
+		return true
+	}
+	name := filepath.Base(c.Owner)
+	return !clusterAlive(name) && len(userns.Members(paths{c.Owner}.userns())) == 0 && len(processesInNetns(clusterNetns(name))) == 0
+}
+
 // staleClaim tells whether the lab that claimed c is gone: its state no
 // longer records the claim, and no process is creating it.
 func staleClaim(c userns.Claim) bool {
@@ -667,7 +678,7 @@ func Sweep(ctx context.Context, r Runner) error {
 	if err := removeCgroups(""); err != nil {
 		errs = append(errs, err)
 	}
-	if err := userns.DefaultAllocator().ReleaseStale(staleClaim); err != nil {
+	if err := userns.DefaultAllocator().ReleaseStale(claimFree); err != nil {
 		errs = append(errs, err)
 	}
 	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {

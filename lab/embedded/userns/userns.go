@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -75,11 +76,42 @@ func NewNetns(ctx context.Context, userns, name string) error {
 		return fmt.Errorf("creating network namespace %s: %w", name, err)
 	}
 	defer done()
-	if err := os.MkdirAll(NetnsDir, 0o755); err != nil {
+	if err := prepareNetnsDir(); err != nil {
 		return err
 	}
 	return pinNS(fmt.Sprintf("/proc/%d/ns/net", pid), filepath.Join(NetnsDir, name))
 }
+
+// prepareNetnsDir makes NetnsDir what "ip netns add" makes it before it
+// pins a namespace: a shared mount point of its own, so that every pin is
+// made inside it. A pin made before ip made the directory a mount point
+// would end up hidden under it, and "ip netns del" could not remove it.
+func prepareNetnsDir() error {
+	if err := os.MkdirAll(NetnsDir, 0o755); err != nil {
+		return err
+	}
+	netnsDirMu.Lock()
+	defer netnsDirMu.Unlock()
+	made := false
+	for {
+		err := unix.Mount("", NetnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINVAL) || made {
+			return fmt.Errorf("making %s a shared mount: %w", NetnsDir, err)
+		}
+		// Not a mount point yet: bind it onto itself, as ip does.
+		if err := unix.Mount(NetnsDir, NetnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("making %s a mount point: %w", NetnsDir, err)
+		}
+		made = true
+	}
+}
+
+// netnsDirMu keeps this process's goroutines from binding NetnsDir onto
+// itself twice (ip, in another process, checks the same way).
+var netnsDirMu sync.Mutex
 
 // NetnsDir is where "ip netns" keeps named network namespaces.
 const NetnsDir = "/run/netns"

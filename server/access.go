@@ -1,0 +1,161 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Access says who may reach the server, and by which names. A web page on
+// another site must get nothing from it: DNS rebinding (a name that flips
+// to 127.0.0.1) meets the Host check, a cross-site form or fetch the CSRF
+// protection, a websocket from another origin the Origin check, and
+// anything else — another user of the machine, a neighbour on the network
+// — the token.
+type Access struct {
+	// Hosts are the names (or addresses) the server answers to besides
+	// the loopback ones (localhost, *.localhost, 127.0.0.0/8, ::1), each
+	// a host with or without a port. AnyHost answers to every name (a
+	// class server reached under names it cannot know).
+	Hosts   []string
+	AnyHost bool
+	// Token, when set, must come with every request: once in the URL
+	// (?token=…, as Jupyter's), then in the HttpOnly cookie that request
+	// sets.
+	Token string
+	// Secure marks cookies Secure (the server is reached over HTTPS).
+	Secure bool
+}
+
+// NewToken returns a fresh random token.
+func NewToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// tokenCookie keeps the local lab's token.
+const tokenCookie = "svclab-token"
+
+// hostAllowed tells whether a request naming host (a Host header or an
+// Origin's host, with or without a port) is for this server.
+func (a *Access) hostAllowed(host string) bool {
+	if a.AnyHost {
+		return true
+	}
+	h := strings.ToLower(host)
+	name := h
+	if hh, _, err := net.SplitHostPort(h); err == nil {
+		name = hh
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(name, "]"), "["), ".")
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, allowed := range a.Hosts {
+		allowed = strings.ToLower(strings.TrimSuffix(allowed, "."))
+		if allowed == h || allowed == name {
+			return true
+		}
+	}
+	return false
+}
+
+// originAllowed is the websockets' Origin check: a browser always sends
+// one, and it must be a page of this server (http or https on an allowed
+// name); a client without one (svclab's own tools) is let through.
+func (a *Access) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	if a.AnyHost {
+		// No list to check against: the page must be from the host the
+		// socket was asked of.
+		return strings.EqualFold(u.Host, r.Host)
+	}
+	return a.hostAllowed(u.Host)
+}
+
+// Guard refuses requests for other names and, with a token, requests
+// without it. /healthz and the static files need neither token nor name.
+func (a *Access) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !a.hostAllowed(r.Host) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			fmt.Fprintf(w, "refused: svclab does not answer to the name %q (a page on another site may have pointed that name at this machine). Open svclab at http://127.0.0.1 or http://localhost, or start it with --allowed-host.\n", r.Host)
+			return
+		}
+		if a.Token == "" || strings.HasPrefix(r.URL.Path, "/static/") || strings.HasPrefix(r.URL.Path, "/assets/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet {
+			if !a.tokenOK(t) {
+				a.refuse(w, "the token in this link is not this server's")
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, Secure: a.Secure,
+				SameSite: http.SameSiteStrictMode, MaxAge: int((30 * 24 * time.Hour).Seconds())})
+			// The token leaves the address bar (and the history).
+			q := r.URL.Query()
+			q.Del("token")
+			u := *r.URL
+			u.RawQuery = q.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			return
+		}
+		if c, err := r.Cookie(tokenCookie); err == nil && a.tokenOK(c.Value) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		a.refuse(w, "this server needs its token")
+	})
+}
+
+func (a *Access) tokenOK(t string) bool {
+	return subtle.ConstantTimeCompare([]byte(t), []byte(a.Token)) == 1
+}
+
+func (a *Access) refuse(w http.ResponseWriter, why string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprintf(w, "%s: open the link svclab printed when it started (it ends in ?token=…).\n", why)
+}
+
+// upgrader upgrades the server's websockets, from its own pages only.
+func (s *Server) upgrader() *websocket.Upgrader {
+	return &websocket.Upgrader{
+		ReadBufferSize:  1024,
+		WriteBufferSize: 4096,
+		CheckOrigin:     s.access().originAllowed,
+	}
+}
+
+// access is the server's Access (loopback names, no token, when unset).
+func (s *Server) access() *Access {
+	if s.Access == nil {
+		return &Access{}
+	}
+	return s.Access
+}

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/websocket"
+)
+
+func TestHostAllowed(t *testing.T) {
+	local := &Access{}
+	named := &Access{Hosts: []string{"lab.example.org", "10.1.2.3:8443"}}
+	for _, tc := range []struct {
+		a    *Access
+		host string
+		want bool
+	}{
+		{local, "127.0.0.1:8080", true},
+		{local, "127.0.0.5", true},
+		{local, "localhost:8080", true},
+		{local, "LOCALHOST.", true},
+		{local, "lab.localhost:8080", true},
+		{local, "[::1]:8080", true},
+		{local, "rebind.example:8080", false},
+		{local, "127.0.0.1.evil.example", false},
+		{local, "localhost.evil.example", false},
+		{local, "10.1.2.3:8080", false},
+		{local, "", false},
+		{named, "lab.example.org", true},
+		{named, "lab.example.org:443", true},
+		{named, "10.1.2.3:8443", true},
+		{named, "10.1.2.3:8080", false},
+		{named, "other.example.org", false},
+		{&Access{AnyHost: true}, "anything.example", true},
+	} {
+		if got := tc.a.hostAllowed(tc.host); got != tc.want {
+			t.Errorf("hostAllowed(%q) with %+v = %v, want %v", tc.host, tc.a, got, tc.want)
+		}
+	}
+}
+
+// accessServer serves a handler and a websocket behind a's guard, as
+// Server.Handler does.
+func accessServer(t *testing.T, a *Access) *httptest.Server {
+	t.Helper()
+	s := &Server{Access: a, Log: slog.New(slog.DiscardHandler)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "the lab") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	mux.HandleFunc("/terminal", func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.upgrader().Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		c.WriteMessage(websocket.TextMessage, []byte("root shell"))
+		c.Close()
+	})
+	ts := httptest.NewServer(a.Guard(mux))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func TestGuardRebinding(t *testing.T) {
+	ts := accessServer(t, &Access{})
+	get := func(host string) (int, string) {
+		req, _ := http.NewRequest("GET", ts.URL+"/", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("rebind.example:8080"); code != http.StatusMisdirectedRequest || strings.Contains(body, "the lab") {
+		t.Errorf("a rebound name: %d %q", code, body)
+	}
+	if code, body := get(strings.TrimPrefix(ts.URL, "http://")); code != 200 || body != "the lab" {
+		t.Errorf("the loopback address: %d %q", code, body)
+	}
+	// The terminal's websocket: refused from another origin, whatever
+	// Host the page's name resolves to.
+	wsURL := "ws" + strings.TrimPrefix(ts.URL, "http") + "/terminal"
+	for _, tc := range []struct {
+		origin, host string
+		ok           bool
+	}{
+		{"http://rebind.example:8080", "rebind.example:8080", false},
+		{"http://rebind.example:8080", strings.TrimPrefix(ts.URL, "http://"), false},
+		{"http://evil.example", "", false},
+		{"null", "", false},
+		{ts.URL, "", true},
+		{"http://localhost:8080", "", true},
+	} {
+		h := http.Header{"Origin": {tc.origin}}
+		if tc.host != "" {
+			h.Set("Host", tc.host)
+		}
+		d := websocket.Dialer{}
+		c, resp, err := d.Dial(wsURL, h)
+		if (err == nil) != tc.ok {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			t.Errorf("websocket from origin %q host %q: err %v (status %d), want ok=%v", tc.origin, tc.host, err, status, tc.ok)
+		}
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+func TestGuardToken(t *testing.T) {
+	a := &Access{Token: NewToken()}
+	ts := accessServer(t, a)
+	jar := &cookieJar{}
+	client := &http.Client{Jar: jar}
+	get := func(c *http.Client, path string) (int, string) {
+		resp, err := c.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(client, "/"); code != http.StatusUnauthorized || strings.Contains(body, "the lab") {
+		t.Errorf("without the token: %d %q", code, body)
+	}
+	if code, _ := get(client, "/?token=wrong"); code != http.StatusUnauthorized {
+		t.Errorf("a wrong token: %d", code)
+	}
+	if code, body := get(http.DefaultClient, "/healthz"); code != 200 || body != "ok" {
+		t.Errorf("/healthz without the token: %d %q", code, body)
+	}
+	// The printed link: the token becomes a cookie and leaves the URL.
+	resp, err := client.Get(ts.URL + "/scenarios?x=1&token=" + a.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Request.URL.Query().Get("token") != "" || resp.Request.URL.Query().Get("x") != "1" {
+		t.Errorf("after the link, the address is %s", resp.Request.URL)
+	}
+	var cookie *http.Cookie
+	for _, c := range jar.cookies {
+		if c.Name == tokenCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("the token cookie: %+v", cookie)
+	}
+	if code, body := get(client, "/"); code != 200 || body != "the lab" {
+		t.Errorf("with the cookie: %d %q", code, body)
+	}
+	// A websocket needs the token too.
+	d := websocket.Dialer{}
+	if c, _, err := d.Dial("ws"+strings.TrimPrefix(ts.URL, "http")+"/terminal", http.Header{"Origin": {ts.URL}}); err == nil {
+		c.Close()
+		t.Error("a websocket without the token was accepted")
+	}
+	if c, _, err := d.Dial("ws"+strings.TrimPrefix(ts.URL, "http")+"/terminal", http.Header{"Origin": {ts.URL}, "Cookie": {tokenCookie + "=" + a.Token}}); err != nil {
+		t.Errorf("a websocket with the token: %v", err)
+	} else {
+		c.Close()
+	}
+}
+
+// cookieJar is a minimal jar for one host.
+type cookieJar struct{ cookies []*http.Cookie }
+
+func (j *cookieJar) SetCookies(_ *url.URL, cs []*http.Cookie) { j.cookies = append(j.cookies, cs...) }
+func (j *cookieJar) Cookies(*url.URL) []*http.Cookie          { return j.cookies }
