@@ -410,7 +410,10 @@ func (s *Server) classPage(w http.ResponseWriter, r *http.Request) {
 		return
 	case class.LearnerRole:
 	default:
-		writeHTML(w, r, s, web.Join(cc.room.Class.JoinCode, "", ""))
+		// Somebody who has not joined: the form, never the code (a class's
+		// address is on every learner's screen; its code is not for
+		// whoever sees one).
+		writeHTML(w, r, s, web.Join("", "", ""))
 		return
 	}
 	snap, err := cc.room.Snapshot(r.Context(), cc.who)

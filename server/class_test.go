@@ -303,6 +303,19 @@ func TestClassAuthorization(t *testing.T) {
 		check("a learner of another class", stranger, r.method, r.path, r.anon)
 		check("another class's instructor", otherTeacher, r.method, r.path, r.anon)
 	}
+	// Who has not joined gets the join form, never the code.
+	for _, c := range []struct {
+		who string
+		c   *client
+	}{{"anonymous", anon}, {"a learner of another class", stranger}, {"another class's instructor", otherTeacher}} {
+		code, body, _ := c.c.do(http.MethodGet, "/class/"+id+"/", nil)
+		if code != ok || strings.Contains(body, cs.created.Class.JoinCode) || !strings.Contains(body, `name="code"`) {
+			t.Errorf("%s's class page: %d, shows the join code: %v", c.who, code, strings.Contains(body, cs.created.Class.JoinCode))
+		}
+	}
+	if len(id) < 16 {
+		t.Errorf("the class id %q is short enough to guess", id)
+	}
 	// Operations (a scenario starting) are their starter's alone.
 	code, _, h := ann.do(http.MethodPost, annSc+"/start", url.Values{})
 	op := h.Get("Location")

@@ -237,6 +237,11 @@ type Created struct {
 
 // CreateClass stores a new class with a fresh join code and instructor
 // token. spec must be normalized.
+// classIDLength is the length of a class's id: it is in every learner's
+// address bar and on projected screens, so it must not be a short walk
+// from another class's (36^16 ids).
+const classIDLength = 16
+
 func (d *DB) CreateClass(ctx context.Context, spec Spec) (Created, error) {
 	if spec.Webhook != "" && spec.WebhookSecret == "" {
 		spec.WebhookSecret = newWebhookSecret()
@@ -247,7 +252,7 @@ func (d *DB) CreateClass(ctx context.Context, spec Spec) (Created, error) {
 	}
 	now := d.now().UTC().Truncate(time.Millisecond)
 	token := newToken(InstructorTokenPrefix)
-	c := &Class{ID: newID(6), Spec: spec, CreatedAt: now, CodeExpiresAt: now.Add(spec.CodeTTL), tokenHash: hashToken(token)}
+	c := &Class{ID: newID(classIDLength), Spec: spec, CreatedAt: now, CodeExpiresAt: now.Add(spec.CodeTTL), tokenHash: hashToken(token)}
 	for range 5 { // a join code that collides is drawn again
 		c.JoinCode = newJoinCode()
 		err = d.tx(ctx, func(tx *sqldb.Tx) error {

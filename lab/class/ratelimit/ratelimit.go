@@ -144,10 +144,12 @@ func tooMany(w http.ResponseWriter, wait time.Duration, what string) {
 
 // FailuresMiddleware limits failed attempts only: a request whose answer
 // is 400 Bad Request or 401 Unauthorized (a wrong join code, a wrong
-// token) takes a token from its key's bucket, and a key with none left is
-// refused with 429 before it is tried. Attempts that succeed cost nothing,
-// so a classroom joining at once from one address is not held up, while
-// guessing codes is.
+// token) costs a token of its key's bucket, and a key with none left is
+// refused with 429 before it is tried. The token is taken before the
+// request is handled and given back when it succeeds, so N guesses sent
+// at once cost N (a limiter that charged after the answer let them all
+// through); attempts that succeed cost nothing, so a classroom joining at
+// once from one address is not held up, while guessing codes is.
 func FailuresMiddleware(l *Limiter, key func(*http.Request) string, what string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -156,16 +158,27 @@ func FailuresMiddleware(l *Limiter, key func(*http.Request) string, what string)
 				next.ServeHTTP(w, r)
 				return
 			}
-			if wait := l.Wait(k); wait > 0 {
+			if ok, wait := l.Allow(k); !ok {
 				tooMany(w, wait, what)
 				return
 			}
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(sw, r)
-			if sw.status == http.StatusBadRequest || sw.status == http.StatusUnauthorized {
-				l.Allow(k)
+			if sw.status != http.StatusBadRequest && sw.status != http.StatusUnauthorized {
+				l.Refund(k)
 			}
 		})
+	}
+}
+
+// Refund gives back a token Allow took for key.
+func (l *Limiter) Refund(key string) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.buckets[key]; b != nil {
+		b.refill(now, l.limit)
+		b.tokens = math.Min(float64(l.limit.Burst), b.tokens+1)
 	}
 }
 

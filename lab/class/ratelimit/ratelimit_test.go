@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -123,6 +124,58 @@ func TestFailuresMiddleware(t *testing.T) {
 		clk.t = clk.t.Add(tc.advance)
 		if got := try(tc.code); got != tc.want {
 			t.Fatalf("after %+v: %d, want %d", tc, got, tc.want)
+		}
+	}
+}
+
+// TestFailuresMiddlewareConcurrentGuesses sends 20 wrong guesses at once:
+// each costs a token before it is tried, so only the burst reaches the
+// handler; a right one afterwards, once a token is back, costs nothing.
+func TestFailuresMiddlewareConcurrentGuesses(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	l := New(Limit{Every: time.Minute, Burst: 5}, clock.now)
+	var mu sync.Mutex
+	reached := 0
+	release := make(chan struct{})
+	h := FailuresMiddleware(l, func(*http.Request) string { return "10.0.0.1" }, "guesses")(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached++
+		mu.Unlock()
+		<-release
+		if r.URL.Query().Get("code") == "right" {
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	var wg sync.WaitGroup
+	codes := make([]int, 20)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("POST", "/join?code=wrong", nil))
+			codes[i] = rec.Code
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	refused := 0
+	for _, c := range codes {
+		if c == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if reached != 5 || refused != 15 {
+		t.Errorf("%d guesses reached the handler and %d were refused, want 5 and 15", reached, refused)
+	}
+	clock.t = clock.t.Add(time.Minute)
+	for i := 0; i < 3; i++ {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/join?code=right", nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("a right code after a minute: %d", rec.Code)
 		}
 	}
 }
