@@ -49,6 +49,7 @@ func (s *Server) classRoutes(r chi.Router) {
 		r.Get("/", s.classPage)
 		r.Get("/instructor", s.instructorLogin)
 		r.With(join).Post("/instructor", s.instructorSignIn)
+		r.Post("/instructor/signout", s.instructorSignOut)
 		r.Post("/lab", s.startLab)
 		r.Get("/events", s.classEvents)
 		r.Get("/board", s.boardPage)
@@ -377,7 +378,7 @@ func (s *Server) joinClass(w http.ResponseWriter, r *http.Request) {
 		writeHTML(w, r, s, web.Join(code, name, err.Error()))
 		return
 	}
-	setClassCookie(w, r, room.Class.ID, j.Token)
+	s.setClassCookie(w, r, room.Class.ID, j.Token, time.Now().Add(30*24*time.Hour))
 	s.Log.Info("a learner joined", "class", room.Class.ID, "learner", j.Learner.ID)
 	http.Redirect(w, r, "/class/"+room.Class.ID+"/", http.StatusSeeOther)
 }
@@ -392,11 +393,14 @@ func isLearnerError(err error) bool {
 	return false
 }
 
-func setClassCookie(w http.ResponseWriter, r *http.Request, classID, token string) {
+// setClassCookie sets the class's cookie to token until expires: Secure
+// when the server is reached over HTTPS (directly, or behind a proxy that
+// --public-url names).
+func (s *Server) setClassCookie(w http.ResponseWriter, r *http.Request, classID, token string, expires time.Time) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName(classID), Value: token, Path: "/class/" + classID + "/",
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
-		Expires: time.Now().Add(30 * 24 * time.Hour),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil || s.access().Secure,
+		Expires: expires, MaxAge: max(1, int(time.Until(expires).Seconds())),
 	})
 }
 
@@ -469,14 +473,34 @@ func (s *Server) instructorSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := strings.TrimSpace(r.PostFormValue("token"))
-	who, err := cc.room.Authenticate(r.Context(), tok)
-	if err != nil || who.Role != class.InstructorRole {
-		w.WriteHeader(http.StatusUnauthorized)
-		writeHTML(w, r, s, web.InstructorLogin(cc.room.Class.ID, cc.room.Class.Name, "That is not this class's instructor token. It was printed once by 'svclab class create'."))
+	// The token is checked once and exchanged for a session: the cookie
+	// never holds the instructor token itself.
+	session, expires, err := cc.room.SignIn(r.Context(), tok)
+	if err != nil {
+		status, msg := http.StatusUnauthorized, "That is not this class's instructor token. It was printed once by 'svclab class create'."
+		if !errors.Is(err, class.ErrBadToken) {
+			s.Log.Error("signing an instructor in", "class", cc.room.Class.ID, "err", err)
+			status, msg = http.StatusServiceUnavailable, "Signing in did not work right now (the database did not answer): try again in a moment."
+		}
+		w.WriteHeader(status)
+		writeHTML(w, r, s, web.InstructorLogin(cc.room.Class.ID, cc.room.Class.Name, msg))
 		return
 	}
-	setClassCookie(w, r, cc.room.Class.ID, tok)
+	s.setClassCookie(w, r, cc.room.Class.ID, session, expires)
 	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/board", http.StatusSeeOther)
+}
+
+// instructorSignOut ends the instructor's session and its cookie.
+func (s *Server) instructorSignOut(w http.ResponseWriter, r *http.Request) {
+	cc := classOf(r)
+	if err := cc.room.SignOut(r.Context(), classToken(r, cc.room.Class.ID)); err != nil {
+		s.Log.Error("signing an instructor out", "class", cc.room.Class.ID, "err", err)
+		http.Error(w, "Signing out did not work right now (the database did not answer): try again in a moment.", http.StatusServiceUnavailable)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName(cc.room.Class.ID), Value: "", Path: "/class/" + cc.room.Class.ID + "/",
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil || s.access().Secure, MaxAge: -1})
+	http.Redirect(w, r, "/class/"+cc.room.Class.ID+"/instructor", http.StatusSeeOther)
 }
 
 // boardPage is the instructor's live board.

@@ -630,3 +630,35 @@ func TestClassChecksRateLimited(t *testing.T) {
 		t.Error("Bob's first check was refused: the limit is per learner")
 	}
 }
+
+// TestInstructorSession: the instructor token is exchanged for a session
+// at sign-in; the cookie never holds the token, and signing out ends the
+// session for whoever kept a copy of the cookie.
+func TestInstructorSession(t *testing.T) {
+	cs := newClassServer(t, testSpec())
+	id := cs.created.Class.ID
+	teacher := cs.instructor(t)
+	session := cookieOf(t, teacher, cs, id)
+	if session == cs.created.InstructorToken || !strings.HasPrefix(session, class.SessionTokenPrefix) {
+		t.Fatalf("the instructor's cookie holds %q, want a session token, not the instructor token", session)
+	}
+	if code, _, _ := teacher.do(http.MethodGet, "/class/"+id+"/board", nil); code != http.StatusOK {
+		t.Fatalf("the board: %d", code)
+	}
+	copyOf := cs.client(t)
+	copyOf.bearer = session
+	code, _, h := teacher.do(http.MethodPost, "/class/"+id+"/instructor/signout", url.Values{})
+	if code != http.StatusSeeOther || h.Get("Location") != "/class/"+id+"/instructor" {
+		t.Fatalf("sign-out: %d %s", code, h.Get("Location"))
+	}
+	for who, c := range map[string]*client{"the instructor's browser": teacher, "a copy of the old cookie": copyOf} {
+		if code, _, h := c.do(http.MethodGet, "/class/"+id+"/board", nil); code != http.StatusSeeOther || !strings.HasSuffix(h.Get("Location"), "/instructor") {
+			t.Errorf("%s after sign-out: %d %s, want the sign-in page", who, code, h.Get("Location"))
+		}
+	}
+	// A wrong token signs nobody in.
+	c := cs.client(t)
+	if code, _, _ := c.do(http.MethodPost, "/class/"+id+"/instructor", url.Values{"token": {"svi_wrong"}}); code != http.StatusUnauthorized {
+		t.Errorf("a wrong instructor token: %d", code)
+	}
+}

@@ -50,8 +50,9 @@ func (f forbidden) Is(target error) bool { return target == ErrForbidden }
 const notYours = forbidden("this is not yours: you can only reach your own lab")
 
 // Authenticate tells who holds token for class classID: the instructor
-// (the class's instructor token), one of its learners (a learner token
-// of that class), or nobody.
+// (a live session of theirs, or the instructor token itself as a bearer,
+// for scripts), one of its learners (a learner token of that class), or
+// nobody.
 func Authenticate(ctx context.Context, db *DB, c *Class, token string) (Principal, error) {
 	anon := Principal{Role: Anonymous}
 	switch {
@@ -60,6 +61,15 @@ func Authenticate(ctx context.Context, db *DB, c *Class, token string) (Principa
 			return Principal{Role: InstructorRole, ClassID: c.ID}, nil
 		}
 		return anon, nil
+	case strings.HasPrefix(token, SessionTokenPrefix):
+		classID, err := db.InstructorSession(ctx, token)
+		if errors.Is(err, ErrNotFound) || (err == nil && classID != c.ID) {
+			return anon, nil
+		}
+		if err != nil {
+			return anon, err
+		}
+		return Principal{Role: InstructorRole, ClassID: c.ID}, nil
 	case strings.HasPrefix(token, LearnerTokenPrefix):
 		l, err := db.LearnerByToken(ctx, token)
 		if errors.Is(err, ErrNotFound) || (err == nil && l.ClassID != c.ID) {

@@ -224,6 +224,8 @@ var (
 	ErrClassFull   = errors.New("this class is full: every seat is taken; ask your instructor")
 	ErrNameTaken   = errors.New("someone in this class already uses that name: pick another")
 	ErrNotFound    = errors.New("not found")
+	// ErrBadToken refuses a sign-in with a token that is not the class's.
+	ErrBadToken = errors.New("that is not this class's instructor token")
 	// ErrInvalid matches the other refusals of a join whose message is
 	// written for the learner (a bad name, a class not served here).
 	ErrInvalid = errors.New("invalid")
@@ -312,6 +314,9 @@ func newToken(prefix string) string {
 const (
 	InstructorTokenPrefix = "svi_"
 	LearnerTokenPrefix    = "svl_"
+	// SessionTokenPrefix starts an instructor's session token (what the
+	// sign-in cookie holds; never the instructor token itself).
+	SessionTokenPrefix = "svs_"
 )
 
 // hashToken is what is stored of a token.

@@ -491,3 +491,41 @@ func testConcurrentJoin(t *testing.T, b pgtest.Backend) {
 		t.Errorf("%d joined, %d learners (%v); the class has 2 seats: %v", joined, len(ls), err, errs)
 	}
 }
+
+func TestInstructorSessions(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testInstructorSessions) }
+
+// testInstructorSessions: a session needs the right token, is stored by
+// its hash, belongs to its class, and ends at sign-out or by itself.
+func testInstructorSessions(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	db := openTestDB(t, b, func() time.Time { return now })
+	cr := newClass(t, db, Spec{Name: "cka", Scenarios: []string{"selector-typo"}})
+	other := newClass(t, db, Spec{Name: "ckad", Scenarios: []string{"selector-typo"}})
+	c, _ := db.Class(ctx, cr.Class.ID)
+	oc, _ := db.Class(ctx, other.Class.ID)
+	if _, _, err := db.NewInstructorSession(ctx, c, other.InstructorToken); !errors.Is(err, ErrBadToken) {
+		t.Errorf("another class's token: %v", err)
+	}
+	tok, exp, err := db.NewInstructorSession(ctx, c, cr.InstructorToken)
+	if err != nil || !strings.HasPrefix(tok, SessionTokenPrefix) || !exp.Equal(now.Add(InstructorSessionTTL)) {
+		t.Fatalf("a session: %q %v %v", tok, exp, err)
+	}
+	if p, _ := Authenticate(ctx, db, c, tok); p.Role != InstructorRole {
+		t.Errorf("the session is %v", p.Role)
+	}
+	if p, _ := Authenticate(ctx, db, oc, tok); p.Role != Anonymous {
+		t.Errorf("the session in another class is %v", p.Role)
+	}
+	now = now.Add(InstructorSessionTTL)
+	if p, _ := Authenticate(ctx, db, c, tok); p.Role != Anonymous {
+		t.Errorf("an expired session is %v", p.Role)
+	}
+	now = now.Add(-time.Hour)
+	if err := db.EndInstructorSession(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := Authenticate(ctx, db, c, tok); p.Role != Anonymous {
+		t.Errorf("a session signed out is %v", p.Role)
+	}
+}

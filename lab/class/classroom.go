@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,6 +187,20 @@ func (cr *Classroom) Join(ctx context.Context, code, name string) (JoinedLearner
 // Authenticate tells who holds token.
 func (cr *Classroom) Authenticate(ctx context.Context, token string) (Principal, error) {
 	return Authenticate(ctx, cr.opts.DB, cr.Class, token)
+}
+
+// SignIn exchanges the class's instructor token for a session token (see
+// DB.NewInstructorSession).
+func (cr *Classroom) SignIn(ctx context.Context, instructorToken string) (string, time.Time, error) {
+	return cr.opts.DB.NewInstructorSession(ctx, cr.Class, instructorToken)
+}
+
+// SignOut ends the instructor session of token.
+func (cr *Classroom) SignOut(ctx context.Context, token string) error {
+	if !strings.HasPrefix(token, SessionTokenPrefix) {
+		return nil
+	}
+	return cr.opts.DB.EndInstructorSession(ctx, token)
 }
 
 // StartLab gives the learner p their lab (see labs.Manager.Request).

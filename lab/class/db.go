@@ -81,6 +81,15 @@ var migrations = []migration{
 			result TEXT NOT NULL DEFAULT ''
 		)`,
 	}},
+	{2, "instructor sessions", []string{
+		`CREATE TABLE class_sessions (
+			token_hash TEXT PRIMARY KEY,
+			class_id TEXT NOT NULL REFERENCES classes(id) ON DELETE CASCADE,
+			created_at INTEGER NOT NULL,
+			expires_at INTEGER NOT NULL
+		)`,
+		`CREATE INDEX class_sessions_by_class ON class_sessions (class_id)`,
+	}},
 }
 
 // DB holds classes in svclab's database (SQLite or PostgreSQL, through
@@ -651,6 +660,70 @@ func (d *DB) finishExam(ctx context.Context, learner string, at time.Time, s *Sc
 	_, err = d.exec(ctx, `UPDATE class_exams SET finished_at = ?, result = ? WHERE learner_id = ? AND finished_at IS NULL`, ms(at), string(b), learner)
 	if err != nil {
 		return d.fail("recording the exam's score", err)
+	}
+	return nil
+}
+
+// InstructorSessionTTL is how long an instructor stays signed in: a
+// teaching day, not the class's lifetime.
+const InstructorSessionTTL = 12 * time.Hour
+
+// NewInstructorSession signs class c's instructor in: the instructor
+// token, checked once, is exchanged for a session token that only the
+// session's cookie carries, which sign-out ends and which ends by itself
+// at expires.
+func (d *DB) NewInstructorSession(ctx context.Context, c *Class, instructorToken string) (token string, expires time.Time, err error) {
+	if !c.CheckInstructorToken(instructorToken) {
+		return "", time.Time{}, ErrBadToken
+	}
+	token = newToken(SessionTokenPrefix)
+	now := d.now().UTC().Truncate(time.Millisecond)
+	expires = now.Add(InstructorSessionTTL)
+	err = d.tx(ctx, func(tx *sqldb.Tx) error {
+		// Sessions that ended by themselves go as new ones come.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM class_sessions WHERE expires_at <= ?`, ms(now)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO class_sessions (token_hash, class_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
+			hashToken(token), c.ID, ms(now), ms(expires))
+		return err
+	})
+	if err != nil {
+		return "", time.Time{}, d.fail("signing the instructor in", err)
+	}
+	return token, expires, nil
+}
+
+// InstructorSession returns the class of the live instructor session
+// token (ErrNotFound for none, an ended or an expired one).
+func (d *DB) InstructorSession(ctx context.Context, token string) (classID string, err error) {
+	if !strings.HasPrefix(token, SessionTokenPrefix) {
+		return "", ErrNotFound
+	}
+	var exp int64
+	err = d.read(ctx, func() error {
+		return d.db.QueryRowContext(ctx, `SELECT class_id, expires_at FROM class_sessions WHERE token_hash = ?`, hashToken(token)).Scan(&classID, &exp)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", d.fail("finding an instructor session", err)
+	}
+	if !d.now().Before(time.UnixMilli(exp)) {
+		return "", ErrNotFound
+	}
+	return classID, nil
+}
+
+// EndInstructorSession signs the session of token out.
+func (d *DB) EndInstructorSession(ctx context.Context, token string) error {
+	err := d.tx(ctx, func(tx *sqldb.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM class_sessions WHERE token_hash = ?`, hashToken(token))
+		return err
+	})
+	if err != nil {
+		return d.fail("signing the instructor out", err)
 	}
 	return nil
 }
