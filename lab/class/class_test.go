@@ -492,7 +492,9 @@ func testConcurrentJoin(t *testing.T, b pgtest.Backend) {
 	}
 }
 
-func TestInstructorSessions(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testInstructorSessions) }
+func TestInstructorSessions(t *testing.T) {
+	pgtest.ForEachBackend(t, DBFileName, testInstructorSessions)
+}
 
 // testInstructorSessions: a session needs the right token, is stored by
 // its hash, belongs to its class, and ends at sign-out or by itself.
