@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -90,7 +91,7 @@ func (s *Server) Handler() http.Handler {
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: this request came from another site (cross-site request forgery protection). Use the svclab page itself.", http.StatusForbidden)
 	}))
-	r.Use(middleware.RequestID, s.logRequests, middleware.Recoverer, s.access().Guard, limitRequests, csrf.Handler)
+	r.Use(middleware.RequestID, s.logRequests, middleware.Recoverer, s.access().hsts, s.access().Guard, limitRequests, csrf.Handler)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -171,10 +172,15 @@ func Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// Serve serves h on l until ctx ends, then shuts down gracefully.
-func Serve(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) error {
+// Serve serves h on l until ctx ends, then shuts down gracefully; over TLS
+// when tlsConfig is set.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger, tlsConfig ...*tls.Config) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if len(tlsConfig) > 0 && tlsConfig[0] != nil {
+		srv.TLSConfig = tlsConfig[0]
+		l = tls.NewListener(l, tlsConfig[0])
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

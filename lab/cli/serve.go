@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +25,7 @@ import (
 )
 
 func newServeCommand(o *options) *cobra.Command {
-	var addr, token string
+	var addr, token, publicURL, tlsCert, tlsKey string
 	var classes bool
 	var maxStarting int
 	var allowedHosts []string
@@ -88,10 +91,29 @@ their clusters; the classes stay open for the next start.`,
 				}
 			}
 			access := &server.Access{Hosts: allowedHosts}
+			var tlsConfig *tls.Config
+			if (tlsCert == "") != (tlsKey == "") {
+				return errors.New("--tls-cert and --tls-key go together: give both, or neither")
+			}
+			if tlsCert != "" {
+				cr, err := server.NewCertReloader(tlsCert, tlsKey)
+				if err != nil {
+					return err
+				}
+				tlsConfig, access.Secure = cr.TLSConfig(), true
+			}
+			if publicURL != "" {
+				u, err := url.Parse(publicURL)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return fmt.Errorf("--public-url %q: give the address learners open, such as https://lab.example.org", publicURL)
+				}
+				access.Hosts = append(access.Hosts, u.Host)
+				access.Secure = access.Secure || u.Scheme == "https"
+			}
 			if classes {
 				// Learners come with join codes, under whatever name the
 				// classroom reaches the machine by.
-				access.AnyHost = len(allowedHosts) == 0
+				access.AnyHost = len(access.Hosts) == 0
 			} else {
 				access.Token = token
 				if access.Token == "" {
@@ -106,12 +128,19 @@ their clusters; the classes stay open for the next start.`,
 			if !classes && !isLoopback(l.Addr()) {
 				fmt.Fprintf(o.err, "svclab: warning: the local lab is served on %s, beyond this machine: whoever reaches that address with the link below gets root shells in your labs. Serve classes with --classes instead, or keep --addr on 127.0.0.1.\n", l.Addr())
 			}
-			url := fmt.Sprintf("http://%s/", displayAddr(l.Addr()))
-			if access.Token != "" {
-				url += "?token=" + access.Token
+			scheme := "http"
+			if tlsConfig != nil {
+				scheme = "https"
 			}
-			fmt.Fprintf(o.out, "svclab is serving on %s (Ctrl-C stops it)\n", url)
-			err = server.Serve(cmd.Context(), l, s.Handler(), log)
+			link := fmt.Sprintf("%s://%s/", scheme, displayAddr(l.Addr()))
+			if publicURL != "" {
+				link = strings.TrimRight(publicURL, "/") + "/"
+			}
+			if access.Token != "" {
+				link += "?token=" + access.Token
+			}
+			fmt.Fprintf(o.out, "svclab is serving on %s (Ctrl-C stops it)\n", link)
+			err = server.Serve(cmd.Context(), l, s.Handler(), log, tlsConfig)
 			// A cluster being created when the server stops rolls back.
 			s.Wait()
 			return err
@@ -119,6 +148,9 @@ their clusters; the classes stay open for the next start.`,
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
 	c.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "a name (or address) the server answers to besides localhost and 127.0.0.1, e.g. lab.example.org (repeatable); requests naming any other host are refused")
+	c.Flags().StringVar(&publicURL, "public-url", "", "the address learners open when a TLS-terminating proxy is in front, e.g. https://lab.example.org: its name is allowed, and with https cookies are Secure and HSTS is sent")
+	c.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (read again when it changes)")
+	c.Flags().StringVar(&tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	c.Flags().StringVar(&token, "token", "", "the local lab's token, which every browser must bring once (the printed link carries it; default: a new random one each start)")
 	c.Flags().BoolVar(&classes, "classes", false, "serve the open classes (join codes, the instructor's board) instead of the local lab")
 	c.Flags().IntVar(&maxStarting, "max-starting", 0, "with --classes: how many lab clusters are created at once; the others wait their turn, and learners see their place (0: one per CPU)")
