@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -102,13 +103,24 @@ func WriteResults(w io.Writer, rows []ResultRow, format string) error {
 			if r.ExamPoints != nil {
 				points = strconv.FormatFloat(*r.ExamPoints, 'f', -1, 64)
 			}
-			cw.Write([]string{r.Learner, r.LearnerID, r.Scenario, string(r.State), csvTime(r.StartedAt), csvTime(r.SolvedAt),
+			cw.Write([]string{csvText(r.Learner), csvText(r.LearnerID), csvText(r.Scenario), csvText(string(r.State)), csvTime(r.StartedAt), csvTime(r.SolvedAt),
 				strconv.Itoa(r.Seconds), strconv.Itoa(r.HintsUsed), strconv.Itoa(r.Checks), strconv.FormatFloat(r.LastScore, 'f', -1, 64), points})
 		}
 		cw.Flush()
 		return cw.Error()
 	}
 	return fmt.Errorf("unknown format %q: use csv or json", format)
+}
+
+// csvText keeps a text cell a text cell in a spreadsheet: one that starts
+// with =, +, -, @, a tab or a carriage return (a learner named
+// "=HYPERLINK(…)") is a formula there, so it gets a leading quote, as
+// OWASP's CSV-injection advice says.
+func csvText(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 func csvTime(t time.Time) string {

@@ -41,3 +41,21 @@ func testExport(t *testing.T, b pgtest.Backend) {
 		t.Error("xml accepted")
 	}
 }
+
+func TestCSVText(t *testing.T) {
+	for in, want := range map[string]string{
+		"Ann":                            "Ann",
+		"=HYPERLINK(\"http://x\",\"a\")": "'=HYPERLINK(\"http://x\",\"a\")",
+		"+1":                             "'+1",
+		"-2+3":                           "'-2+3",
+		"@SUM(A1)":                       "'@SUM(A1)",
+		"\tcmd":                          "'\tcmd",
+		"\rcmd":                          "'\rcmd",
+		"":                               "",
+		"a=b":                            "a=b",
+	} {
+		if got := csvText(in); got != want {
+			t.Errorf("csvText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

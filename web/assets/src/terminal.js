@@ -15,7 +15,11 @@ function openTab(container, url, status, readOnly) {
   const fit = new FitAddon();
   term.loadAddon(fit);
   term.loadAddon(new WebLinksAddon());
-  term.loadAddon(new ClipboardAddon());
+  // OSC 52 lets a program write the viewer's clipboard: a learner's own
+  // terminal may, a read-only view (the instructor watching a learner)
+  // must not, or a learner's printf would rewrite the instructor's
+  // clipboard.
+  if (!readOnly) term.loadAddon(new ClipboardAddon());
   term.open(container);
   const ws = new WebSocket(url);
   ws.binaryType = "arraybuffer";
