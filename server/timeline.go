@@ -38,6 +38,86 @@ type recorder struct {
 	done chan struct{}
 	mu   sync.Mutex
 	shut bool
+	// budgets ration each attempt's events, so that one learner's flood
+	// (a 64 KiB paste is thousands of command lines) neither fills the
+	// queue every learner shares nor the database.
+	budgets map[int64]*timelineBudget
+}
+
+// An attempt's timeline takes timelineBurst events at once and
+// timelineRate a second after that, and MaxAttemptEvents in all; what it
+// does not take is counted, and the count is kept on the timeline.
+const (
+	timelineBurst    = 200
+	timelineRate     = 20
+	MaxAttemptEvents = 20000
+)
+
+// KindTimeline marks the timeline's notes about itself (events it did not
+// keep).
+const KindTimeline = "timeline"
+
+type timelineBudget struct {
+	tokens  float64
+	last    time.Time
+	kept    int
+	dropped int
+	full    bool
+}
+
+// admit rations attempt id's events: ev, and before it a note of what was
+// dropped since the last event kept, or nothing (ev counted as dropped).
+func (r *recorder) admit(id int64, ev store.Event) []store.Event {
+	if r.budgets == nil {
+		r.budgets = map[int64]*timelineBudget{}
+	}
+	now := ev.At
+	b := r.budgets[id]
+	if b == nil {
+		b = &timelineBudget{tokens: timelineBurst, last: now}
+		r.budgets[id] = b
+		r.prune(now)
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens = min(timelineBurst, b.tokens+el.Seconds()*timelineRate)
+		b.last = now
+	}
+	if b.full {
+		b.dropped++
+		return nil
+	}
+	if b.kept >= MaxAttemptEvents-1 {
+		b.full = true
+		b.dropped++
+		b.kept++ // the note
+		return []store.Event{{At: now, Kind: KindTimeline, Level: "warning",
+			Text: fmt.Sprintf("the timeline of this attempt is full (%d events): later events are not kept", MaxAttemptEvents)}}
+	}
+	if b.tokens < 1 {
+		b.dropped++
+		return nil
+	}
+	b.tokens--
+	out := []store.Event{ev}
+	if b.dropped > 0 {
+		out = []store.Event{{At: now, Kind: KindTimeline, Level: "warning",
+			Text: fmt.Sprintf("%d events were not kept here: too many at once (a paste of many lines, a flood of cluster events)", b.dropped)}, ev}
+		b.dropped = 0
+	}
+	b.kept += len(out)
+	return out
+}
+
+// prune forgets the budgets of attempts quiet for an hour.
+func (r *recorder) prune(now time.Time) {
+	if len(r.budgets) < 1024 {
+		return
+	}
+	for id, b := range r.budgets {
+		if now.Sub(b.last) > time.Hour {
+			delete(r.budgets, id)
+		}
+	}
 }
 
 // record keeps ev on attempt id's timeline (nothing without a Timeline).
@@ -58,10 +138,12 @@ func (s *Server) record(id int64, ev views.TimelineEvent) {
 	if r.shut {
 		return
 	}
-	select {
-	case r.ch <- recorded{id, store.Event{At: ev.Time, Kind: ev.Kind, Source: ev.Source, Level: ev.Level, Text: ev.Text}}:
-	default:
-		s.Log.Warn("the timeline falls behind: an event was not kept", "attempt", id, "kind", ev.Kind)
+	for _, e := range r.admit(id, store.Event{At: ev.Time, Kind: ev.Kind, Source: ev.Source, Level: ev.Level, Text: ev.Text}) {
+		select {
+		case r.ch <- recorded{id, e}:
+		default:
+			s.Log.Warn("the timeline falls behind: an event was not kept", "attempt", id, "kind", ev.Kind)
+		}
 	}
 }
 
@@ -158,6 +240,26 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 				URL: fmt.Sprintf("%s/replay?attempt=%d", scope.scenarioURL(sc.ID), o.ID), Current: o.ID == a.ID})
 		}
 	}
+	// A page of replayPageSize events at a time (?page=N, the last one by
+	// default): a long attempt's replay stays a page a browser shows.
+	pages := max(1, (len(evs)+replayPageSize-1)/replayPageSize)
+	page := pages
+	if q := r.URL.Query().Get("page"); q != "" {
+		if n, err := strconv.Atoi(q); err == nil && n >= 1 && n <= pages {
+			page = n
+		}
+	}
+	if pages > 1 {
+		p.Page, p.Pages = page, pages
+		base := fmt.Sprintf("%s/replay?attempt=%d&page=", scope.scenarioURL(sc.ID), a.ID)
+		if page > 1 {
+			p.PrevURL = base + strconv.Itoa(page-1)
+		}
+		if page < pages {
+			p.NextURL = base + strconv.Itoa(page+1)
+		}
+		evs = evs[(page-1)*replayPageSize : min(len(evs), page*replayPageSize)]
+	}
 	for _, e := range evs {
 		off := e.At.Sub(a.Started).Round(time.Second)
 		if off < 0 {
@@ -170,3 +272,6 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 }
 
 const replayTime = "2006-01-02 15:04:05 UTC"
+
+// replayPageSize is how many events a replay page shows.
+const replayPageSize = 1000
