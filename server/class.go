@@ -82,16 +82,26 @@ func (s *Server) classRoutes(r chi.Router) {
 // scenarioRoutes are a scenario's page, actions and streams, in the
 // request's scope; check limits the checks.
 func (s *Server) scenarioRoutes(check ...func(http.Handler) http.Handler) func(chi.Router) {
+	// Starting and resetting rebuild a learner's scenario (and may
+	// recreate their cluster): a few at once, then one every 10 s.
+	lifecycle := ratelimit.Middleware(s.lifecycleLimit(), func(r *http.Request) string { return "owner:" + s.scopeOf(r).owner }, "starts and resets")
 	return func(r chi.Router) {
 		r.Get("/", s.scenarioPage)
-		r.Post("/start", s.startScenario)
+		r.With(lifecycle).Post("/start", s.startScenario)
 		r.With(check...).Post("/check", s.checkScenario)
 		r.Post("/hint", s.hintScenario)
-		r.Post("/reset", s.resetScenario)
+		r.With(lifecycle).Post("/reset", s.resetScenario)
 		r.Get("/views", s.viewsSocket)
 		r.Get("/terminal", s.terminalSocket)
 		r.Get("/replay", s.replayPage)
 	}
+}
+
+// lifecycleLimit is the server's one limiter of scenario starts and
+// resets, per learner.
+func (s *Server) lifecycleLimit() *ratelimit.Limiter {
+	s.lifecycleOnce.Do(func() { s.lifecycle = ratelimit.New(ratelimit.Limit{Every: 10 * time.Second, Burst: 5}, nil) })
+	return s.lifecycle
 }
 
 // classroom finds the {class} being served and who is asking.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -23,6 +24,8 @@ const (
 	// maxViewMessage bounds what a browser may send on the views socket
 	// (a packet-path request is a few hundred bytes).
 	maxViewMessage = 4 << 10
+	// maxTerminalsPerLearner bounds the terminals one learner has open.
+	maxTerminalsPerLearner = 8
 	// maxTerminalMessage bounds one terminal input frame (a paste).
 	maxTerminalMessage = 64 << 10
 	writeTimeout       = 5 * time.Second
@@ -189,6 +192,14 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("cluster %s has no node %q", c.Name(), node), http.StatusNotFound)
 		return
 	}
+	// A learner's open terminals are bounded: each is a shell (and its
+	// processes) on a node of theirs.
+	release, ok := s.terms.take(s.scopeOf(r).owner)
+	if !ok {
+		http.Error(w, fmt.Sprintf("You have %d terminals open already: close one (its browser tab) before opening another.", maxTerminalsPerLearner), http.StatusTooManyRequests)
+		return
+	}
+	defer release()
 	conn, err := s.upgrader().Upgrade(w, r, nil)
 	if err != nil {
 		return
@@ -235,6 +246,20 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			lab.Record(ev)
 		}
 	}}
+	// Resizes are coalesced: a window dragged sends dozens a second, and
+	// each is a command on the node; the newest size is applied, one at
+	// a time.
+	sizes := make(chan [2]uint16, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sz := <-sizes:
+				sh.Resize(ctx, sz[0], sz[1])
+			}
+		}
+	}()
 	// Browser → shell.
 	go func() {
 		defer cancel()
@@ -258,7 +283,17 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if ctl.Rows > 0 && ctl.Cols > 0 && ctl.Rows <= 1000 && ctl.Cols <= 1000 {
-				go sh.Resize(ctx, uint16(ctl.Rows), uint16(ctl.Cols))
+				sz := [2]uint16{uint16(ctl.Rows), uint16(ctl.Cols)}
+				select {
+				case sizes <- sz:
+				default:
+					// One waits already: the newest replaces it.
+					select {
+					case <-sizes:
+					default:
+					}
+					sizes <- sz
+				}
 			}
 		}
 	}()
@@ -372,4 +407,31 @@ func (c *commandRecorder) feed(b []byte) {
 			}
 		}
 	}
+}
+
+// terminalCounts counts each learner's open terminals.
+type terminalCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take counts one more terminal of owner, unless they have
+// maxTerminalsPerLearner open; release counts it off.
+func (t *terminalCounts) take(owner string) (release func(), ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int{}
+	}
+	if t.n[owner] >= maxTerminalsPerLearner {
+		return nil, false
+	}
+	t.n[owner]++
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.n[owner]--; t.n[owner] <= 0 {
+			delete(t.n, owner)
+		}
+	}, true
 }

@@ -30,11 +30,12 @@ type Operation struct {
 	// Next is the page to go to once the operation succeeded ("": none).
 	Next string
 
-	mu      sync.Mutex
-	steps   []Step
-	done    bool
-	err     string
-	watches map[chan Step]struct{}
+	mu       sync.Mutex
+	steps    []Step
+	done     bool
+	finished time.Time
+	err      string
+	watches  map[chan Step]struct{}
 }
 
 func newOperation(id, title string) *Operation {
@@ -89,7 +90,7 @@ func (o *Operation) publish(s Step) {
 // finish marks the operation over.
 func (o *Operation) finish(err error) {
 	o.mu.Lock()
-	o.done = true
+	o.done, o.finished = true, time.Now()
 	if err != nil {
 		o.err = err.Error()
 	}
@@ -138,6 +139,18 @@ func (o *Operation) Watch() (past []Step, next <-chan Step, cancel func()) {
 	}
 }
 
+// opRetention is how long a finished operation can still be followed (its
+// page reloaded); then it is forgotten, so that the server does not
+// remember every operation it ever ran.
+const opRetention = time.Hour
+
+// finishedBefore tells whether o ended before t.
+func (o *Operation) finishedBefore(t time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.done && o.finished.Before(t)
+}
+
 // operations runs and remembers operations.
 type operations struct {
 	wg  sync.WaitGroup
@@ -155,6 +168,12 @@ func (r *operations) start(ctx context.Context, owner, title, next string, work 
 	op.Next, op.Owner = next, owner
 	if r.ops == nil {
 		r.ops = map[string]*Operation{}
+	}
+	cutoff := time.Now().Add(-opRetention)
+	for id, o := range r.ops {
+		if o.finishedBefore(cutoff) {
+			delete(r.ops, id)
+		}
 	}
 	r.ops[op.ID] = op
 	r.mu.Unlock()

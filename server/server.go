@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/svclab/svclab/lab/class"
+	"github.com/svclab/svclab/lab/class/ratelimit"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/views"
@@ -67,10 +69,14 @@ type Server struct {
 	// is needed (nil: loopback names only, no token).
 	Access *Access
 
-	ops  operations
-	labs labs
-	taps taps
-	rec  recorder
+	ops   operations
+	labs  labs
+	terms terminalCounts
+	// lifecycle limits each learner's scenario starts and resets.
+	lifecycleOnce sync.Once
+	lifecycle     *ratelimit.Limiter
+	taps          taps
+	rec           recorder
 }
 
 // Wait waits for the operations started from the UI to end, and stops the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -78,4 +79,44 @@ func TestTimelineBudget(t *testing.T) {
 	if b := r.budgets[7]; b.kept != MaxAttemptEvents || notes != 1 {
 		t.Errorf("kept %d events and %d notes of a full timeline, want %d and 1", b.kept, notes, MaxAttemptEvents)
 	}
+}
+
+func TestTerminalCounts(t *testing.T) {
+	var tc terminalCounts
+	var releases []func()
+	for i := 0; i < maxTerminalsPerLearner; i++ {
+		r, ok := tc.take("ann")
+		if !ok {
+			t.Fatalf("terminal %d refused", i+1)
+		}
+		releases = append(releases, r)
+	}
+	if _, ok := tc.take("ann"); ok {
+		t.Error("a terminal past the cap was let through")
+	}
+	if r, ok := tc.take("bob"); !ok {
+		t.Error("another learner was refused because of Ann's terminals")
+	} else {
+		r()
+	}
+	releases[0]()
+	if _, ok := tc.take("ann"); !ok {
+		t.Error("a terminal after one closed was refused")
+	}
+}
+
+func TestOperationsPruned(t *testing.T) {
+	var ops operations
+	old := ops.start(t.Context(), "", "old", "", func(context.Context, *Operation) error { return nil })
+	ops.wait()
+	old.mu.Lock()
+	old.finished = time.Now().Add(-2 * opRetention)
+	old.mu.Unlock()
+	running := make(chan struct{})
+	ops.start(t.Context(), "", "running", "", func(context.Context, *Operation) error { <-running; return nil })
+	if _, ok := ops.get(old.ID); ok {
+		t.Error("an operation that ended long ago is still kept")
+	}
+	close(running)
+	ops.wait()
 }
