@@ -172,9 +172,29 @@ func (s *Server) learnerScope(next http.Handler) http.Handler {
 			refuse(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, withScope(r, s.classScope(cc, cc.who.LearnerID, false)))
+		// Once a learner's exam is over their lab is theirs to look at,
+		// not to change: it was graded as it stood at the deadline.
+		over := cc.room.Class.Exam && cc.room.ExamOver(r.Context(), cc.who.LearnerID)
+		if over && r.Method != http.MethodGet {
+			answerError(w, r, errExamOver, http.StatusForbidden)
+			return
+		}
+		sc := s.classScope(cc, cc.who.LearnerID, false)
+		if over {
+			// Their own pages still, read-only: the terminal shows what
+			// it showed, the lab is reached for reading only.
+			sc.readOnly = true
+			sc.clusters = labCluster{room: cc.room, who: cc.who, learner: cc.who.LearnerID, access: class.Read}
+		}
+		if cc.room.Class.Exam {
+			sc.writable = func(ctx context.Context) bool { return !cc.room.ExamOver(ctx, cc.who.LearnerID) }
+		}
+		next.ServeHTTP(w, withScope(r, sc))
 	})
 }
+
+// errExamOver refuses a change to a lab whose exam is over.
+var errExamOver = errors.New("your exam is over: your lab was graded as it stood at the end, and it can no longer be changed (see your review)")
 
 // watchScope lets the class's instructor watch learner {learner}'s lab.
 func (s *Server) watchScope(next http.Handler) http.Handler {

@@ -596,6 +596,16 @@ func TestClassExam(t *testing.T) {
 	if !strings.Contains(page, `data-state="finished"`) || !strings.Contains(page, `id="review-link"`) {
 		t.Errorf("exam box after the end:\n%s", page)
 	}
+	// The exam is over: Ann's lab is hers to look at, not to change.
+	annSc := "/class/" + id + "/scenarios/selector-typo"
+	for _, path := range []string{annSc + "/start", annSc + "/check", annSc + "/reset", annSc + "/hint"} {
+		if code, body, _ := ann.do(http.MethodPost, path, url.Values{}); code != http.StatusForbidden || !strings.Contains(body, "exam is over") {
+			t.Errorf("POST %s after the exam: %d %.120s, want 403", path, code, body)
+		}
+	}
+	if code, _, _ := ann.do(http.MethodGet, annSc, nil); code != http.StatusOK {
+		t.Errorf("Ann's scenario page after the exam: %d", code)
+	}
 	if code, body, _ := teacher.do(http.MethodGet, "/class/"+id+"/learners/"+annID+"/review", nil); code != http.StatusOK || !strings.Contains(body, "0 of 2 points") || !strings.Contains(body, "Ann") {
 		t.Errorf("the instructor's view of Ann's review: %d", code)
 	}

@@ -246,6 +246,26 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			lab.Record(ev)
 		}
 	}}
+	// A terminal of a lab that stops being the learner's to change (their
+	// exam is over) closes.
+	if scope.writable != nil {
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if !scope.writable(ctx) {
+						closeWith(websocket.ClosePolicyViolation, "your exam is over: the terminal is closed")
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	}
 	// Resizes are coalesced: a window dragged sends dozens a second, and
 	// each is a command on the node; the newest size is applied, one at
 	// a time.

@@ -30,6 +30,10 @@ type scope struct {
 	// activity records that the learner did something in their lab (typed
 	// into its terminal), which keeps an idle lab alive.
 	activity func()
+	// writable, when set, tells whether the learner may still change their
+	// lab (false once their exam is over); open terminals close when it
+	// turns false.
+	writable func(ctx context.Context) bool
 }
 
 type clusterGetter interface {

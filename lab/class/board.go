@@ -124,6 +124,10 @@ type Board struct {
 	order   []string
 	rows    map[string]*Row
 	updates stream.Broker[Update]
+	// writes serialises each learner's changes while they are stored:
+	// the database may retry for seconds, and nobody else (the board,
+	// other learners) waits for that.
+	writes sync.Map // learner id → *sync.Mutex
 }
 
 func newBoard(ctx context.Context, db *DB, c *Class, now func() time.Time) (*Board, error) {
@@ -190,20 +194,31 @@ func (b *Board) cell(learner, scenario string) (*Cell, error) {
 	return &r.Cells[i], nil
 }
 
-// change applies fn to a cell, stores it and publishes it.
+// change applies fn to a cell, stores it and publishes it. The board's
+// lock is not held while the cell is stored (a write may wait on a busy
+// database); the learner's own lock keeps their changes in order.
 func (b *Board) change(ctx context.Context, learner, scenario string, fn func(*Cell)) error {
+	lk, _ := b.writes.LoadOrStore(learner, &sync.Mutex{})
+	lk.(*sync.Mutex).Lock()
+	defer lk.(*sync.Mutex).Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	c, err := b.cell(learner, scenario)
 	if err != nil {
+		b.mu.Unlock()
 		return err
 	}
-	before := *c
-	fn(c)
-	if err := b.db.saveCell(ctx, learner, *c); err != nil {
-		*c = before // the board shows what is stored
+	next := *c
+	b.mu.Unlock()
+	fn(&next)
+	if err := b.db.saveCell(ctx, learner, next); err != nil {
+		return err // the board shows what is stored
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, err = b.cell(learner, scenario); err != nil {
 		return err
 	}
+	*c = next
 	cc := b.cellCopy(*c)
 	b.publish(Update{Kind: UpdateCell, Learner: learner, Cell: &cc})
 	return nil
@@ -288,14 +303,18 @@ func (b *Board) Push(ctx context.Context, to, kind, scenario, body string) (Mess
 		return Message{}, fmt.Errorf("a hint needs one of the class's scenarios (%s), not %q", strings.Join(b.class.Scenarios, ", "), scenario)
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if to != "" && b.rows[to] == nil {
+	known := to == "" || b.rows[to] != nil
+	b.mu.Unlock()
+	if !known {
 		return Message{}, fmt.Errorf("learner %s is not in the class: %w", to, ErrNotFound)
 	}
 	m := Message{To: to, Kind: kind, Scenario: scenario, Body: body, At: b.now().UTC()}
+	// Stored without the board's lock (see change).
 	if err := b.db.addMessage(ctx, b.class.ID, &m); err != nil {
 		return Message{}, err
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.publish(Update{Kind: UpdateMessage, Learner: to, Message: &m})
 	return m, nil
 }

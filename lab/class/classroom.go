@@ -58,6 +58,10 @@ type Classroom struct {
 	mu   sync.Mutex
 	stop chan struct{}
 	done chan struct{}
+	// finishing are the learners whose exams are being scored; graders
+	// bounds how many at once.
+	finishing map[string]bool
+	graders   chan struct{}
 }
 
 // OpenClassroom starts serving class ref: it sweeps clusters an earlier
@@ -97,6 +101,9 @@ func OpenClassroom(ctx context.Context, ref string, o Options) (*Classroom, erro
 		return nil, err
 	}
 	cr := &Classroom{Class: c, Board: board, Labs: m, opts: o, tasks: ExamTasks(c, o.Catalog), stop: make(chan struct{}), done: make(chan struct{})}
+	// Exams that ended while svclab was down (a crash, a kill -9) are
+	// graded first, on the labs they left, before anything is swept.
+	cr.FinishDueExams(ctx, true)
 	events := m.Subscribe("", 1024)
 	if err := m.Start(ctx); err != nil {
 		events.Cancel()
@@ -133,7 +140,7 @@ func (cr *Classroom) follow(events *stream.Subscription[labs.Event]) {
 				go cr.Shutdown(ctx)
 				continue
 			}
-			cr.FinishDueExams(ctx)
+			cr.FinishDueExams(ctx, false)
 		case <-cr.stop:
 			events.Cancel()
 			return
@@ -345,11 +352,13 @@ func (cr *Classroom) finishExam(ctx context.Context, learner string) (ExamSessio
 	if !e.FinishedAt.IsZero() {
 		return e, nil
 	}
+	notes := map[string]string{}
 	if cr.opts.FinalGrade != nil || cr.opts.Attempts != nil {
 		for _, t := range cr.tasks {
 			rep, err := cr.finalGrade(ctx, learner, t.Scenario)
 			if err != nil {
 				cr.opts.Log.Warn("final grading of an exam task failed; its last check counts", "learner", learner, "scenario", t.Scenario, "err", err)
+				notes[t.Scenario] = "scored from the last check: the lab could not be graded at the end of the exam (" + err.Error() + ")"
 				continue
 			}
 			if err := cr.Board.Checked(ctx, learner, t.Scenario, rep); err != nil {
@@ -362,14 +371,25 @@ func (cr *Classroom) finishExam(ctx context.Context, learner string) (ExamSessio
 		at = e.Deadline
 	}
 	score := ScoreExam(cr.tasks, cr.Board.lastChecks(learner), cr.opts.Catalog)
+	for i := range score.Tasks {
+		score.Tasks[i].Note = notes[score.Tasks[i].Scenario]
+	}
 	if err := cr.opts.DB.finishExam(ctx, learner, at, &score); err != nil {
 		return ExamSession{}, err
 	}
 	return cr.opts.DB.exam(ctx, learner)
 }
 
-// FinishDueExams scores the exams whose time ran out.
-func (cr *Classroom) FinishDueExams(ctx context.Context) {
+// ExamGraders bounds the exams graded at once at their deadline: each runs
+// every task's checks on a learner's lab.
+const ExamGraders = 4
+
+// FinishDueExams scores the exams whose time ran out, each in the
+// background (at most ExamGraders at once), so that the class's loop —
+// lab events, the board, webhooks — never waits for a grading. It returns
+// once every due exam is handed over; wait, when set, waits for them to be
+// scored too.
+func (cr *Classroom) FinishDueExams(ctx context.Context, wait bool) {
 	if !cr.Class.Exam {
 		return
 	}
@@ -379,15 +399,47 @@ func (cr *Classroom) FinishDueExams(ctx context.Context) {
 		cr.opts.Log.Error("listing learners for exam deadlines", "err", err)
 		return
 	}
+	var wg sync.WaitGroup
 	for _, l := range learners {
 		e, err := cr.opts.DB.exam(ctx, l.ID)
 		if err != nil || !e.FinishedAt.IsZero() || now.Before(e.Deadline) {
 			continue
 		}
-		if _, err := cr.finishExam(ctx, l.ID); err != nil {
-			cr.opts.Log.Error("scoring an exam whose time ran out", "learner", l.ID, "err", err)
+		cr.mu.Lock()
+		if cr.finishing == nil {
+			cr.finishing = map[string]bool{}
+			cr.graders = make(chan struct{}, ExamGraders)
 		}
+		busy := cr.finishing[l.ID]
+		cr.finishing[l.ID] = true
+		cr.mu.Unlock()
+		if busy {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { cr.mu.Lock(); delete(cr.finishing, l.ID); cr.mu.Unlock() }()
+			cr.graders <- struct{}{}
+			defer func() { <-cr.graders }()
+			if _, err := cr.finishExam(context.WithoutCancel(ctx), l.ID); err != nil {
+				cr.opts.Log.Error("scoring an exam whose time ran out", "learner", l.ID, "err", err)
+			}
+		}()
 	}
+	if wait {
+		wg.Wait()
+	}
+}
+
+// ExamOver tells whether learner's exam has ended (submitted, or out of
+// time): their lab is theirs to read, no longer to change.
+func (cr *Classroom) ExamOver(ctx context.Context, learner string) bool {
+	if !cr.Class.Exam {
+		return false
+	}
+	e, err := cr.opts.DB.exam(ctx, learner)
+	return err == nil && e.Finished(cr.opts.Now())
 }
 
 // Review is learnerID's exam review for p: the score, the reference

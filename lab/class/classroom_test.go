@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -443,7 +444,7 @@ func testExam(t *testing.T, b pgtest.Backend) {
 	}
 	// Time runs out: the exam is scored by the deadline check.
 	r.clk.Advance(time.Hour)
-	r.FinishDueExams(ctx)
+	r.FinishDueExams(ctx, true)
 	e, err = r.Exam(ctx, r.instructor, r.ann.LearnerID)
 	if err != nil || e.Score == nil || !e.FinishedAt.Equal(e.Deadline) {
 		t.Fatalf("after the deadline: %+v, %v", e, err)
@@ -503,5 +504,54 @@ func TestScoreExamPartialCredit(t *testing.T) {
 				t.Errorf("score %+v, want %g of 100", s, tc.want)
 			}
 		})
+	}
+}
+
+func TestExamGradedAfterACrash(t *testing.T) {
+	pgtest.ForEachBackend(t, DBFileName, testExamGradedAfterACrash)
+}
+
+// testExamGradedAfterACrash: the server dies (no shutdown) during an exam
+// whose time then runs out; the next start grades the exam on the lab it
+// left before sweeping that lab away, and serves.
+func testExamGradedAfterACrash(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	r := openRoom(t, b, Spec{Name: "cka-exam", Exam: true, Scenarios: []string{"selector-typo"}, TimeLimit: time.Hour})
+	if _, err := r.StartExam(ctx, r.ann); err != nil {
+		t.Fatal(err)
+	}
+	leftover := r.Class.ClusterPrefix() + "-ab12"
+	if err := r.db.Ledger(r.Class.ID).Record(ctx, leftover); err != nil {
+		t.Fatal(err)
+	}
+	// kill -9: nothing is shut down. An hour later svclab starts again.
+	r.clk.Advance(61 * time.Minute)
+	p := fakecluster.NewProvider(leftover)
+	sel := catalog(t).Get("selector-typo")
+	var gradedWhile []string
+	o := Options{DB: r.db, Provider: p, Catalog: catalog(t), Now: r.clk.Now,
+		Labs: labs.Config{Memory: func() (uint64, error) { return 64 << 30, nil }, TickInterval: time.Hour},
+		FinalGrade: func(_ context.Context, learner, scen string) (*grade.Report, error) {
+			gradedWhile = p.Names()
+			var res []grade.Result
+			for _, c := range sel.Checks {
+				res = append(res, grade.Result{ID: c.ID, Weight: c.Weight, Passed: true})
+			}
+			return &grade.Report{Results: res, Passed: true}, nil
+		}}
+	again, err := OpenClassroom(ctx, r.Class.ID, o)
+	if err != nil {
+		t.Fatalf("starting again after the crash: %v", err)
+	}
+	defer again.Shutdown(context.Background())
+	if !slices.Contains(gradedWhile, leftover) {
+		t.Errorf("the exam was graded with the clusters %v: the learner's lab %s was swept first", gradedWhile, leftover)
+	}
+	e, err := again.Exam(ctx, r.instructor, r.ann.LearnerID)
+	if err != nil || e.Score == nil || e.Score.Percent != 100 || !e.FinishedAt.Equal(e.Deadline) {
+		t.Errorf("the exam after the restart: %+v, %v", e, err)
+	}
+	if slices.Contains(p.Names(), leftover) {
+		t.Error("the leftover lab was not swept after the grading")
 	}
 }

@@ -29,7 +29,10 @@ type CheckCredit struct {
 // weight that passed, times the task's weight.
 type TaskScore struct {
 	Task
-	Checked bool          `json:"checked"`
+	Checked bool `json:"checked"`
+	// Note says why the task was scored from its last check rather than
+	// graded at the deadline (its lab was gone, say).
+	Note   string        `json:"note,omitempty"`
 	Checks  []CheckCredit `json:"checks"`
 	// Credit is the passed share of the checks' weight, 0 to 1.
 	Credit float64 `json:"credit"`

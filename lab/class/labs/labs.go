@@ -84,6 +84,9 @@ type Config struct {
 	// TickInterval is how often the background loop checks deadlines and
 	// the pool (default 1s).
 	TickInterval time.Duration
+	// SweepRetry is how long a failed sweep of leftover clusters waits
+	// before it is tried again (a minute by default).
+	SweepRetry time.Duration
 	// RetryAfter is how long the pool waits after a failed creation before
 	// it tries again (default 30s).
 	RetryAfter time.Duration
@@ -256,6 +259,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
 	}
+	if cfg.SweepRetry <= 0 {
+		cfg.SweepRetry = time.Minute
+	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = 30 * time.Second
 	}
@@ -281,8 +287,13 @@ func New(cfg Config) (*Manager, error) {
 // manager's but no lab references — after a crash, all of them — then
 // fills the warm pool and checks deadlines every TickInterval until Close.
 func (m *Manager) Start(ctx context.Context) error {
+	// What an earlier run left is swept; what cannot be swept now (a
+	// cluster that does not delete, a provider that does not answer) is
+	// reported and tried again in the background: never a reason not to
+	// serve the class.
 	if err := m.Sweep(ctx); err != nil {
-		return err
+		m.log.Error("the class's leftover clusters could not all be removed; trying again in the background", "err", err)
+		go m.sweepLater()
 	}
 	m.mu.Lock()
 	m.loopDone = make(chan struct{})
@@ -290,6 +301,24 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 	go m.loop()
 	return nil
+}
+
+// sweepLater sweeps again every Config.SweepRetry until a sweep succeeds
+// or the manager closes.
+func (m *Manager) sweepLater() {
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-time.After(m.cfg.SweepRetry):
+		}
+		err := m.Sweep(m.ctx)
+		if err == nil {
+			m.log.Info("the class's leftover clusters are gone")
+			return
+		}
+		m.log.Warn("the class's leftover clusters could still not all be removed", "err", err)
+	}
 }
 
 func (m *Manager) loop() {

@@ -534,3 +534,27 @@ func TestParseMemAvailable(t *testing.T) {
 		t.Errorf("/proc/meminfo: %d, %v", v, err)
 	}
 }
+
+// TestStartServesDespiteAStuckLeftover: a leftover that cannot be deleted
+// is reported and tried again in the background; the class is served
+// meanwhile.
+func TestStartServesDespiteAStuckLeftover(t *testing.T) {
+	r := newRig(t, Config{Capacity: 2, SweepRetry: 10 * time.Millisecond}, "cls1-aaaa")
+	r.ledger.Record(context.Background(), "cls1-aaaa")
+	r.p.FailDelete("cls1-aaaa", errors.New("the cluster's network namespace is busy"))
+	r.start()
+	if l, err := r.m.Request("ann"); err != nil || l.State == Ended {
+		t.Fatalf("a learner's lab while a leftover is stuck: %+v %v", l, err)
+	}
+	if !slices.Contains(r.p.Names(), "cls1-aaaa") {
+		t.Fatal("the stuck leftover went although it cannot be deleted")
+	}
+	r.p.FailDelete("cls1-aaaa", nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for slices.Contains(r.p.Names(), "cls1-aaaa") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if slices.Contains(r.p.Names(), "cls1-aaaa") {
+		t.Error("the leftover was not swept once it could be")
+	}
+}

@@ -25,6 +25,8 @@ type Provider struct {
 	clusters map[string]cluster.CreateOptions
 	gate     chan struct{}
 	failNext error
+	// failDelete, while set, fails every Delete of the named clusters.
+	failDelete map[string]error
 	// Created and Deleted are the names created and deleted, in order
 	// (read them under Lock, or once the code under test is quiet).
 	Created []string
@@ -125,6 +127,9 @@ func (p *Provider) List(context.Context) ([]cluster.Summary, error) {
 func (p *Provider) Delete(_ context.Context, name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.failDelete[name]; err != nil {
+		return err
+	}
 	if _, ok := p.clusters[name]; !ok {
 		return fmt.Errorf("no cluster %s: %w", name, cluster.ErrNotFound)
 	}
@@ -135,6 +140,21 @@ func (p *Provider) Delete(_ context.Context, name string) error {
 
 func (p *Provider) DeleteAll(context.Context) error {
 	return errors.New("a class must never delete every cluster")
+}
+
+// FailDelete makes every Delete of name fail with err (nil: succeed
+// again).
+func (p *Provider) FailDelete(name string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failDelete == nil {
+		p.failDelete = map[string]error{}
+	}
+	if err == nil {
+		delete(p.failDelete, name)
+		return
+	}
+	p.failDelete[name] = err
 }
 
 // Names are the clusters that exist, sorted.
