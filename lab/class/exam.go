@@ -33,7 +33,7 @@ type TaskScore struct {
 	// Note says why the task was scored from its last check rather than
 	// graded at the deadline (its lab was gone, say).
 	Note   string        `json:"note,omitempty"`
-	Checks  []CheckCredit `json:"checks"`
+	Checks []CheckCredit `json:"checks"`
 	// Credit is the passed share of the checks' weight, 0 to 1.
 	Credit float64 `json:"credit"`
 	Points float64 `json:"points"`
