@@ -96,7 +96,7 @@ type classServer struct {
 	provider *fakeProvider
 }
 
-func newClassServer(t *testing.T, spec class.Spec) *classServer {
+func newClassServer(t testing.TB, spec class.Spec) *classServer {
 	t.Helper()
 	ctx := context.Background()
 	cat := loadCatalog(t)

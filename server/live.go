@@ -63,6 +63,18 @@ type viewRequest struct {
 	views.PathRequest
 }
 
+// parseViewRequest reads a views socket's frame: a packet-path request.
+func parseViewRequest(msg []byte) (views.PathRequest, error) {
+	var req viewRequest
+	if err := json.Unmarshal(msg, &req); err != nil || req.Type != "path" {
+		return views.PathRequest{}, errors.New(`the request could not be read: expected {"type":"path",...}`)
+	}
+	if req.Port < 1 || req.Port > 65535 || req.Dest == "" || len(req.Dest) > 253 || len(req.SourceName) > 253 {
+		return views.PathRequest{}, fmt.Errorf("choose a Service port to trace (port %d, address %q)", req.Port, req.Dest)
+	}
+	return req.PathRequest, nil
+}
+
 // viewsSocket streams the views of the learner's running attempt.
 func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 	sc, a, c, ok := s.liveTarget(w, r)
@@ -95,13 +107,13 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return // gone, or a frame over the limit
 			}
-			var req viewRequest
-			if err := json.Unmarshal(msg, &req); err != nil || req.Type != "path" {
-				sendPrivate(private, mustFrame("path", map[string]string{"error": "the request could not be read: expected {\"type\":\"path\",...}"}))
+			req, err := parseViewRequest(msg)
+			if err != nil {
+				sendPrivate(private, mustFrame("path", map[string]string{"error": err.Error()}))
 				continue
 			}
 			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-			p, err := lab.Path(pctx, req.PathRequest)
+			p, err := lab.Path(pctx, req)
 			pcancel()
 			if err != nil {
 				sendPrivate(private, mustFrame("path", map[string]string{"error": err.Error()}))
@@ -167,6 +179,19 @@ type terminalControl struct {
 	Type string `json:"type"`
 	Rows int    `json:"rows"`
 	Cols int    `json:"cols"`
+}
+
+// parseResize reads a terminal's text frame: a resize to rows × cols
+// (1 to 1000 each), or nothing svclab acts on.
+func parseResize(msg []byte) ([2]uint16, bool) {
+	var ctl terminalControl
+	if json.Unmarshal(msg, &ctl) != nil || ctl.Type != "resize" {
+		return [2]uint16{}, false
+	}
+	if ctl.Rows < 1 || ctl.Cols < 1 || ctl.Rows > 1000 || ctl.Cols > 1000 {
+		return [2]uint16{}, false
+	}
+	return [2]uint16{uint16(ctl.Rows), uint16(ctl.Cols)}, true
 }
 
 // terminalSocket bridges xterm.js to a shell on one of the attempt's
@@ -298,12 +323,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			var ctl terminalControl
-			if json.Unmarshal(msg, &ctl) != nil || ctl.Type != "resize" {
-				continue
-			}
-			if ctl.Rows > 0 && ctl.Cols > 0 && ctl.Rows <= 1000 && ctl.Cols <= 1000 {
-				sz := [2]uint16{uint16(ctl.Rows), uint16(ctl.Cols)}
+			if sz, ok := parseResize(msg); ok {
 				select {
 				case sizes <- sz:
 				default:
