@@ -33,6 +33,35 @@ type Access struct {
 	Token string
 	// Secure marks cookies Secure (the server is reached over HTTPS).
 	Secure bool
+	// TrustProxy takes a request's client address from X-Forwarded-For
+	// when the request comes from loopback (a reverse proxy on this
+	// machine, as --public-url says there is), so that limits per address
+	// count learners, not the proxy.
+	TrustProxy bool
+}
+
+// clientAddr is the address a request comes from, for limits per address.
+func (a *Access) clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if !a.TrustProxy {
+		return host
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return host
+	}
+	xff := r.Header.Get("X-Forwarded-For")
+	if xff == "" {
+		return host
+	}
+	// The proxy appends the address it saw last.
+	parts := strings.Split(xff, ",")
+	if ip := net.ParseIP(strings.TrimSpace(parts[len(parts)-1])); ip != nil {
+		return ip.String()
+	}
+	return host
 }
 
 // NewToken returns a fresh random token.

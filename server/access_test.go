@@ -179,3 +179,28 @@ type cookieJar struct{ cookies []*http.Cookie }
 
 func (j *cookieJar) SetCookies(_ *url.URL, cs []*http.Cookie) { j.cookies = append(j.cookies, cs...) }
 func (j *cookieJar) Cookies(*url.URL) []*http.Cookie          { return j.cookies }
+
+func TestClientAddr(t *testing.T) {
+	for _, tc := range []struct {
+		trust       bool
+		remote, xff string
+		want        string
+	}{
+		{false, "203.0.113.7:5000", "198.51.100.1", "203.0.113.7"},
+		{true, "127.0.0.1:5000", "198.51.100.1", "198.51.100.1"},
+		{true, "127.0.0.1:5000", "10.0.0.9, 198.51.100.1", "198.51.100.1"},
+		{true, "127.0.0.1:5000", "not-an-ip", "127.0.0.1"},
+		// Only a proxy on this machine is believed.
+		{true, "203.0.113.7:5000", "198.51.100.1", "203.0.113.7"},
+		{true, "[::1]:5000", "", "::1"},
+	} {
+		r := httptest.NewRequest("POST", "/join", nil)
+		r.RemoteAddr = tc.remote
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got := (&Access{TrustProxy: tc.trust}).clientAddr(r); got != tc.want {
+			t.Errorf("%+v: %q", tc, got)
+		}
+	}
+}

@@ -38,7 +38,7 @@ type classCtx struct {
 func cookieName(classID string) string { return "svclab_class_" + classID }
 
 func (s *Server) classRoutes(r chi.Router) {
-	join := ratelimit.FailuresMiddleware(ratelimit.New(ratelimit.Join, nil), ratelimit.ClientIP, "failed attempts")
+	join := ratelimit.FailuresMiddleware(ratelimit.New(ratelimit.Join, nil), s.access().clientAddr, "failed attempts")
 	// Checks are limited per learner.
 	checks := ratelimit.Middleware(ratelimit.New(ratelimit.Check, nil), func(r *http.Request) string { return s.scopeOf(r).owner }, "checks")
 	r.Get("/join", s.joinPage)

@@ -109,6 +109,7 @@ their clusters; the classes stay open for the next start.`,
 				}
 				access.Hosts = append(access.Hosts, u.Host)
 				access.Secure = access.Secure || u.Scheme == "https"
+				access.TrustProxy = true
 			}
 			if classes {
 				// Learners come with join codes, under whatever name the
