@@ -672,3 +672,40 @@ func TestInstructorSession(t *testing.T) {
 		t.Errorf("a wrong instructor token: %d", code)
 	}
 }
+
+// TestCookiesSecureBehindHTTPS: behind a TLS-terminating proxy
+// (--public-url https://…) the class's cookies are Secure and HSTS is
+// sent, though the server itself speaks plain HTTP to the proxy.
+func TestCookiesSecureBehindHTTPS(t *testing.T) {
+	cs := newClassServer(t, testSpec())
+	cs.s.Access = &Access{Hosts: []string{"lab.example.org"}, Secure: true, TrustProxy: true}
+	ts := httptest.NewServer(cs.s.Handler())
+	defer ts.Close()
+	form := url.Values{"code": {cs.created.Class.JoinCode}, "name": {"Ann"}}
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/join", strings.NewReader(form.Encode()))
+	req.Host = "lab.example.org"
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == cookieName(cs.created.Class.ID) {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || !cookie.Secure || !cookie.HttpOnly {
+		t.Errorf("joining behind HTTPS: %d, cookie %+v", resp.StatusCode, cookie)
+	}
+	if resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Error("no HSTS behind HTTPS")
+	}
+	// Another name than the public one is refused.
+	req, _ = http.NewRequest(http.MethodGet, ts.URL+"/join", nil)
+	req.Host = "other.example.org"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("a request for another name: %v %v", resp.StatusCode, err)
+	}
+}
