@@ -352,8 +352,26 @@ spec:
     volumeMounts: [{name: s, mountPath: /r, subPath: root}, {name: s, mountPath: /c, subPath: canary}, {name: s, mountPath: /u, subPath: up}]
   volumes: [{name: s, emptyDir: {}}]
 `, worker, cn.hostFile))
+	// CVE-2024-21626: a working directory in one of runc's leaked
+	// descriptors was a host directory.
+	var leaky []string
+	for _, fd := range []int{3, 4, 5, 6, 7, 8, 9} {
+		name := fmt.Sprintf("leaky-fd-%d", fd)
+		leaky = append(leaky, name)
+		applyYAML(t, a, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  nodeName: %s
+  restartPolicy: Never
+  containers:
+  - {name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.53, workingDir: /proc/self/fd/%d,
+     command: [sh, -c, 'cat ../../../../../..%s ../../../..%s 2>&1; ls ../../.. 2>&1; echo END']}
+`, name, worker, fd, cn.hostFile, cn.hostFile))
+	}
 	t.Run("hostPath and subPath through planted links", func(t *testing.T) {
-		for _, name := range append([]string{"via-subpath"}, keys(victims)...) {
+		for _, name := range append(append([]string{"via-subpath"}, keys(victims)...), leaky...) {
 			var pod *corev1.Pod
 			waitFor(t, time.Minute, name+" finished or refused", func() (bool, error) {
 				pod = getPod(t, client, name)
