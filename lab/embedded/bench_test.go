@@ -38,7 +38,7 @@ func BenchmarkCreateToReady(b *testing.B) {
 			b.Logf("no cold build of svclab-kube recorded in this cache")
 		}
 	}
-	var rss, pss, cpPSS float64
+	var rss, pss, cpPSS, idle float64
 	for i := 0; b.Loop(); i++ {
 		name := uniqueName("bench")
 		c, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 2})
@@ -52,6 +52,9 @@ func BenchmarkCreateToReady(b *testing.B) {
 		rss, pss = rss+r, pss+s
 		b.Logf("idle cluster: PSS %.0f MiB, RSS %.0f MiB; by process (MiB): %s", s, r, memoryByProcess(c.(*Cluster).dir, clusterNetns(name)))
 		cpPSS += controlPlanePSS(b, c.(*Cluster).dir)
+		cpu := idleCPU(c.(*Cluster).dir, clusterNetns(name), 30*time.Second)
+		idle += cpu
+		b.Logf("idle cluster: %.1f%% of one CPU", cpu)
 		if err := p.Delete(ctx, name); err != nil {
 			b.Fatal(err)
 		}
@@ -60,6 +63,38 @@ func BenchmarkCreateToReady(b *testing.B) {
 	b.ReportMetric(rss/float64(b.N), "rss-MiB")
 	b.ReportMetric(pss/float64(b.N), "pss-MiB")
 	b.ReportMetric(cpPSS/float64(b.N), "cp-pss-MiB")
+	b.ReportMetric(idle/float64(b.N), "idle-cpu-%")
+}
+
+// idleCPU is the CPU the cluster's processes (svclab's for it and those in
+// its namespaces) use over d, in percent of one CPU.
+func idleCPU(dir string, netns []string, d time.Duration) float64 {
+	ticks := func() map[int]uint64 {
+		out := map[int]uint64{}
+		for pid := range clusterProcesses(dir, netns) {
+			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+			if err != nil {
+				continue
+			}
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+			if len(f) < 15 {
+				continue
+			}
+			u, _ := strconv.ParseUint(f[11], 10, 64)
+			s, _ := strconv.ParseUint(f[12], 10, 64)
+			cu, _ := strconv.ParseUint(f[13], 10, 64)
+			cs, _ := strconv.ParseUint(f[14], 10, 64)
+			out[pid] = u + s + cu + cs
+		}
+		return out
+	}
+	before := ticks()
+	time.Sleep(d)
+	var used uint64
+	for pid, t := range ticks() {
+		used += t - min(t, before[pid])
+	}
+	return 100 * float64(used) / 100 / d.Seconds() // 100 ticks a second
 }
 
 // controlPlanePSS sums the PSS (MiB) of etcd, kube-apiserver,

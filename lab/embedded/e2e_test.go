@@ -538,3 +538,63 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 	}
 	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
 }
+
+// TestSweepSparesLiveClusters: 'cluster delete --all' of one state
+// directory deletes its clusters and sweeps what crashed clusters left,
+// but a live cluster of another state directory goes on answering; once
+// that one crashes, the next sweep takes what it left.
+func TestSweepSparesLiveClusters(t *testing.T) {
+	requireLab(t)
+	ctx := context.Background()
+	a, b := newTestProvider(t), newTestProvider(t)
+	nameA, nameB := uniqueName("keep"), uniqueName("sweep")
+	ca, err := a.Create(ctx, cluster.CreateOptions{Name: nameA, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Delete(context.Background(), nameA) })
+	cb, err := b.Create(ctx, cluster.CreateOptions{Name: nameB, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stB, dirB := cb.(*Cluster).State(), cb.(*Cluster).dir
+	if err := b.DeleteAll(ctx); err != nil {
+		t.Fatalf("delete --all of the second state directory: %v", err)
+	}
+	assertNoLeaks(t, dirB, stB)
+	// The first state directory's cluster is untouched.
+	client, err := ca.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("the other state directory's cluster stopped answering: %v", err)
+	}
+	for _, n := range ca.(*Cluster).State().Nodes {
+		if _, err := os.Stat(filepath.Join("/run/netns", n.Netns)); err != nil {
+			t.Errorf("node %s of the live cluster lost its network namespace", n.Name)
+		}
+	}
+	sums, _ := a.List(ctx)
+	if len(sums) != 1 || sums[0].State != "running" {
+		t.Errorf("the live cluster after another directory's sweep: %+v", sums)
+	}
+	// Crashed, it is swept by anybody.
+	st := ca.(*Cluster).State()
+	pid, _ := supervisorPID(ca.(*Cluster).dir)
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "the supervisor gone", func() (bool, error) { return !alive(pid), nil })
+	time.Sleep(time.Second)
+	if err := b.DeleteAll(ctx); err != nil {
+		t.Fatalf("sweeping a crashed cluster: %v", err)
+	}
+	for _, n := range st.Nodes {
+		if _, err := os.Stat(filepath.Join("/run/netns", n.Netns)); err == nil {
+			t.Errorf("node %s of the crashed cluster kept its network namespace", n.Name)
+		}
+	}
+	if err := a.Delete(ctx, nameA); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeaks(t, ca.(*Cluster).dir, st)
+}

@@ -634,61 +634,138 @@ func (p *Provider) DeleteAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Sweep removes every svclab lab resource on the host, whichever state
-// directory made it.
+// Sweep removes what svclab labs left on the host, whichever state
+// directory made them — but nothing of a live lab: one whose processes run
+// (its supervisor, from any state directory) or that is being created.
+// What it removes: processes marked for a cluster whose state is gone,
+// the network namespaces, root filesystems, cgroups, bridges, veths, nft
+// tables and id ranges of clusters that are not alive.
 func Sweep(ctx context.Context, r Runner) error {
-	for _, dir := range markedSupervisors() {
-		stopSupervisor(dir)
-	}
-	killAll(markedProcesses(func(string) bool { return true }), 5*time.Second)
-	var all []string
+	live := liveClusters()
+	dead := func(name string) bool { return name != "" && !live.names[name] && !beingCreated(name) }
+	// A lab lives while its supervisor runs (or while it is created);
+	// processes marked for any other are orphans of a crash.
+	orphans := markedProcesses(func(d string) bool { return !live.dirs[d] && dead(filepath.Base(d)) })
+	killAll(orphans, 5*time.Second)
+	var gone []string
 	for _, ns := range listNetns() {
-		if strings.HasPrefix(ns, netnsPrefix) {
-			all = append(all, ns)
+		if name := netnsCluster(ns); strings.HasPrefix(ns, netnsPrefix) && dead(name) {
+			gone = append(gone, ns)
 		}
 	}
-	killAll(processesInNetns(all), 5*time.Second)
+	killAll(processesInNetns(gone), 5*time.Second)
 	var errs []error
-	if err := unmountUnder(runBase); err != nil {
-		errs = append(errs, err)
-	} else if entries, err := os.ReadDir(runBase); err == nil {
+	if entries, err := os.ReadDir(runBase); err == nil {
 		for _, e := range entries {
-			os.RemoveAll(filepath.Join(runBase, e.Name()))
+			if !dead(e.Name()) {
+				continue
+			}
+			if err := unmountUnder(runDir(e.Name())); err != nil {
+				errs = append(errs, err)
+			} else {
+				os.RemoveAll(runDir(e.Name()))
+			}
 		}
 	}
 	if err := unmountMatching(func(mp string) bool {
-		return strings.Contains(mp, "/clusters/") && strings.HasSuffix(mp, "/userns")
+		name, ok := pinCluster(mp)
+		return ok && dead(name)
 	}); err != nil {
 		errs = append(errs, err)
 	}
-	for _, ns := range listNetns() {
-		if strings.HasPrefix(ns, netnsPrefix) {
-			if err := deleteNetns(ctx, r, ns); err != nil {
-				errs = append(errs, err)
-			}
+	for _, ns := range gone {
+		if err := deleteNetns(ctx, r, ns); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if out, err := r.Run(ctx, nil, "ip", "-o", "link", "show"); err == nil {
 		for _, l := range leftoverLinks(string(out)) {
+			if live.indices[linkIndex(l)] {
+				continue
+			}
 			if err := ignoreMissing(run(ctx, r, "ip", "link", "del", l)); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if err := removeCgroups(""); err != nil {
-		errs = append(errs, err)
+	for _, top := range clusterCgroups("*") {
+		if name := filepath.Base(top); dead(name) {
+			if err := removeCgroups(name); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if err := userns.DefaultAllocator().ReleaseStale(claimFree); err != nil {
 		errs = append(errs, err)
 	}
 	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {
 		for _, t := range leftoverTables(string(out)) {
+			if !dead(strings.TrimPrefix(t, firewallTablePrefix)) {
+				continue
+			}
 			if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", t)); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// live are the clusters whose supervisors run, from whichever state
+// directory: their directories, names and fabric indexes.
+type live struct {
+	dirs    map[string]bool
+	names   map[string]bool
+	indices map[int]bool
+}
+
+func liveClusters() live {
+	l := live{dirs: map[string]bool{}, names: map[string]bool{}, indices: map[int]bool{}}
+	for _, d := range markedSupervisors() {
+		l.dirs[d], l.names[filepath.Base(d)] = true, true
+		if st, err := loadState(paths{d}); err == nil {
+			l.indices[st.Index] = true
+		}
+	}
+	return l
+}
+
+// netnsCluster is the cluster a network namespace of svclab's belongs to
+// (svclab-NAME-control-plane, -workerN, -pod-HASH), or "".
+func netnsCluster(ns string) string {
+	rest, ok := strings.CutPrefix(ns, netnsPrefix)
+	if !ok {
+		return ""
+	}
+	for _, sep := range []string{"-pod-", "-control-plane", "-worker"} {
+		if i := strings.LastIndex(rest, sep); i > 0 {
+			return rest[:i]
+		}
+	}
+	return ""
+}
+
+// pinCluster is the cluster of a user namespace pin (…/clusters/NAME/userns)
+// or of a pod's own (…/clusters/NAME/nodes/…/userns).
+func pinCluster(mp string) (string, bool) {
+	_, after, ok := strings.Cut(mp, "/clusters/")
+	if !ok || !strings.HasSuffix(mp, "/userns") {
+		return "", false
+	}
+	name, _, _ := strings.Cut(after, "/")
+	return name, name != ""
+}
+
+// linkIndex is the fabric index of an svclab bridge (svlbrN) or veth
+// (svlN-M); 0 for neither.
+func linkIndex(l string) int {
+	s := strings.TrimPrefix(l, bridgePrefix)
+	if s == l {
+		s = strings.TrimPrefix(l, "svl")
+		s, _, _ = strings.Cut(s, "-")
+	}
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // markedSupervisors lists the cluster directories whose supervisors run.
