@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -88,19 +87,7 @@ func ProxierRequest(ctx context.Context, c cluster.Cluster, node, method, path s
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s answered %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return b, nil
+	return control.Send(&http.Client{Transport: tr}, req)
 }
 
 // guarded tells whether path is a teaching hook the proxier keeps for

@@ -179,7 +179,7 @@ func Do(ctx context.Context, client *http.Client, key ed25519.PrivateKey, base, 
 	if err != nil {
 		return nil, err
 	}
-	b, err := send(client, nreq)
+	b, err := Send(client, nreq)
 	if err != nil {
 		return nil, fmt.Errorf("asking the proxier for a nonce: %w", err)
 	}
@@ -196,10 +196,12 @@ func Do(ctx context.Context, client *http.Client, key ed25519.PrivateKey, base, 
 	}
 	req.Header.Set(NonceHeader, n.Nonce)
 	req.Header.Set(SignatureHeader, Sign(key, n.Nonce, method, req.URL.RequestURI(), body))
-	return send(client, req)
+	return Send(client, req)
 }
 
-func send(client *http.Client, req *http.Request) ([]byte, error) {
+// Send sends req with client and returns the answer's body (at most
+// 1 MiB); an answer other than 200 is an error that quotes it.
+func Send(client *http.Client, req *http.Request) ([]byte, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
