@@ -111,9 +111,6 @@ type CappedBuffer struct {
 // NewCappedBuffer returns a CappedBuffer of max bytes.
 func NewCappedBuffer(max int) *CappedBuffer { return &CappedBuffer{max: max} }
 
-// Over tells whether a write went past the cap.
-func (b *CappedBuffer) Over() bool { return b.over }
-
 func (b *CappedBuffer) Write(p []byte) (int, error) {
 	if b.Len()+len(p) > b.max {
 		b.over = true
