@@ -319,6 +319,9 @@ func TestProbeJudgement(t *testing.T) {
 			probe.Expect, false, "4 timed out; all of them should succeed (for example: \"curl: (28) Connection timed out after 3001 milliseconds\")"},
 		{"expected drop", "@@ 1 28 x\n@@ 2 28 x\n@@ 3 124 \n@@ 4 28 x\n",
 			scenario.ProbeExpect{Outcome: scenario.OutcomeTimeout}, true, "4 timed out"},
+		// An error the grader cannot read is never the expected outcome.
+		{"unreadable errors are not drops", "@@ 1 1 sh: curl: Permission denied\n@@ 2 127 sh: nc: not found\n@@ 3 28 x\n@@ 4 28 x\n",
+			scenario.ProbeExpect{Outcome: scenario.OutcomeTimeout}, false, "2 timed out, 2 failed with an error the grader cannot classify"},
 		{"half", "@@ 1 0 172.29.1.2:1\n@@ 2 7 Connection refused\n@@ 3 0 172.29.1.2:1\n@@ 4 7 Connection refused\n",
 			scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Ratio: 0.5}, true, "2 succeeded, 2 were refused"},
 		{"too few", "@@ 1 0 172.29.1.2:1\n@@ 2 7 Connection refused\n@@ 3 7 Connection refused\n@@ 4 7 Connection refused\n",

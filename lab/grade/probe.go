@@ -542,8 +542,14 @@ func classify(protocol string, rc int, text string) attempt {
 		a.outcome = scenario.OutcomeSuccess
 	case has("could not resolve", "could-not-resolve", "bad address", "nxdomain", "can't find", "name or service not known"):
 		a.outcome = "dns-failure"
-	default:
+	case has("timed out", "timeout", "connection timed out") || rc == 28 || rc == 124 || rc == 143:
+		// curl says 28; timeout(1) ends an attempt that hung with 124 (or
+		// a TERM).
 		a.outcome = scenario.OutcomeTimeout
+	default:
+		// Not an outcome the grader can read: it says so, and it never
+		// counts as the outcome a check expects.
+		a.outcome = netcheck.Error
 	}
 	return a
 }
