@@ -598,3 +598,55 @@ func TestSweepSparesLiveClusters(t *testing.T) {
 	}
 	assertNoLeaks(t, ca.(*Cluster).dir, st)
 }
+
+// TestBesideDocker: with br_netfilter, bridged traffic between nodes
+// passes the host's iptables FORWARD chain, whose policy Docker sets to
+// DROP. The cluster's own accept rule keeps its nodes talking; without it
+// (the check that this test can fail) they do not.
+func TestBesideDocker(t *testing.T) {
+	requireLab(t)
+	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {
+		t.Skip("no br_netfilter on this host")
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Skip("no iptables on this host")
+	}
+	ctx := context.Background()
+	p := newTestProvider(t)
+	name := uniqueName("docker")
+	cc, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cc.(*Cluster)
+	st := c.State()
+	t.Cleanup(func() { p.Delete(context.Background(), name) })
+	// What Docker's policy does, for this bridge only (the machine's other
+	// labs and tests are not touched).
+	drop := []string{"FORWARD", "-i", st.Bridge, "-o", st.Bridge, "-m", "comment", "--comment", "svclab-test-docker-policy", "-j", "DROP"}
+	if out, err := exec.Command("iptables", append([]string{"-w", "-A"}, drop...)...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("iptables", append([]string{"-w", "-D"}, drop...)...).Run() })
+	ping := func() error {
+		_, err := nodeExec(t, c, st.Nodes[0].Name, "ping", "-c", "1", "-W", "2", st.Nodes[1].IP)
+		return err
+	}
+	if err := ping(); err != nil {
+		t.Errorf("with Docker's DROP after it, the nodes no longer reach each other: %v", err)
+	}
+	accept := []string{"FORWARD", "-i", st.Bridge, "-o", st.Bridge, "-m", "comment", "--comment", st.FirewallTable(), "-j", "ACCEPT"}
+	if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, accept...)...).CombinedOutput(); err != nil {
+		t.Fatalf("the cluster's accept rule is not there: %v: %s", err, out)
+	}
+	if err := ping(); err == nil {
+		t.Error("the nodes reach each other without the accept rule: the test cannot tell")
+	}
+	exec.Command("iptables", append([]string{"-w", "-I"}, accept...)...).Run()
+	if err := p.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := exec.Command("iptables", "-w", "-S", "FORWARD").Output(); strings.Contains(string(out), st.FirewallTable()+" ") {
+		t.Errorf("the cluster's FORWARD rule stayed after its deletion:\n%s", out)
+	}
+}

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -84,6 +85,9 @@ func fabricUp(ctx context.Context, r Runner, st *State, userns string) error {
 	}
 	if _, err := r.Run(ctx, []byte(firewallRuleset(st)), "nft", "-f", "-"); err != nil {
 		return fmt.Errorf("installing the host firewall table: %w", err)
+	}
+	if err := acceptBridged(ctx, r, st); err != nil {
+		return err
 	}
 	for _, n := range st.Nodes {
 		if err := r.NewNetns(ctx, userns, n.Netns); err != nil {
@@ -203,10 +207,74 @@ func fabricDown(ctx context.Context, r Runner, st *State) error {
 	if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", st.FirewallTable())); err != nil {
 		errs = append(errs, err.Error())
 	}
+	if err := dropBridgedAccept(ctx, r, st.Name); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("removing the cluster network: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// acceptBridged lets the cluster's traffic between its nodes through the
+// host's iptables FORWARD chain, as libvirt and kind's Docker networks
+// do: with br_netfilter (bridge-nf-call-iptables) bridged frames pass
+// FORWARD, and Docker, once started, sets its policy to DROP — which
+// would cut every node off from the others. The rule names the cluster
+// (comment svclab-NAME) so that fabricDown and sweeps find it. A host
+// without iptables needs none.
+func acceptBridged(ctx context.Context, r Runner, st *State) error {
+	rule := []string{"FORWARD", "-i", st.Bridge, "-o", st.Bridge, "-m", "comment", "--comment", st.FirewallTable(), "-j", "ACCEPT"}
+	if _, err := r.Run(ctx, nil, "iptables", append([]string{"-w", "-C"}, rule...)...); err == nil {
+		return nil
+	}
+	if _, err := r.Run(ctx, nil, "iptables", append([]string{"-w", "-I"}, rule...)...); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil // no iptables: no FORWARD chain to let it through
+		}
+		return fmt.Errorf("letting the cluster's bridged traffic through the host's FORWARD chain: %w", err)
+	}
+	return nil
+}
+
+// dropBridgedAccept removes what acceptBridged added for cluster name.
+func dropBridgedAccept(ctx context.Context, r Runner, name string) error {
+	out, err := r.Run(ctx, nil, "iptables", "-w", "-S", "FORWARD")
+	if err != nil {
+		return nil // no filter table: nothing was added
+	}
+	var errs []string
+	for _, rule := range bridgedAccepts(string(out), firewallTablePrefix+name) {
+		args := append([]string{"-w", "-D"}, strings.Fields(strings.TrimPrefix(rule, "-A "))...)
+		if _, err := r.Run(ctx, nil, "iptables", args...); err != nil && !strings.Contains(err.Error(), "does a matching rule exist") {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// bridgedAccepts picks the FORWARD rules with comment (or, for "", any
+// svclab comment) out of iptables -S.
+func bridgedAccepts(out, comment string) []string {
+	var rules []string
+	for _, line := range strings.Split(out, "\n") {
+		i := strings.Index(line, "--comment ")
+		if !strings.HasPrefix(line, "-A FORWARD ") || i < 0 {
+			continue
+		}
+		f := strings.Fields(line[i+len("--comment "):])
+		if len(f) == 0 {
+			continue
+		}
+		c := strings.Trim(f[0], `"`)
+		if c == comment || comment == "" && strings.HasPrefix(c, firewallTablePrefix) {
+			rules = append(rules, line)
+		}
+	}
+	return rules
 }
 
 func deleteNetns(ctx context.Context, r Runner, name string) error {

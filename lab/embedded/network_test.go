@@ -117,7 +117,11 @@ func TestNewState(t *testing.T) {
 
 func TestFabricUpDown(t *testing.T) {
 	st := testState(t)
-	r := &fakeRunner{}
+	// The host has iptables, without the cluster's FORWARD rule yet; it
+	// lists it on the way down.
+	r := &fakeRunner{fail: map[string]error{"iptables -w -C": errors.New("iptables: Bad rule (does a matching rule exist in that chain?).")},
+		outputs: map[string]string{"iptables -w -S FORWARD": "-P FORWARD DROP\n-A FORWARD -i svlbr3 -o svlbr3 -m comment --comment svclab-lab -j ACCEPT\n" +
+			"-A FORWARD -i svlbr4 -o svlbr4 -m comment --comment svclab-other -j ACCEPT\n-A FORWARD -j DOCKER-USER\n"}}
 	if err := fabricUp(context.Background(), r, st, "/state/clusters/lab/userns"); err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +227,16 @@ func TestCrashedClusterBridge(t *testing.T) {
 		if got != tc.bridge {
 			t.Errorf("%q: bridge %q, want %q", tc.line, got, tc.bridge)
 		}
+	}
+}
+
+func TestBridgedAccepts(t *testing.T) {
+	out := "-P FORWARD DROP\n-A FORWARD -i svlbr3 -o svlbr3 -m comment --comment svclab-lab -j ACCEPT\n" +
+		"-A FORWARD -i svlbr4 -o svlbr4 -m comment --comment \"svclab-lab-2\" -j ACCEPT\n-A FORWARD -m comment --comment docker -j DOCKER-USER\n-A DOCKER-USER -m comment --comment svclab-lab -j RETURN\n"
+	if got := bridgedAccepts(out, "svclab-lab"); len(got) != 1 || !strings.Contains(got[0], "svlbr3") {
+		t.Errorf("the lab's rules: %q", got)
+	}
+	if got := bridgedAccepts(out, ""); len(got) != 2 {
+		t.Errorf("every svclab rule: %q", got)
 	}
 }

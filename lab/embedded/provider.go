@@ -698,6 +698,19 @@ func Sweep(ctx context.Context, r Runner) error {
 	if err := userns.DefaultAllocator().ReleaseStale(claimFree); err != nil {
 		errs = append(errs, err)
 	}
+	if out, err := r.Run(ctx, nil, "iptables", "-w", "-S", "FORWARD"); err == nil {
+		done := map[string]bool{}
+		for _, rule := range bridgedAccepts(string(out), "") {
+			i := strings.Index(rule, "--comment ")
+			name := strings.TrimPrefix(strings.Trim(strings.Fields(rule[i+len("--comment "):])[0], `"`), firewallTablePrefix)
+			if dead(name) && !done[name] {
+				done[name] = true
+				if err := dropBridgedAccept(ctx, r, name); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
 	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {
 		for _, t := range leftoverTables(string(out)) {
 			if !dead(strings.TrimPrefix(t, firewallTablePrefix)) {
