@@ -43,6 +43,7 @@ func (s *Server) classEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
+	keepAlive(conn)
 	conn.SetReadLimit(512)
 	ctx, cancel := context.WithCancel(s.base())
 	defer cancel()

@@ -96,6 +96,9 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	defer conn.Close()
+	keepAlive(conn)
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
 	// Notice a client that goes away.
 	gone := make(chan struct{})
 	go func() {
@@ -120,6 +123,10 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-gone:
 			return
+		case <-ping.C:
+			if conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)) != nil {
+				return
+			}
 		case st, ok := <-next:
 			if !ok {
 				_, done, errText := op.Snapshot()

@@ -30,6 +30,10 @@ const (
 	maxTerminalMessage = 64 << 10
 	writeTimeout       = 5 * time.Second
 	pingEvery          = 25 * time.Second
+	// pongWait is how long a socket waits for its client's pong (or any
+	// frame) before it counts the client gone: a laptop that slept or a
+	// network that dropped leaves no FIN behind.
+	pongWait = 2*pingEvery + 10*time.Second
 )
 
 // liveTarget finds the scenario, the learner's running attempt and its
@@ -86,6 +90,7 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
+	keepAlive(conn)
 	conn.SetReadLimit(maxViewMessage)
 	ctx, cancel := context.WithCancel(s.base())
 	defer cancel()
@@ -107,6 +112,7 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return // gone, or a frame over the limit
 			}
+			heard(conn)
 			req, err := parseViewRequest(msg)
 			if err != nil {
 				sendPrivate(private, mustFrame("path", map[string]string{"error": err.Error()}))
@@ -181,6 +187,16 @@ type terminalControl struct {
 	Cols int    `json:"cols"`
 }
 
+// keepAlive makes conn's reads fail once its client has answered neither
+// a ping nor anything else for pongWait; the socket's reader then ends it.
+func keepAlive(conn *websocket.Conn) {
+	conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
+}
+
+// heard pushes conn's read deadline on after a frame came in.
+func heard(conn *websocket.Conn) { conn.SetReadDeadline(time.Now().Add(pongWait)) }
+
 // parseResize reads a terminal's text frame: a resize to rows × cols
 // (1 to 1000 each), or nothing svclab acts on.
 func parseResize(msg []byte) ([2]uint16, bool) {
@@ -230,6 +246,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
+	keepAlive(conn)
 	conn.SetReadLimit(maxTerminalMessage)
 	ctx, cancel := context.WithCancel(s.base())
 	defer cancel()
@@ -271,6 +288,23 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			lab.Record(ev)
 		}
 	}}
+	// Pings find a browser that went away without a word; its terminal
+	// (and the learner's count of them) is freed within pongWait.
+	go func() {
+		t := time.NewTicker(pingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 	// A terminal of a lab that stops being the learner's to change (their
 	// exam is over) closes.
 	if scope.writable != nil {
@@ -313,6 +347,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return
 			}
+			heard(conn)
 			if typ == websocket.BinaryMessage {
 				rec.feed(msg)
 				if scope.activity != nil {
