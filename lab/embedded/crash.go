@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/svclab/svclab/lab/flock"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -92,13 +93,12 @@ func lockCreation(name string) (release func(), err error) {
 	if err := os.MkdirAll(creationLockDir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(creationLockDir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := flock.TryLock(filepath.Join(creationLockDir, name+".lock"), 0o600)
+	if errors.Is(err, flock.ErrLocked) {
+		return nil, fmt.Errorf("another svclab process is creating a cluster named %q: %w", name, err)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("another svclab process is creating a cluster named %q: %w", name, err)
 	}
 	return func() {
 		os.Remove(f.Name())
@@ -111,16 +111,7 @@ const creationLockDir = svclabRun + "/creating"
 
 // beingCreated tells whether a process holds cluster name's creation lock.
 func beingCreated(name string) bool {
-	f, err := os.Open(filepath.Join(creationLockDir, name+".lock"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return true
-	}
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
+	return flock.Held(filepath.Join(creationLockDir, name+".lock"))
 }
 
 // clusterAlive tells whether cluster name is running or being created, from

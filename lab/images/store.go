@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/svclab/svclab/lab/flock"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -283,7 +284,7 @@ func (s *Store) ensure(ctx context.Context, p cluster.Progress, layers []string)
 	if err := os.MkdirAll(s.layersDir(), 0o755); err != nil {
 		return fmt.Errorf("cannot create the image directory %s: %w (set %s to a writable directory)", s.dir, err, kubebin.EnvCacheDir)
 	}
-	unlock, err := lockFile(filepath.Join(s.dir, ".build.lock"))
+	unlock, err := flock.Lock(filepath.Join(s.dir, ".build.lock"), 0o644)
 	if err != nil {
 		return err
 	}
@@ -484,7 +485,7 @@ func (s *Store) Prune(ctx context.Context) ([]string, error) {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(filepath.Join(s.dir, ".build.lock"))
+	unlock, err := flock.Lock(filepath.Join(s.dir, ".build.lock"), 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -546,20 +547,4 @@ func diskUsage(root string) int64 {
 		return nil
 	})
 	return n
-}
-
-// lockFile takes an exclusive lock on path, waiting for it.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
 }

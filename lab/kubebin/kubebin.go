@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/svclab/svclab/lab/flock"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -16,7 +17,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
@@ -194,7 +194,7 @@ func (b *Builder) Ensure(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(b.CacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("cannot create the cache directory %s: %w (set %s to a writable directory)", b.CacheDir, err, EnvCacheDir)
 	}
-	unlock, err := lockFile(filepath.Join(b.CacheDir, ".build.lock"))
+	unlock, err := flock.Lock(filepath.Join(b.CacheDir, ".build.lock"), 0o644)
 	if err != nil {
 		return "", err
 	}
@@ -397,20 +397,4 @@ func Locate(ctx context.Context, progress cluster.Progress) (string, error) {
 		return "", fmt.Errorf("%s is not built yet: run 'go tool task build' in the svclab source tree, or set %s", BinaryName, EnvBinary)
 	}
 	return bin, nil
-}
-
-// lockFile takes an exclusive lock on path, waiting for it.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/svclab/svclab/lab/flock"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"github.com/svclab/svclab/lab/embedded/userns"
 )
@@ -75,14 +75,11 @@ func (iso Isolation) Layer(dir string) (string, error) {
 	if err := os.MkdirAll(filepath.Join(iso.RunDir, "layers"), 0o711); err != nil {
 		return "", err
 	}
-	f, err := os.OpenFile(filepath.Join(iso.RunDir, "layers.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := flock.Lock(filepath.Join(iso.RunDir, "layers.lock"), 0o600)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
+	defer unlock()
 	if userns.IsMountPoint(target) {
 		return target, nil
 	}

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/svclab/svclab/lab/flock"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -208,13 +208,5 @@ func (a Allocator) lock() (func(), error) {
 	if err := os.MkdirAll(a.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("the id range claims %s: %w", a.Dir, err)
 	}
-	f, err := os.OpenFile(filepath.Join(a.Dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { f.Close() }, nil
+	return flock.Lock(filepath.Join(a.Dir, ".lock"), 0o600)
 }
