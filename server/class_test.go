@@ -79,7 +79,7 @@ func (p *fakeProvider) Delete(_ context.Context, name string) error {
 	return nil
 }
 
-func (p *fakeProvider) DeleteAll(context.Context) error {
+func (p *fakeProvider) DeleteAll(context.Context, func(string) bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.m = nil

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/lab/store"
@@ -37,7 +38,10 @@ type Env struct {
 // AddCommands adds the learner's commands (start, check, hint, solve, reset,
 // abandon, status, history) to "svclab scenario".
 func AddCommands(parent *cobra.Command, env Env) {
-	var learner string
+	var (
+		learner string
+		force   bool
+	)
 	open := func(cmd *cobra.Command) (*Manager, func(), error) {
 		log := env.Log()
 		databaseURL := ""
@@ -53,7 +57,12 @@ func AddCommands(parent *cobra.Command, env Env) {
 			st.Close()
 			return nil, nil, err
 		}
-		opts := Options{Store: st, Provider: p, Log: log, StateDir: env.StateDir()}
+		owners, err := owner.New(owner.Options{Command: cmd.CommandPath(), StateDir: env.StateDir()})
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		opts := Options{Store: st, Provider: p, Log: log, StateDir: env.StateDir(), Owners: owners, TakeOver: force}
 		if env.Customize != nil {
 			env.Customize(&opts)
 		}
@@ -94,12 +103,13 @@ process.`, cobra.ExactArgs(1),
 			}
 			a, err := m.Start(ctx, learner, args[0], clusterName, cluster.NewTextProgress(out))
 			if err != nil {
-				return err
+				return inUseAdvice(err, "--cluster NAME uses another; ")
 			}
 			printTask(out, s, a)
 			return nil
 		})
 	start.Flags().StringVar(&clusterName, "cluster", "lab", "the cluster to use; created with the scenario's shape when it does not exist")
+	start.Flags().BoolVar(&force, "force", false, "take the cluster over when another svclab process or attempt holds it (theirs stops)")
 
 	check := cmd("check ID", "Grade your fix: each check, the score and the hints failed checks unlock",
 		`Grade your attempt at scenario ID against what the cluster really does, print
@@ -178,11 +188,12 @@ attempt.`, cobra.ExactArgs(1),
 			fmt.Fprintf(out, "Scenario %s: %s\n", s.ID, s.Title)
 			na, err := m.Reset(ctx, a.ID, cluster.NewTextProgress(out))
 			if err != nil {
-				return err
+				return inUseAdvice(err, "")
 			}
 			printTask(out, s, na)
 			return nil
 		})
+	reset.Flags().BoolVar(&force, "force", false, "take the cluster over when another svclab process or attempt holds it (theirs stops)")
 
 	abandon := cmd("abandon ID", "Stop working on a scenario and remove it from its cluster", `Remove your attempt at scenario ID from its cluster (reverting its faults)
 and record it as abandoned. The cluster stays.`, cobra.ExactArgs(1),
@@ -339,4 +350,13 @@ func printHistory(w io.Writer, a *Attempt, runs []CheckRun) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%g/%g\t%s\t%s\n", i+1, r.At.UTC().Format(time.DateTime), r.Trigger, r.Score, r.MaxScore, verdict, strings.Join(failed, " "))
 	}
 	tw.Flush()
+}
+
+// inUseAdvice adds the command line's ways out to an error that says
+// somebody else holds the cluster.
+func inUseAdvice(err error, other string) error {
+	if !owner.IsInUse(err) {
+		return err
+	}
+	return fmt.Errorf("%w (%s--force takes this one over, and the holder's work there stops)", err, other)
 }

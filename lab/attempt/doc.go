@@ -17,6 +17,13 @@
 // to do, and the cluster is left usable (what the failed setup applied is
 // removed again).
 //
+// An attempt holds its cluster, machine-wide (lab/cluster/owner): Start
+// claims it and binds the claim to the attempt, which holds it until it
+// passes or is abandoned; another process or state directory is refused
+// the cluster, unless it takes it over (Options.TakeOver), and then the
+// attempt it was taken from errors at its next step and leaves the
+// taker's scenario alone when it is abandoned.
+//
 // The session layer sits behind the small Runner interface, so the manager
 // is unit-tested with hand-written fakes; the end-to-end test runs it on a
 // real embedded cluster.

@@ -81,7 +81,7 @@ func (p *fakeProvider) Delete(_ context.Context, name string) error {
 	delete(p.clusters, name)
 	return nil
 }
-func (p *fakeProvider) DeleteAll(context.Context) error { return nil }
+func (p *fakeProvider) DeleteAll(context.Context, func(string) bool) error { return nil }
 
 // world is what the fake labs share across managers (as a real cluster
 // would across processes): which scenarios are fixed, and what happened.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
@@ -90,6 +91,15 @@ type Options struct {
 	// Runner sets scenarios up (default SessionRunner).
 	Runner Runner
 	Log    *slog.Logger
+	// Owners records which attempt holds which cluster, machine-wide, so
+	// that other svclab processes (another state directory's, an exercise
+	// run) leave it alone. Nil: clusters are not claimed (unit tests on
+	// fakes).
+	Owners *owner.Registry
+	// TakeOver lets Start take a cluster that somebody else holds (the
+	// --force of "svclab scenario start"): their attempt learns it at its
+	// next step.
+	TakeOver bool
 }
 
 // DefaultSvclab is this program with --state-dir stateDir, or nil when the
@@ -114,6 +124,8 @@ type Manager struct {
 	kubeBin  func(ctx context.Context) (string, error)
 	runner   Runner
 	log      *slog.Logger
+	owners   *owner.Registry
+	takeOver bool
 
 	mu    sync.Mutex
 	labs  map[int64]Lab
@@ -147,7 +159,8 @@ func New(opts Options) (*Manager, error) {
 		opts.Runner = SessionRunner{Faults: opts.Faults, Log: opts.Log, Svclab: opts.Svclab}
 	}
 	return &Manager{store: opts.Store, provider: opts.Provider, backend: opts.Backend, catalog: opts.Catalog, problems: opts.Problems,
-		kubeBin: opts.KubeBin, runner: opts.Runner, log: opts.Log, labs: map[int64]Lab{}, locks: map[string]*sync.Mutex{}}, nil
+		kubeBin: opts.KubeBin, runner: opts.Runner, log: opts.Log, owners: opts.Owners, takeOver: opts.TakeOver,
+		labs: map[int64]Lab{}, locks: map[string]*sync.Mutex{}}, nil
 }
 
 // Catalog is the scenarios the manager runs.
@@ -219,17 +232,37 @@ func (m *Manager) Start(ctx context.Context, learner, scenarioID, clusterName st
 		if a.Learner == learner && a.ScenarioID == scenarioID {
 			return nil, fmt.Errorf("you are already working on scenario %s (attempt %d on cluster %s): check it with 'svclab scenario check %s', or start over with 'svclab scenario reset %s'", scenarioID, a.ID, a.Cluster, scenarioID, scenarioID)
 		}
-		if a.Cluster == clusterName && a.Backend == m.backend {
+		if a.Cluster != clusterName || a.Backend != m.backend || m.takenOver(ctx, a) {
+			continue
+		}
+		if !m.takeOver {
 			return nil, busyError(a, learner, set)
 		}
+		if err := m.store.SetState(ctx, a.ID, store.Errored, fmt.Sprintf("cluster %s was taken over (--force) for scenario %s of %s", clusterName, scenarioID, learner)); err != nil {
+			return nil, err
+		}
+	}
+	var lease *owner.Lease
+	if m.owners != nil {
+		lease, err = m.owners.Acquire(ctx, owner.Claim{Backend: m.backend, Cluster: clusterName}, m.takeOver)
+		if err != nil {
+			if owner.IsInUse(err) {
+				return nil, fmt.Errorf("%w: wait until it is done, or use another cluster", err)
+			}
+			return nil, err
+		}
+		// Once bound, the attempt holds the cluster; before, nothing does.
+		defer lease.Close()
 	}
 	rec, err := m.store.CreateAttempt(ctx, store.NewAttempt{Learner: learner, ScenarioID: scenarioID, Cluster: clusterName, Backend: m.backend})
 	var be *store.BusyError
 	if errors.As(err, &be) {
 		// Another process started on the cluster just now.
+		lease.Release()
 		return nil, busyError(be.Attempt, learner, false)
 	}
 	if err != nil {
+		lease.Release()
 		return nil, err
 	}
 	m.log.Debug("starting attempt", "attempt", rec.ID, "learner", learner, "scenario", scenarioID, "cluster", clusterName)
@@ -239,10 +272,17 @@ func (m *Manager) Start(ctx context.Context, learner, scenarioID, clusterName st
 		if ctx.Err() != nil {
 			err = fmt.Errorf("interrupted: %w", err)
 		}
+		// An attempt whose setup failed holds nothing.
+		lease.Release()
 		if serr := m.store.SetState(pctx, rec.ID, store.Errored, err.Error()); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
 		return nil, err
+	}
+	if lease != nil {
+		if err := lease.Bind(ctx, m.claimOf(rec)); err != nil {
+			return fail(err)
+		}
 	}
 	s, err := m.Scenario(scenarioID)
 	if err != nil {
@@ -274,6 +314,45 @@ func (m *Manager) Start(ctx context.Context, learner, scenarioID, clusterName st
 	m.labs[rec.ID] = lab
 	m.mu.Unlock()
 	return m.attempt(ctx, rec.ID)
+}
+
+// claimOf is attempt a in the clusters' claims.
+func (m *Manager) claimOf(a store.Attempt) owner.Attempt {
+	return owner.Attempt{ID: a.ID, Store: m.store.Location(), Scenario: a.ScenarioID, Learner: a.Learner}
+}
+
+// stillHolds returns an error that says who took attempt a's cluster over
+// (its claim names another holder), or nil. A claim that vanished is made
+// again; claims that cannot be read do not stop the learner (logged).
+func (m *Manager) stillHolds(ctx context.Context, a store.Attempt) error {
+	if m.owners == nil || (a.State != store.Running && a.State != store.Errored) {
+		return nil
+	}
+	err := m.owners.Check(ctx, m.backend, a.Cluster, m.claimOf(a))
+	if err != nil && !owner.IsInUse(err) {
+		m.log.Warn("checking the claim on the attempt's cluster", "attempt", a.ID, "cluster", a.Cluster, "err", err)
+		return nil
+	}
+	return err
+}
+
+// takenOver says whether somebody else took attempt a's cluster over.
+func (m *Manager) takenOver(ctx context.Context, a store.Attempt) bool {
+	if m.owners == nil {
+		return false
+	}
+	c, _ := m.owners.Holder(ctx, m.backend, a.Cluster)
+	return c != nil && !c.Attempt.Same(m.claimOf(a))
+}
+
+// release gives up attempt a's claim on its cluster: it ended.
+func (m *Manager) release(ctx context.Context, a store.Attempt) {
+	if m.owners == nil {
+		return
+	}
+	if err := m.owners.ReleaseAttempt(ctx, m.backend, a.Cluster, m.claimOf(a)); err != nil {
+		m.log.Warn("releasing the claim on the attempt's cluster", "attempt", a.ID, "cluster", a.Cluster, "err", err)
+	}
 }
 
 // busyError says that attempt a holds the cluster.
@@ -351,6 +430,12 @@ func (m *Manager) list(ctx context.Context, f store.AttemptFilter) ([]*Attempt, 
 // cluster is gone, the state was never saved) marks a running attempt
 // errored.
 func (m *Manager) lab(ctx context.Context, a store.Attempt) (Lab, *scenario.Scenario, error) {
+	if err := m.stillHolds(ctx, a); err != nil {
+		m.mu.Lock()
+		delete(m.labs, a.ID)
+		m.mu.Unlock()
+		return nil, nil, m.errored(ctx, a, fmt.Errorf("%w: what you did there is gone; start the scenario again when the cluster is free, or on another cluster", err))
+	}
 	m.mu.Lock()
 	lab, ok := m.labs[a.ID]
 	m.mu.Unlock()
@@ -482,6 +567,9 @@ func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.R
 	}
 	if _, err := m.store.RecordCheckRun(ctx, run, then, msg); err != nil {
 		return rep, err
+	}
+	if then == store.Passed {
+		m.release(ctx, a) // solved: the cluster is free for the next scenario
 	}
 	// The learner sees the hints their own check unlocks; a background
 	// evaluation's are only offered.
@@ -644,7 +732,15 @@ func (m *Manager) abandon(ctx context.Context, a store.Attempt) error {
 	if a.State == store.Abandoned {
 		return nil
 	}
-	terr := m.teardown(ctx, a)
+	var terr error
+	if m.takenOver(ctx, a) {
+		// The cluster is somebody else's now (taken over, or free after a
+		// pass and taken since): leave their scenario alone.
+		m.log.Info("abandoning an attempt on a cluster somebody else holds: its scenario stays", "attempt", a.ID, "cluster", a.Cluster)
+	} else {
+		terr = m.teardown(ctx, a)
+	}
+	defer m.release(ctx, a)
 	if a.State != store.Passed {
 		pctx, cancel := persist(ctx)
 		defer cancel()

@@ -6,12 +6,14 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/svclab/svclab/internal/pgtest"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/store"
 )
@@ -129,9 +131,37 @@ func TestClusterCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("duplicate create: %v\n%s", err, out)
 	}
+	// Another process holds the cluster (as an exercise run does while it
+	// runs): delete refuses it, --all keeps it, list says who holds it.
+	owners, err := owner.New(owner.Options{Command: "svclab exercise run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := owners.Acquire(context.Background(), owner.Claim{Backend: "embedded", Cluster: name}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release()
+	holder := fmt.Sprintf("svclab exercise run (pid %d)", os.Getpid())
 	out, err = runCLI(t, "cluster", "delete", "--name", name, "--state-dir", state)
+	if err == nil || !strings.Contains(err.Error(), "cluster "+name+" is in use by "+holder) || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("delete of a cluster in use: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "cluster", "list", "--state-dir", state)
+	if err != nil || !strings.Contains(out, "IN USE BY") || !strings.Contains(out, holder) {
+		t.Errorf("list of a cluster in use: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "cluster", "delete", "--all", "--state-dir", state)
+	if err != nil || !strings.Contains(out, "Kept (--force deletes them too):") || !strings.Contains(out, name) {
+		t.Errorf("delete --all beside a cluster in use: %v\n%s", err, out)
+	}
+	out, _ = runCLI(t, "cluster", "list", "--state-dir", state)
+	if !strings.Contains(out, "running") {
+		t.Errorf("the cluster in use after delete --all:\n%s", out)
+	}
+	out, err = runCLI(t, "cluster", "delete", "--name", name, "--force", "--state-dir", state)
 	if err != nil || !strings.Contains(out, "Deleted cluster") {
-		t.Errorf("delete: %v\n%s", err, out)
+		t.Errorf("delete --force: %v\n%s", err, out)
 	}
 	out, _ = runCLI(t, "cluster", "list", "--state-dir", state)
 	if !strings.Contains(out, "No clusters.") {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/kind"
 )
 
@@ -53,6 +54,11 @@ func newClusterCreate(o *options) *cobra.Command {
 			if err := o.nameTaken(cmd.Context(), backend, name); err != nil {
 				return err
 			}
+			if owners, err := o.owners(cmd); err != nil {
+				return err
+			} else if err := owners.Busy(cmd.Context(), backend, name); err != nil {
+				return fmt.Errorf("%w: choose another --name", err)
+			}
 			workers, err := kf.prepare(cmd, p, nodes-1)
 			if err != nil {
 				return err
@@ -84,12 +90,19 @@ func newClusterCreate(o *options) *cobra.Command {
 func newClusterDelete(o *options) *cobra.Command {
 	var (
 		name, backend string
-		all           bool
+		all, force    bool
 	)
 	c := &cobra.Command{
 		Use:   "delete",
 		Short: "Delete a cluster (--name) or every cluster and leftover lab resource (--all)",
-		Args:  cobra.NoArgs,
+		Long: `Delete a cluster (--name), or every cluster of the state directory and what
+crashed labs of any state directory left on the machine (--all).
+
+A cluster that another svclab process or a running attempt holds (svclab
+serve, svclab scenario start, svclab exercise run) is not deleted: the
+command says who holds it. --force deletes it anyway. A sweep never removes
+what a live lab owns, whichever state directory made it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if all == (name != "") {
 				return fmt.Errorf("pass either --name NAME or --all")
@@ -98,18 +111,47 @@ func newClusterDelete(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			owners, err := o.owners(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			if all {
-				if err := p.DeleteAll(cmd.Context()); err != nil {
+				var kept []string
+				keep := func(name string) bool {
+					if force {
+						return false
+					}
+					err := owners.Busy(ctx, backend, name)
+					if err != nil {
+						kept = append(kept, err.Error())
+					}
+					return err != nil
+				}
+				if err := p.DeleteAll(ctx, keep); err != nil {
 					return err
 				}
-				fmt.Fprintln(o.out, "Deleted every cluster and swept leftover lab resources.")
+				if len(kept) == 0 {
+					fmt.Fprintln(o.out, "Deleted every cluster and swept leftover lab resources.")
+					return nil
+				}
+				fmt.Fprintln(o.out, "Deleted every other cluster and swept leftover lab resources. Kept (--force deletes them too):")
+				for _, k := range kept {
+					fmt.Fprintf(o.out, "  %s\n", k)
+				}
 				return nil
 			}
-			err = p.Delete(cmd.Context(), name)
+			del := func(backend string, p cluster.Provider) error {
+				if err := owners.Busy(ctx, backend, name); err != nil && !force {
+					return fmt.Errorf("%w: end that first, or delete it anyway with --force", err)
+				}
+				return p.Delete(ctx, name)
+			}
+			err = del(backend, p)
 			if errors.Is(err, cluster.ErrNotFound) && !cmd.Flags().Changed("backend") {
 				// Perhaps the kind backend's.
 				if kp, kerr := o.provider(kind.BackendName); kerr == nil {
-					if kerr = kp.Delete(cmd.Context(), name); !errors.Is(kerr, cluster.ErrNotFound) {
+					if kerr = del(kind.BackendName, kp); !errors.Is(kerr, cluster.ErrNotFound) {
 						err = kerr
 					}
 				}
@@ -123,6 +165,7 @@ func newClusterDelete(o *options) *cobra.Command {
 	}
 	c.Flags().StringVar(&name, "name", "", "cluster to delete")
 	c.Flags().BoolVar(&all, "all", false, "delete every cluster and sweep leftovers of crashed runs")
+	c.Flags().BoolVar(&force, "force", false, "delete clusters that another svclab process or a running attempt holds")
 	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
 	return c
 }
@@ -156,16 +199,36 @@ func newClusterList(o *options) *cobra.Command {
 				fmt.Fprintln(o.out, "No clusters.")
 				return nil
 			}
+			usedBy := map[string]string{}
+			if owners, err := o.owners(cmd); err == nil {
+				claims, _ := owners.List(cmd.Context())
+				for _, c := range claims {
+					usedBy[c.Backend+"/"+c.Cluster] = usage(c)
+				}
+			}
 			tw := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tBACKEND\tSTATE\tSERVER\tDETAIL")
+			fmt.Fprintln(tw, "NAME\tBACKEND\tSTATE\tIN USE BY\tSERVER\tDETAIL")
 			for _, s := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Backend, s.State, s.Server, s.Detail)
+				used := usedBy[s.Backend+"/"+s.Name]
+				if used == "" {
+					used = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Backend, s.State, used, s.Server, s.Detail)
 			}
 			return tw.Flush()
 		},
 	}
 	c.Flags().StringVar(&backend, "backend", "", "list only this backend's clusters: embedded or kind (default: both)")
 	return c
+}
+
+// usage is a claim in a table cell: "selector-typo (attempt 5, svclab
+// serve)", "svclab exercise run (pid 4321)".
+func usage(c owner.Claim) string {
+	if c.Attempt != nil {
+		return fmt.Sprintf("%s (attempt %d, %s)", c.Attempt.Scenario, c.Attempt.ID, c.Command)
+	}
+	return fmt.Sprintf("%s (pid %d)", c.Command, c.PID)
 }
 
 func newClusterKubeconfig(o *options) *cobra.Command {

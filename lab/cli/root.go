@@ -12,6 +12,7 @@ import (
 	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class"
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/scenario"
@@ -50,6 +51,12 @@ func (o *options) provider(backend string) (cluster.Provider, error) {
 	default:
 		return nil, fmt.Errorf("unknown backend %q: use embedded or kind", backend)
 	}
+}
+
+// owners is the machine's record of which process or attempt holds which
+// cluster, with cmd as this process's name in its claims.
+func (o *options) owners(cmd *cobra.Command) (*owner.Registry, error) {
+	return owner.New(owner.Options{Command: cmd.CommandPath(), StateDir: o.stateDir})
 }
 
 // NewRoot returns the svclab command tree writing to out and errOut.

@@ -52,7 +52,11 @@ their clusters; the classes stay open for the next start.`,
 				return err
 			}
 			defer st.Close()
-			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: o.stateDir})
+			owners, err := o.owners(cmd)
+			if err != nil {
+				return err
+			}
+			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: o.stateDir, Owners: owners})
 			if err != nil {
 				return err
 			}

@@ -101,9 +101,10 @@ type Provider interface {
 	Get(ctx context.Context, name string) (Cluster, error)
 	List(ctx context.Context) ([]Summary, error)
 	Delete(ctx context.Context, name string) error
-	// DeleteAll deletes every cluster and sweeps every lab resource the
-	// backend may have left behind (after a crash, for example).
-	DeleteAll(ctx context.Context) error
+	// DeleteAll deletes every cluster but those keep names (nil: none),
+	// and sweeps every lab resource the backend may have left behind
+	// (after a crash, for example) that no live cluster owns.
+	DeleteAll(ctx context.Context, keep func(name string) bool) error
 }
 
 // Errors a provider returns, matched with errors.Is.

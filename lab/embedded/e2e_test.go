@@ -558,7 +558,7 @@ func TestSweepSparesLiveClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	stB, dirB := cb.(*Cluster).State(), cb.(*Cluster).dir
-	if err := b.DeleteAll(ctx); err != nil {
+	if err := b.DeleteAll(ctx, nil); err != nil {
 		t.Fatalf("delete --all of the second state directory: %v", err)
 	}
 	assertNoLeaks(t, dirB, stB)
@@ -585,7 +585,7 @@ func TestSweepSparesLiveClusters(t *testing.T) {
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitFor(t, 10*time.Second, "the supervisor gone", func() (bool, error) { return !alive(pid), nil })
 	time.Sleep(time.Second)
-	if err := b.DeleteAll(ctx); err != nil {
+	if err := b.DeleteAll(ctx, nil); err != nil {
 		t.Fatalf("sweeping a crashed cluster: %v", err)
 	}
 	for _, n := range st.Nodes {

@@ -610,15 +610,15 @@ func listNetns() []string {
 	return out
 }
 
-// DeleteAll deletes every cluster in the state directory, then sweeps the
-// host for anything any svclab cluster left behind: marked processes,
-// svclab-* network namespaces, svlbr* bridges and svl*-* veths, and
-// inet svclab-* nft tables.
-func (p *Provider) DeleteAll(ctx context.Context) error {
+// DeleteAll deletes every cluster in the state directory but those keep
+// names, then sweeps the host for anything a svclab cluster that is not
+// alive left behind: marked processes, svclab-* network namespaces, svlbr*
+// bridges and svl*-* veths, and inet svclab-* nft tables.
+func (p *Provider) DeleteAll(ctx context.Context, keep func(name string) bool) error {
 	var errs []error
 	if entries, err := os.ReadDir(p.clustersDir()); err == nil {
 		for _, e := range entries {
-			if !e.IsDir() {
+			if !e.IsDir() || (keep != nil && keep(e.Name())) {
 				continue
 			}
 			dir := p.dir(e.Name())

@@ -361,9 +361,9 @@ func (p *Provider) Collect(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// DeleteAll deletes every svclab kind cluster and the orphans. kind
-// clusters svclab did not make stay.
-func (p *Provider) DeleteAll(ctx context.Context) error {
+// DeleteAll deletes every svclab kind cluster but those keep names, and
+// the orphans. kind clusters svclab did not make stay.
+func (p *Provider) DeleteAll(ctx context.Context, keep func(name string) bool) error {
 	states, err := p.states()
 	if err != nil || len(states) == 0 {
 		return err
@@ -377,7 +377,7 @@ func (p *Provider) DeleteAll(ctx context.Context) error {
 		wg   sync.WaitGroup
 	)
 	for _, st := range states {
-		if st.creating() {
+		if st.creating() || (keep != nil && keep(st.Name)) {
 			continue
 		}
 		wg.Go(func() {

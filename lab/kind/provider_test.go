@@ -417,7 +417,7 @@ func TestCollectAndDeleteAll(t *testing.T) {
 		t.Errorf("List: %+v", list)
 	}
 
-	if err := p.DeleteAll(ctx); err != nil {
+	if err := p.DeleteAll(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = eng.Clusters(ctx)
@@ -473,7 +473,7 @@ func TestDeleteDockerDown(t *testing.T) {
 	eng.checkErr = fmt.Errorf("%w: Cannot connect to the Docker daemon", ErrDockerDown)
 	for name, del := range map[string]func() error{
 		"Delete":    func() error { return p.Delete(ctx, "lab") },
-		"DeleteAll": func() error { return p.DeleteAll(ctx) },
+		"DeleteAll": func() error { return p.DeleteAll(ctx, nil) },
 	} {
 		if err := del(); !errors.Is(err, ErrDockerDown) || !strings.Contains(err.Error(), "start it (sudo systemctl start docker") {
 			t.Errorf("%s with Docker down = %v", name, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
@@ -30,10 +31,16 @@ type RunOptions struct {
 	// Source holds the scenarios (default: the ones built into svclab).
 	Source *scenario.Source
 	ID     string
-	// Cluster is the cluster to use; it is created when it does not exist.
+	// Cluster is the cluster to use; it is created when it does not exist
+	// (empty: a cluster of the run's own, under a random name).
 	Cluster string
 	// Keep leaves the cluster (and the scenario on it) in place.
 	Keep bool
+	// Owners, Backend and Force claim the cluster while the run uses it
+	// (ExerciseOptions).
+	Owners  *owner.Registry
+	Backend string
+	Force   bool
 	// Solve runs the reference solution instead of waiting for the learner.
 	Solve bool
 	// KubeBin finds svclab-kube (default kubebin.Locate).
@@ -88,6 +95,17 @@ func Run(ctx context.Context, o RunOptions) error {
 	progress := cluster.NewTextProgress(out)
 
 	fmt.Fprintf(out, "Scenario %s: %s (%s, %s, about %d minutes)\n", s.ID, s.Title, s.Domain, s.Difficulty, s.EstimatedMinutes)
+	if o.Cluster == "" {
+		var err error
+		if o.Cluster, err = ownClusterBase(ctx, o.Provider); err != nil {
+			return err
+		}
+	}
+	lease, err := claimCluster(ctx, o.Owners, o.Backend, o.Cluster, o.Force)
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
 	c, created, err := EnsureCluster(ctx, o.Provider, o.Cluster, s.Cluster, progress)
 	if err != nil {
 		return err
@@ -206,7 +224,8 @@ func NewCommand() *cobra.Command {
 		Short:        "Run scenarios on lab clusters and grade the fix",
 		SilenceUsage: true,
 		Long: `With one scenario ID and no --solve or --wrong-fixes: set scenario ID up on
-cluster --cluster (created with the scenario's shape when it does not exist),
+a cluster of the run's own (or on --cluster, created with the scenario's
+shape when it does not exist),
 break it with the scenario's faults and print the task. Then wait for Enter
 and grade what you did: each check, the score, the hints that failed checks
 unlock, and the explanation once every check passes.
@@ -222,7 +241,11 @@ others get a suffix (-n4, -ipt, -zXXXX). A summary table follows, and with
 
 Afterwards a cluster is deleted if the run created it, or the scenario
 removed from it; --keep leaves both. Exits 1 unless every check (or step)
-passed.`,
+passed.
+
+The run holds its clusters while it runs: another svclab process (a web UI
+on the same cluster, another run) is refused them, and the run refuses a
+cluster somebody else holds, saying who (--force takes it over).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stateDir := embedded.DefaultStateDir()
 			if f := cmd.Flag("state-dir"); f != nil && f.Value.String() != "" {
@@ -251,9 +274,16 @@ passed.`,
 				src := scenario.DirSource(dir)
 				o.Source = &src
 			}
-			if err := cluster.ValidateName(o.Cluster); err != nil {
+			if o.Cluster != "" {
+				if err := cluster.ValidateName(o.Cluster); err != nil {
+					return err
+				}
+			}
+			owners, err := owner.New(owner.Options{Command: cmd.CommandPath(), StateDir: stateDir})
+			if err != nil {
 				return err
 			}
+			o.Owners, o.Backend = owners, backend
 			if len(args) == 1 && !all && !o.Solve && !wrongFixes {
 				if junit != "" {
 					return errors.New("--junit needs a run that grades by itself: add --solve or --wrong-fixes")
@@ -264,6 +294,7 @@ passed.`,
 			outcomes, err := Exercise(cmd.Context(), ExerciseOptions{
 				Provider: o.Provider, Source: o.Source, IDs: args, All: all, Cluster: o.Cluster, Keep: o.Keep,
 				Solve: o.Solve, WrongFixes: wrongFixes, Out: o.Out, Log: o.Log, Svclab: o.Svclab,
+				Owners: o.Owners, Backend: o.Backend, Force: o.Force,
 			})
 			if len(outcomes) > 0 {
 				PrintSummary(o.Out, outcomes)
@@ -286,7 +317,8 @@ passed.`,
 			return nil
 		},
 	}
-	run.Flags().StringVar(&o.Cluster, "cluster", "lab", "the cluster to run on (the base name with several shapes); created (and deleted afterwards) when it does not exist")
+	run.Flags().StringVar(&o.Cluster, "cluster", "", "the cluster to run on (the base name with several shapes); created (and deleted afterwards) when it does not exist (default: clusters of the run's own, ex-XXXXX)")
+	run.Flags().BoolVar(&o.Force, "force", false, "take the clusters over when another svclab process or attempt holds them (theirs stops)")
 	run.Flags().BoolVar(&o.Keep, "keep", false, "keep the clusters and the scenario when done")
 	run.Flags().BoolVar(&o.Solve, "solve", false, "run the reference solution instead of waiting for you")
 	run.Flags().BoolVar(&all, "all", false, "run every scenario (with --solve and/or --wrong-fixes)")

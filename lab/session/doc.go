@@ -20,6 +20,9 @@
 // scenario.yaml must be rejected by the checks it names (undone by its undo
 // commands, or by setting the scenario up afresh) → the reference solution
 // must pass → tear down. PrintSummary and WriteJUnit report the outcomes.
+// A run holds its clusters while it runs (lab/cluster/owner) and, given no
+// cluster name, makes clusters of its own, so it never lands on a lab
+// somebody is using.
 //
 // Everything goes through the cluster.Cluster interface, so a session runs
 // the same on every backend. NewCommand is "svclab exercise run".

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
@@ -36,9 +37,17 @@ type ExerciseOptions struct {
 	// shape share one cluster, named Cluster for the default shape (3
 	// nodes, nftables, no extra labels) and Cluster plus a suffix for the
 	// others. A cluster that does not exist is created, and deleted after
-	// its scenarios unless Keep.
+	// its scenarios unless Keep. Empty: clusters of the run's own, under a
+	// random name.
 	Cluster string
 	Keep    bool
+	// Owners claims the clusters while the run uses them, so that nobody
+	// else's lab is used and nobody uses the run's (nil: no claims).
+	// Backend names the provider's backend in the claims (default
+	// embedded); Force takes clusters that others hold.
+	Owners  *owner.Registry
+	Backend string
+	Force   bool
 	// Solve runs the reference solution: the checks must pass afterwards.
 	Solve bool
 	// WrongFixes tries each of the scenario's wrong fixes on the broken
@@ -119,37 +128,64 @@ func Exercise(ctx context.Context, o ExerciseOptions) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Cluster == "" {
+		if o.Cluster, err = ownClusterBase(ctx, o.Provider); err != nil {
+			return nil, err
+		}
+	}
 	groups, err := groupByShape(o.Cluster, list)
 	if err != nil {
 		return nil, err
 	}
 	var outcomes []Outcome
 	for _, g := range groups {
-		fmt.Fprintf(o.Out, "── Cluster %s (%s): %s ──\n", g.cluster, describeShape(g.shape), strings.Join(ids(g.scenarios), ", "))
-		c, created, err := EnsureCluster(ctx, o.Provider, g.cluster, g.shape, cluster.NewTextProgress(o.Out))
+		out, err := exerciseGroup(ctx, o, g, bin)
+		outcomes = append(outcomes, out...)
 		if err != nil {
-			for _, s := range g.scenarios {
-				outcomes = append(outcomes, Outcome{Scenario: s.ID, Cluster: g.cluster,
-					Steps: []Step{{Name: "cluster", Detail: err.Error()}}})
-			}
-			fmt.Fprintf(o.Out, "✗ cluster %s: %v\n", g.cluster, err)
-			continue
-		}
-		for _, s := range g.scenarios {
-			if ctx.Err() != nil {
-				break
-			}
-			out := exerciseOne(ctx, o, s, c, bin)
-			outcomes = append(outcomes, out)
-		}
-		if created && !o.Keep {
-			fmt.Fprintf(o.Out, "Deleting cluster %s\n", c.Name())
-			if err := o.Provider.Delete(context.WithoutCancel(ctx), c.Name()); err != nil {
-				return outcomes, fmt.Errorf("deleting cluster %s: %w", c.Name(), err)
-			}
+			return outcomes, err
 		}
 	}
 	return outcomes, ctx.Err()
+}
+
+// exerciseGroup runs the scenarios of one cluster shape on their cluster,
+// claimed for the run while it runs.
+func exerciseGroup(ctx context.Context, o ExerciseOptions, g *shapeGroup, bin string) ([]Outcome, error) {
+	fmt.Fprintf(o.Out, "── Cluster %s (%s): %s ──\n", g.cluster, describeShape(g.shape), strings.Join(ids(g.scenarios), ", "))
+	failed := func(err error) []Outcome {
+		var outcomes []Outcome
+		for _, s := range g.scenarios {
+			outcomes = append(outcomes, Outcome{Scenario: s.ID, Cluster: g.cluster,
+				Steps: []Step{{Name: "cluster", Detail: err.Error()}}})
+		}
+		fmt.Fprintf(o.Out, "✗ cluster %s: %v\n", g.cluster, err)
+		return outcomes
+	}
+	lease, err := claimCluster(ctx, o.Owners, o.Backend, g.cluster, o.Force)
+	if err != nil {
+		return failed(err), nil
+	}
+	defer lease.Release()
+	c, created, err := EnsureCluster(ctx, o.Provider, g.cluster, g.shape, cluster.NewTextProgress(o.Out))
+	if err != nil {
+		return failed(err), nil
+	}
+	var outcomes []Outcome
+	for _, s := range g.scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		outcomes = append(outcomes, exerciseOne(ctx, o, s, c, bin))
+	}
+	if created && !o.Keep {
+		fmt.Fprintf(o.Out, "Deleting cluster %s\n", c.Name())
+		if err := o.Provider.Delete(context.WithoutCancel(ctx), c.Name()); err != nil {
+			return outcomes, fmt.Errorf("deleting cluster %s: %w", c.Name(), err)
+		}
+	} else if created {
+		fmt.Fprintf(o.Out, "The cluster %s stays (--keep): svclab cluster delete --name %s deletes it\n", c.Name(), c.Name())
+	}
+	return outcomes, nil
 }
 
 func ids(ss []*scenario.Scenario) []string {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -659,4 +660,39 @@ func (s *Store) ExpireWebSessions(ctx context.Context, before time.Time) (int64,
 		return err
 	})
 	return n, err
+}
+
+// HoldsCluster says whether attempt id still holds its cluster: it runs
+// (being set up included), or it errored after its setup finished (a check
+// that timed out leaves the scenario on the cluster, to be checked again or
+// reset). An attempt that does not exist holds nothing.
+func (s *Store) HoldsCluster(ctx context.Context, id int64) (bool, error) {
+	var holds bool
+	err := s.read(ctx, fmt.Sprintf("reading whether attempt %d holds its cluster", id), func(ctx context.Context) error {
+		err := s.db.QueryRowContext(ctx, `SELECT a.state = 'running' OR (a.state = 'errored' AND EXISTS (SELECT 1 FROM attempt_baselines b WHERE b.attempt_id = a.id))
+			FROM attempts a WHERE a.id = ?`, id).Scan(&holds)
+		if errors.Is(err, sql.ErrNoRows) {
+			holds = false
+			return nil
+		}
+		return err
+	})
+	return holds, err
+}
+
+// AttemptHoldsCluster is HoldsCluster on the database at location, which
+// may be another process's: it is opened without touching its schema, and
+// a SQLite file that no longer exists holds nothing.
+func AttemptHoldsCluster(ctx context.Context, location string, id int64, opts Options) (bool, error) {
+	if !sqldb.IsURL(location) {
+		if _, err := os.Stat(location); errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+	}
+	s, err := open(ctx, location, opts)
+	if err != nil {
+		return false, err
+	}
+	defer s.Close()
+	return s.HoldsCluster(ctx, id)
 }

@@ -54,9 +54,10 @@ func (o *Options) defaults() {
 // Store is an open svclab database. It is safe for concurrent use, also by
 // several processes.
 type Store struct {
-	db   *sqldb.DB
-	path string
-	opts Options
+	db       *sqldb.DB
+	path     string
+	location string
+	opts     Options
 }
 
 // EnvDatabaseURL is the environment variable that, like --database-url,
@@ -94,11 +95,17 @@ func open(ctx context.Context, location string, opts Options) (*Store, error) {
 	if location == "" {
 		return nil, errors.New("store: no database path")
 	}
+	if !sqldb.IsURL(location) {
+		// Other processes, in other directories, may be told where it is.
+		if abs, err := filepath.Abs(location); err == nil {
+			location = abs
+		}
+	}
 	db, err := sqldb.Open(location, sqldb.Options{BusyTimeout: opts.BusyTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{db: db, path: db.Display(), opts: opts}
+	s := &Store{db: db, path: db.Display(), location: location, opts: opts}
 	if err := s.retry(ctx, "opening the database", db.Ping); err != nil {
 		db.Close()
 		return nil, err
@@ -113,6 +120,11 @@ func open(ctx context.Context, location string, opts Options) (*Store, error) {
 // Path is the database: the SQLite file, or the PostgreSQL URL without
 // its password.
 func (s *Store) Path() string { return s.path }
+
+// Location is where the database is, as Open was given it (a PostgreSQL
+// URL keeps its password: it is for other svclab processes of the same
+// user, never for display).
+func (s *Store) Location() string { return s.location }
 
 // Dialect is the database's dialect.
 func (s *Store) Dialect() sqldb.Dialect { return s.db.Dialect() }

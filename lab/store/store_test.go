@@ -934,3 +934,77 @@ func TestPostgresRefusedURL(t *testing.T) {
 		})
 	}
 }
+
+// An attempt holds its cluster while it runs, or after an error once its
+// setup finished; another process asks through AttemptHoldsCluster.
+func TestHoldsCluster(t *testing.T) { forEachBackend(t, testHoldsCluster) }
+
+func testHoldsCluster(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	loc := b.Location(t)
+	s, err := Open(ctx, loc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.EnsureLearner(ctx, LocalLearner, "")
+	holds := func(id int64) bool {
+		t.Helper()
+		mine, err := s.HoldsCluster(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := AttemptHoldsCluster(ctx, loc, id, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mine != theirs {
+			t.Fatalf("attempt %d: this store says %v, another process %v", id, mine, theirs)
+		}
+		return mine
+	}
+	newAttempt := func(cluster string) int64 {
+		a, err := s.CreateAttempt(ctx, NewAttempt{Learner: LocalLearner, ScenarioID: "x", Cluster: cluster, Backend: "embedded"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.ID
+	}
+	running := newAttempt("a")
+	if !holds(running) {
+		t.Error("a running attempt (being set up) does not hold its cluster")
+	}
+	failedSetup := newAttempt("b")
+	s.SetState(ctx, failedSetup, Errored, "setup failed")
+	if holds(failedSetup) {
+		t.Error("an attempt whose setup failed holds its cluster")
+	}
+	timedOut := newAttempt("c")
+	s.SetBaseline(ctx, timedOut, []byte("{}"))
+	s.SetState(ctx, timedOut, Errored, "a check timed out")
+	if !holds(timedOut) {
+		t.Error("an attempt errored after its setup does not hold its cluster")
+	}
+	for _, to := range []State{Passed, Abandoned} {
+		id := newAttempt("d")
+		s.SetBaseline(ctx, id, []byte("{}"))
+		if err := s.SetState(ctx, id, to, ""); err != nil {
+			t.Fatal(err)
+		}
+		if holds(id) {
+			t.Errorf("a %s attempt holds its cluster", to)
+		}
+	}
+	if holds(9999) {
+		t.Error("an attempt that does not exist holds its cluster")
+	}
+	if !sqldb.IsURL(loc) {
+		gone := filepath.Join(t.TempDir(), "gone.db")
+		if h, err := AttemptHoldsCluster(ctx, gone, 1, Options{}); h || err != nil {
+			t.Errorf("a database that is gone: %v, %v", h, err)
+		}
+		if _, err := os.Stat(gone); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("asking created the database: %v", err)
+		}
+	}
+}

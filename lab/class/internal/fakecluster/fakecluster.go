@@ -138,7 +138,7 @@ func (p *Provider) Delete(_ context.Context, name string) error {
 	return nil
 }
 
-func (p *Provider) DeleteAll(context.Context) error {
+func (p *Provider) DeleteAll(context.Context, func(string) bool) error {
 	return errors.New("a class must never delete every cluster")
 }
 
