@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 )
@@ -202,5 +204,52 @@ func TestGuardRestores(t *testing.T) {
 	d, _ := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
 	if d.Generation != 0 || *d.Spec.Replicas != 2 {
 		t.Errorf("CoreDNS was touched: %+v", d.Spec)
+	}
+}
+
+// A run leaves a cluster somebody holds alone, saying who; given no
+// cluster, it makes clusters of its own under a fresh name.
+func TestExerciseClaimsItsClusters(t *testing.T) {
+	ctx := context.Background()
+	owners, err := owner.New(owner.Options{Dir: t.TempDir(), Command: "svclab exercise run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve, _ := owner.New(owner.Options{Dir: owners.Dir(), Command: "svclab serve"})
+	held, err := serve.Acquire(ctx, owner.Claim{Backend: "embedded", Cluster: "lab"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	p := &fakeProvider{existing: map[string]cluster.Cluster{"lab": &fakeCluster{name: "lab", nodes: labNodes(nil)}}}
+	kubeBin := func(context.Context) (string, error) { return "kubectl", nil }
+	var out bytes.Buffer
+	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, IDs: []string{"selector-typo"}, Solve: true, Cluster: "lab",
+		Owners: owners, KubeBin: kubeBin, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outcomes) != 1 || outcomes[0].Passed() || !strings.Contains(outcomes[0].Steps[0].Detail, "cluster lab is in use by svclab serve") ||
+		!strings.Contains(outcomes[0].Steps[0].Detail, "--force") {
+		t.Errorf("outcomes on a cluster in use: %+v", outcomes)
+	}
+	if len(p.created) != 0 {
+		t.Errorf("created %+v", p.created)
+	}
+	// Its own: a fresh name, free on the provider.
+	names := map[string]bool{}
+	for range 20 {
+		name, err := ownClusterBase(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(name, "ex-") || len(name) != 8 || cluster.ValidateName(name) != nil || names[name] {
+			t.Fatalf("own cluster name %q (seen: %v)", name, names)
+		}
+		names[name] = true
+		// The longest shape suffix still makes a valid name.
+		if err := cluster.ValidateName(name + "-n4-ipt-z1234"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
