@@ -96,12 +96,14 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		typeLine(`kubectl -n shop patch service web --type=merge -p '{"spec":{"selector":{"app":"web"}}}'`),
 		waitText(`.term-pane:not([hidden]) .xterm-rows`, "service/web patched"),
 		waitJS(`document.querySelectorAll('#panel-slices tr[data-endpoint]').length === 2`),
+		click(`#tab-rules`),
 		waitText(`#panel-rules`, "load-balanced to 2 endpoints"),
 		chromedp.WaitVisible(chromedp.CSS(`#panel-rules .chg-added`)),
 		waitText(`#panel-timeline`, "kubectl -n shop patch service web"),
 		sh.take("fixed"))
 	step("the probes succeed from every source", quick,
 		waitJS(`(() => { const ps = [...document.querySelectorAll('#panel-probes .latest .probe')]; return ps.length >= 4 && ps.every(p => p.dataset.outcome === "success"); })()`),
+		click(`#tab-path`),
 		click(`#path-form button`),
 		waitText(`#panel-path`, "DNAT"),
 		sh.take("traffic"))

@@ -224,10 +224,12 @@ func TestBrowserLiveViews(t *testing.T) {
 	}
 	l.fc.SetRules(readTestdata(t, "nft-selector-typo-fixed.txt"))
 	err = chromedp.Do(ctx,
+		click(`#tab-rules`),
 		waitText(`#panel-rules`, "load-balanced to 2 endpoints"),
 		chromedp.WaitVisible(chromedp.CSS(`#panel-rules .chg-added`)),
 		sh.take("rules-changed"),
 		// The packet path from a node.
+		click(`#tab-path`),
 		click(`#path-form button`),
 		waitText(`#panel-path`, "DNAT"),
 		// A hint, a failing check, a passing one.

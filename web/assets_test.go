@@ -16,6 +16,7 @@ func TestAssetsEmbedded(t *testing.T) {
 		"assets/dist/terminal.js":  "xterm",
 		"assets/dist/terminal.css": ".xterm",
 		"assets/dist/panels.js":    "rules/",
+		"assets/dist/workspace.js": "svclab.workspace",
 		"static/app.css":           "#panel-timeline",
 	} {
 		b, err := fs.ReadFile(Assets(), file)
@@ -43,7 +44,12 @@ func TestAssetsAreFresh(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("esbuild: %v\n%s", err, b)
 	}
-	for _, f := range []string{"terminal.js", "terminal.css", "panels.js"} {
+	built, err := os.ReadDir(out)
+	if err != nil || len(built) < 5 {
+		t.Fatalf("esbuild made %d bundles (%v)", len(built), err)
+	}
+	for _, e := range built {
+		f := e.Name()
 		got, _ := os.ReadFile(filepath.Join("assets", "dist", f))
 		want, _ := os.ReadFile(filepath.Join(out, f))
 		if !bytes.Equal(got, want) {

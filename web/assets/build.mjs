@@ -3,7 +3,7 @@
 import * as esbuild from "esbuild";
 
 await esbuild.build({
-  entryPoints: ["src/terminal.js", "src/panels.js", "src/class.js"],
+  entryPoints: ["src/terminal.js", "src/panels.js", "src/class.js", "src/workspace.js"],
   bundle: true,
   minify: true,
   target: "es2020",
