@@ -195,4 +195,3 @@ func TestBrowserWorkspace(t *testing.T) {
 		sh.take("all-views"),
 	)
 }
-
