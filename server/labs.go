@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
@@ -14,19 +13,25 @@ import (
 	"github.com/svclab/svclab/lab/views"
 )
 
-// labs runs one views.Lab per cluster and scenario while someone watches
-// it, and stops it a while after the last viewer has gone.
+// labs runs one views.Lab per attempt and life of its cluster while
+// someone watches it, and stops it a while after the last viewer has gone
+// — at once when the cluster is rebuilt or another attempt starts on it:
+// a Lab of an old generation would show a cluster that is not there.
 type labs struct {
 	mu      sync.Mutex
-	running map[string]*labEntry
+	running map[labKey]*labEntry
 	linger  time.Duration
 	closed  bool // the server stopped: no more Labs
 }
 
+// labKey names what a Lab watches: an attempt at a scenario on one
+// generation of a cluster (cluster.Generation).
+type labKey struct {
+	cluster, generation, scenario string
+	attempt                       int64
+}
+
 type labEntry struct {
-	// attempt is the attempt whose timeline the lab's events go to (the
-	// latest one watched: a reset starts a new attempt on the cluster).
-	attempt atomic.Int64
 	lab     *views.Lab
 	err     error
 	ready   chan struct{}
@@ -62,27 +67,32 @@ func (ls *labs) pace() int {
 	return max(1, (n+per-1)/per)
 }
 
-// acquire returns the running Lab for the cluster and scenario, starting it
-// when nobody watches it yet; release gives it back.
-func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario.Scenario, attemptID int64) (*views.Lab, func(), error) {
-	key := c.Name() + "\x00" + sc.ID
+// acquireLab returns the running Lab of the attempt on generation gen
+// of cluster c, starting it when nobody watches it yet; release gives it
+// back. Labs of other generations or attempts on the same cluster stop.
+func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, gen string, sc *scenario.Scenario, a *Attempt) (*views.Lab, func(), error) {
+	attemptID := a.ID
+	key := labKey{cluster: c.Name(), generation: gen, scenario: sc.ID, attempt: attemptID}
 	s.labs.mu.Lock()
 	if s.labs.closed {
 		s.labs.mu.Unlock()
 		return nil, nil, errors.New("the server is stopping")
 	}
 	if s.labs.running == nil {
-		s.labs.running = map[string]*labEntry{}
+		s.labs.running = map[labKey]*labEntry{}
 	}
 	e, ok := s.labs.running[key]
 	if !ok {
+		stale := s.labs.takeStale(key)
 		e = &labEntry{ready: make(chan struct{})}
 		s.labs.running[key] = e
 		go func() {
 			defer close(e.ready)
+			stopEntries(stale)
 			services, clients := scenarioServices(sc)
 			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log, Pace: s.labs.pace,
-				Observe: func(ev views.TimelineEvent) { s.record(e.attempt.Load(), ev) }}
+				Disturbed: scenario.Disturbed(sc.Faults), Since: a.Started,
+				Observe:   func(ev views.TimelineEvent) { s.record(attemptID, ev) }}
 			if s.PodExec != nil {
 				pe, err := s.PodExec(c)
 				if err != nil {
@@ -94,7 +104,6 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario
 			e.lab, e.err = views.Start(s.base(), cfg)
 		}()
 	}
-	e.attempt.Store(attemptID)
 	e.viewers++
 	if e.stop != nil {
 		e.stop.Stop()
@@ -120,10 +129,7 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario
 			}
 			delete(s.labs.running, key)
 			s.labs.mu.Unlock()
-			<-e.ready
-			if e.lab != nil {
-				e.lab.Stop()
-			}
+			stopEntries([]*labEntry{e})
 		})
 	}
 	select {
@@ -144,12 +150,55 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, sc *scenario
 	return e.lab, release, nil
 }
 
-// runningLab returns the Lab for the cluster and scenario if one runs.
-func (s *Server) runningLab(clusterName, scenarioID string) *views.Lab {
+// takeStale removes the entries of key's cluster that are not key's (an
+// older generation, another attempt) and returns them, to be stopped
+// outside the lock. The caller holds ls.mu.
+func (ls *labs) takeStale(key labKey) []*labEntry {
+	var stale []*labEntry
+	for k, e := range ls.running {
+		if k.cluster == key.cluster && k != key {
+			if e.stop != nil {
+				e.stop.Stop()
+			}
+			delete(ls.running, k)
+			stale = append(stale, e)
+		}
+	}
+	return stale
+}
+
+// forget stops every Lab of cluster name: it is being rebuilt or set up
+// again, and nothing they show holds any more.
+func (s *Server) forgetLabs(name string) {
 	s.labs.mu.Lock()
-	e, ok := s.labs.running[clusterName+"\x00"+scenarioID]
+	stale := s.labs.takeStale(labKey{cluster: name, attempt: -1})
 	s.labs.mu.Unlock()
-	if !ok {
+	go stopEntries(stale)
+}
+
+// stopEntries stops the entries' Labs once they have started; their
+// subscribers' sockets end with them.
+func stopEntries(es []*labEntry) {
+	for _, e := range es {
+		<-e.ready
+		if e.lab != nil {
+			e.lab.Stop()
+		}
+	}
+}
+
+// runningLab returns the Lab of the attempt on cluster clusterName if one
+// runs.
+func (s *Server) runningLab(clusterName string, attemptID int64) *views.Lab {
+	s.labs.mu.Lock()
+	var e *labEntry
+	for k, x := range s.labs.running {
+		if k.cluster == clusterName && k.attempt == attemptID {
+			e = x
+		}
+	}
+	s.labs.mu.Unlock()
+	if e == nil {
 		return nil
 	}
 	select {
@@ -163,19 +212,15 @@ func (s *Server) runningLab(clusterName, scenarioID string) *views.Lab {
 // stopLabs stops every Lab (the server is stopping).
 func (s *Server) stopLabs() {
 	s.labs.mu.Lock()
-	all := s.labs.running
-	s.labs.running = nil
-	s.labs.closed = true
-	for _, e := range all {
+	all := make([]*labEntry, 0, len(s.labs.running))
+	for _, e := range s.labs.running {
 		if e.stop != nil {
 			e.stop.Stop()
 		}
+		all = append(all, e)
 	}
+	s.labs.running = nil
+	s.labs.closed = true
 	s.labs.mu.Unlock()
-	for _, e := range all {
-		<-e.ready
-		if e.lab != nil {
-			e.lab.Stop()
-		}
-	}
+	stopEntries(all)
 }

@@ -29,11 +29,11 @@ const (
 	// maxTerminalMessage bounds one terminal input frame (a paste).
 	maxTerminalMessage = 64 << 10
 	writeTimeout       = 5 * time.Second
-	pingEvery          = 25 * time.Second
+	pingEvery          = 5 * time.Second
 	// pongWait is how long a socket waits for its client's pong (or any
 	// frame) before it counts the client gone: a laptop that slept or a
 	// network that dropped leaves no FIN behind.
-	pongWait = 2*pingEvery + 10*time.Second
+	pongWait = 2*pingEvery + 5*time.Second
 )
 
 // liveTarget finds the scenario, the learner's running attempt and its
@@ -79,10 +79,54 @@ func parseViewRequest(msg []byte) (views.PathRequest, error) {
 	return req.PathRequest, nil
 }
 
-// viewsSocket streams the views of the learner's running attempt.
+// Close codes of the views socket, which the page acts on.
+const (
+	// closeLabChanged: another attempt started, or the cluster was
+	// rebuilt; the page loads again to show the new one.
+	closeLabChanged = 4001
+	// closeLabDown: the lab cannot be watched (its cluster is gone or
+	// does not answer); the page shows it down and tries again.
+	closeLabDown = 4002
+)
+
+// labCheckEvery is how often an open views socket checks that its attempt
+// and its cluster's generation are still the learner's current ones.
+const labCheckEvery = 2 * time.Second
+
+// labFrame tells the page what the views show: which attempt, on which
+// life of which cluster.
+type labFrame struct {
+	Cluster    string `json:"cluster"`
+	Generation string `json:"generation"`
+	Attempt    int64  `json:"attempt"`
+}
+
+// downHealth is the Health of a lab that cannot be watched at all.
+func downHealth(summary string, err error) views.Health {
+	h := views.Health{State: views.HealthDown, Summary: summary, StartOver: true, Checked: time.Now(),
+		Parts: []views.HealthPart{{ID: views.PartAPI, Title: "Cluster", Text: summary}}}
+	if err != nil {
+		h.Parts[0].Detail = err.Error()
+	}
+	return h
+}
+
+// viewsSocket streams the views of the learner's running attempt. It ends
+// when the attempt or its cluster's generation stops being current, so
+// that the page never shows an old lab.
 func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
-	sc, a, c, ok := s.liveTarget(w, r)
+	sc, ok := s.scenarioFor(w, r)
 	if !ok {
+		return
+	}
+	scope := s.scopeOf(r)
+	a, err := scope.current(r.Context(), sc.ID)
+	if err != nil {
+		if errors.Is(err, ErrNoAttempt) {
+			http.Error(w, "start the scenario first", http.StatusConflict)
+		} else {
+			http.Error(w, "finding your attempt: "+err.Error(), http.StatusInternalServerError)
+		}
 		return
 	}
 	conn, err := s.upgrader().Upgrade(w, r, nil)
@@ -94,15 +138,74 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 	conn.SetReadLimit(maxViewMessage)
 	ctx, cancel := context.WithCancel(s.base())
 	defer cancel()
-	lab, release, err := s.acquireLab(ctx, c, sc, a.ID)
+	closeWith := func(code int, msg string) {
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, trimReason(msg)), time.Now().Add(time.Second))
+	}
+	down := func(summary string, err error) {
+		writeFrame(conn, mustFrame(views.TopicHealth, downHealth(summary, err)))
+		closeWith(closeLabDown, summary)
+	}
+	c, err := scope.clusters.Get(ctx, a.Cluster)
 	if err != nil {
-		writeFrame(conn, mustFrame("error", err.Error()))
-		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, trimReason(err.Error())), time.Now().Add(time.Second))
+		down(fmt.Sprintf("The lab is down: its cluster %s is not there any more.", a.Cluster), err)
+		return
+	}
+	gen, err := cluster.Generation(c)
+	if err != nil {
+		down(fmt.Sprintf("The lab is down: cluster %s cannot be reached.", a.Cluster), err)
+		return
+	}
+	if writeFrame(conn, mustFrame("lab", labFrame{Cluster: c.Name(), Generation: gen, Attempt: a.ID})) != nil {
+		return
+	}
+	lab, release, err := s.acquireLab(ctx, c, gen, sc, a)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.Log.Warn("watching a lab", "cluster", c.Name(), "err", err)
+			down(fmt.Sprintf("The lab is down: cluster %s does not answer.", a.Cluster), err)
+		}
 		return
 	}
 	defer release()
 	sub := lab.Bus().Subscribe()
 	defer sub.Close()
+
+	// ended carries why the socket ends: another attempt, another
+	// generation, a cluster gone.
+	type ending struct {
+		code  int
+		msg   string
+		frame views.Frame
+	}
+	ended := make(chan ending, 1)
+	go func() {
+		t := time.NewTicker(labCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if now, err := scope.current(ctx, sc.ID); err == nil && now.ID != a.ID {
+				ended <- ending{code: closeLabChanged, msg: "another attempt started"}
+				return
+			}
+			c2, err := scope.clusters.Get(ctx, a.Cluster)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				summary := fmt.Sprintf("The lab is down: its cluster %s is not there any more.", a.Cluster)
+				ended <- ending{code: closeLabDown, msg: summary, frame: mustFrame(views.TopicHealth, downHealth(summary, err))}
+				return
+			}
+			if g, err := cluster.Generation(c2); err == nil && g != gen {
+				ended <- ending{code: closeLabChanged, msg: "the cluster was rebuilt"}
+				return
+			}
+		}
+	}()
 
 	private := make(chan views.Frame, 4)
 	go func() {
@@ -122,7 +225,7 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 			p, err := lab.Path(pctx, req)
 			pcancel()
 			if err != nil {
-				sendPrivate(private, mustFrame("path", map[string]string{"error": err.Error()}))
+				sendPrivate(private, mustFrame("path", map[string]string{"error": "The packet path could not be traced.", "detail": err.Error()}))
 				continue
 			}
 			sendPrivate(private, mustFrame("path", p))
@@ -134,8 +237,17 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case e := <-ended:
+			if e.frame != nil {
+				writeFrame(conn, e.frame)
+			}
+			closeWith(e.code, e.msg)
+			return
 		case _, open := <-sub.Ready():
 			if !open {
+				// The Lab stopped: its cluster was rebuilt or another
+				// attempt took it.
+				closeWith(closeLabChanged, "the lab changed")
 				return
 			}
 			for _, f := range sub.Take() {
@@ -213,7 +325,7 @@ func parseResize(msg []byte) ([2]uint16, bool) {
 // terminalSocket bridges xterm.js to a shell on one of the attempt's
 // cluster's nodes: binary frames carry bytes, text frames resize.
 func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
-	sc, a, c, ok := s.liveTarget(w, r)
+	_, a, c, ok := s.liveTarget(w, r)
 	if !ok {
 		return
 	}
@@ -284,7 +396,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 	rec := &commandRecorder{record: func(cmd string) {
 		ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCommand, Source: node, Text: cmd}
 		s.record(a.ID, ev)
-		if lab := s.runningLab(c.Name(), sc.ID); lab != nil {
+		if lab := s.runningLab(c.Name(), a.ID); lab != nil {
 			lab.Record(ev)
 		}
 	}}

@@ -199,6 +199,7 @@ func (s *Server) startScenario(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	s.forgetLabs(name)
 	op := s.ops.start(s.base(), scope.owner, "Starting "+sc.Title, scope.scenarioURL(sc.ID), func(ctx context.Context, op *Operation) error {
 		_, err := scope.attempts.Start(ctx, scope.learner, sc.ID, name, op)
 		if err != nil {
@@ -262,7 +263,7 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	}
 	ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCheck, Level: level, Text: fmt.Sprintf("Check my work: %d of %d checks passed (score %.0f%%)", passed, len(rep.Results), rep.Score)}
 	s.record(a.ID, ev)
-	if lab := s.runningLab(a.Cluster, sc.ID); lab != nil {
+	if lab := s.runningLab(a.Cluster, a.ID); lab != nil {
 		lab.Record(ev)
 	}
 	state := StateRunning
@@ -306,6 +307,7 @@ func (s *Server) resetScenario(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	scope := s.scopeOf(r)
+	s.forgetLabs(a.Cluster)
 	op := s.ops.start(s.base(), scope.owner, "Starting "+sc.Title+" over", scope.scenarioURL(sc.ID), func(ctx context.Context, op *Operation) error {
 		_, err := scope.attempts.Reset(ctx, a.ID, op)
 		return err

@@ -232,6 +232,9 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the timeline could not be read: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	// A Kubernetes event of an earlier attempt in the same namespaces is
+	// not this attempt's.
+	evs = slices.DeleteFunc(evs, func(e store.Event) bool { return e.At.Before(a.Started.Truncate(time.Second)) })
 	p := web.ReplayPage{ScenarioID: sc.ID, Title: sc.Title, Back: scope.scenarioURL(sc.ID), Attempt: a.ID, State: a.State,
 		Started: a.Started.UTC().Format(replayTime)}
 	if len(list) > 1 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
+	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/lab/store"
@@ -281,7 +282,7 @@ func printStatus(w io.Writer, cat *scenario.Catalog, p map[string]Status, now ti
 		st := p[id]
 		score, last, where := "-", "-", "-"
 		if st.MaxScore > 0 {
-			score = fmt.Sprintf("%d/%d", st.BestScore, st.MaxScore)
+			score = grade.FormatScore(float64(st.BestScore), float64(st.MaxScore))
 		}
 		if !st.LastCheck.IsZero() {
 			verdict := "failed"
@@ -347,7 +348,7 @@ func printHistory(w io.Writer, a *Attempt, runs []CheckRun) {
 				failed = append(failed, c.CheckID)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%g/%g\t%s\t%s\n", i+1, r.At.UTC().Format(time.DateTime), r.Trigger, r.Score, r.MaxScore, verdict, strings.Join(failed, " "))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, r.At.UTC().Format(time.DateTime), r.Trigger, grade.FormatScore(r.Score, r.MaxScore), verdict, strings.Join(failed, " "))
 	}
 	tw.Flush()
 }

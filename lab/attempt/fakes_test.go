@@ -189,6 +189,9 @@ func (l *fakeLab) Grade(ctx context.Context) *grade.Report {
 			passed += c.Weight
 		} else {
 			r.Message = c.FailMessage
+			if c.API != nil {
+				r.Detail, r.Expected = "observed "+c.ID, "expected the value of "+c.ID
+			}
 			rep.Passed = false
 			if c.UnlocksHint > 0 && !slices.Contains(rep.UnlockedHints, c.UnlocksHint) {
 				rep.UnlockedHints = append(rep.UnlockedHints, c.UnlocksHint)

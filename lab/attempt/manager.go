@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -530,7 +531,7 @@ func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.R
 	if err != nil {
 		return nil, err
 	}
-	lab, _, err := m.lab(ctx, a)
+	lab, sc, err := m.lab(ctx, a)
 	if err != nil {
 		return nil, err
 	}
@@ -549,7 +550,7 @@ func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.R
 			timedOut = append(timedOut, fmt.Sprintf("check %s: %s", r.ID, r.Error))
 		}
 		run.Results = append(run.Results, store.CheckResult{CheckID: r.ID, Kind: r.Kind, Weight: r.Weight, Passed: r.Passed,
-			Message: r.Message, Detail: r.Detail, Error: r.Error, Duration: r.Duration})
+			Message: r.Message, Detail: r.Full(), Error: r.Error, Duration: r.Duration})
 	}
 	var then store.State
 	msg := ""
@@ -571,15 +572,28 @@ func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.R
 	if then == store.Passed {
 		m.release(ctx, a) // solved: the cluster is free for the next scenario
 	}
-	// The learner sees the hints their own check unlocks; a background
-	// evaluation's are only offered.
-	for _, h := range rep.UnlockedHints {
-		if trigger != store.TriggerLearner {
-			break
-		}
-		if _, err := m.store.RecordHint(ctx, id, h, store.HintUnlocked); err != nil {
+	// Hints are shown one at a time, in order: a learner's failed check
+	// that names a hint they have not reached shows the next one (a
+	// background evaluation's only offer it). rep.UnlockedHints becomes
+	// what this check showed.
+	named := rep.UnlockedHints
+	rep.UnlockedHints = nil
+	if len(named) > 0 {
+		next, err := m.nextHint(ctx, id)
+		if err != nil {
 			return rep, err
 		}
+		if next > 0 && next <= slices.Max(named) {
+			if trigger == store.TriggerLearner {
+				if _, err := m.store.RecordHint(ctx, id, next, store.HintUnlocked); err != nil {
+					return rep, err
+				}
+			}
+			rep.UnlockedHints = []int{next}
+		}
+	}
+	if err := m.withhold(ctx, id, sc, rep, a.State == store.Passed || rep.Passed); err != nil {
+		return rep, err
 	}
 	if msg != "" {
 		return rep, errors.New(msg)
@@ -587,12 +601,45 @@ func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.R
 	return rep, nil
 }
 
+// withhold keeps the expected values of failed checks from the learner
+// until they have seen the hint that names them (the check's unlocksHint,
+// else the scenario's last hint), unless the scenario is solved: a value
+// such as `expected "web"` is the fix.
+func (m *Manager) withhold(ctx context.Context, id int64, sc *scenario.Scenario, rep *grade.Report, solved bool) error {
+	if solved || sc == nil || len(sc.Hints) == 0 {
+		return nil
+	}
+	shown, err := m.store.Hints(ctx, id)
+	if err != nil {
+		return err
+	}
+	seen := map[int]bool{}
+	for _, h := range shown {
+		seen[h.Hint] = true
+	}
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if r.Passed || r.Expected == "" || i >= len(sc.Checks) {
+			continue
+		}
+		need := sc.Checks[i].UnlocksHint
+		if need == 0 {
+			need = len(sc.Hints)
+		}
+		if !seen[need] {
+			r.Expected, r.ExpectedAfterHint = "", need
+		}
+	}
+	return nil
+}
+
 // ErrNoMoreHints is returned by Hint when every hint has been shown.
 var ErrNoMoreHints = errors.New("no more hints")
 
 // Hint returns the next hint of attempt id that its learner has not seen
-// (hints are 1-based; those that failed checks unlocked count as seen) and
-// records it. When all were shown it returns ErrNoMoreHints.
+// (hints are 1-based and shown in order; those that failed checks showed
+// count as seen) and records it. When all were shown it returns
+// ErrNoMoreHints.
 func (m *Manager) Hint(ctx context.Context, attemptID int64) (index int, text string, err error) {
 	defer m.lock(fmt.Sprintf("attempt/%d", attemptID))()
 	a, err := m.store.Attempt(ctx, attemptID)
@@ -603,24 +650,44 @@ func (m *Manager) Hint(ctx context.Context, attemptID int64) (index int, text st
 	if err != nil {
 		return 0, "", err
 	}
-	shown, err := m.store.Hints(ctx, attemptID)
+	next, err := m.nextHint(ctx, attemptID)
 	if err != nil {
 		return 0, "", err
+	}
+	if next == 0 {
+		return 0, "", fmt.Errorf("you have seen all %d hints of %s: %w", len(s.Hints), s.ID, ErrNoMoreHints)
+	}
+	if _, err := m.store.RecordHint(ctx, attemptID, next, store.HintRequested); err != nil {
+		return 0, "", err
+	}
+	return next, s.Hints[next-1], nil
+}
+
+// nextHint is the first hint (1-based) of attempt id its learner has not
+// seen, 0 when they have seen them all.
+func (m *Manager) nextHint(ctx context.Context, id int64) (int, error) {
+	a, err := m.store.Attempt(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	s, err := m.Scenario(a.ScenarioID)
+	if err != nil {
+		return 0, err
+	}
+	shown, err := m.store.Hints(ctx, id)
+	if err != nil {
+		return 0, err
 	}
 	seen := map[int]bool{}
 	for _, h := range shown {
 		seen[h.Hint] = true
 	}
-	for i, h := range s.Hints {
-		if seen[i+1] {
-			continue
+	for i := range s.Hints {
+		if !seen[i+1] {
+			return i + 1, nil
 		}
-		if _, err := m.store.RecordHint(ctx, attemptID, i+1, store.HintRequested); err != nil {
-			return 0, "", err
-		}
-		return i + 1, h, nil
 	}
-	return 0, "", fmt.Errorf("you have seen all %d hints of %s: %w", len(s.Hints), s.ID, ErrNoMoreHints)
+	return 0, nil
 }
 
 // Hint is a hint shown in an attempt.

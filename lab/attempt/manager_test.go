@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/store"
 )
 
@@ -36,18 +37,25 @@ func TestAttemptAcrossRestart(t *testing.T) {
 	if err != nil || rep.Passed {
 		t.Fatalf("check of the broken scenario: %+v, %v", rep, err)
 	}
-	if !slices.Equal(rep.UnlockedHints, []int{1, 2}) {
+	if !slices.Equal(rep.UnlockedHints, []int{1}) { // one at a time, in order
 		t.Errorf("unlocked hints %v", rep.UnlockedHints)
 	}
 
 	// A new process.
 	m2, _ := e.manager()
 	cur, err := m2.Current(ctx, store.LocalLearner, "selector-typo")
-	if err != nil || cur == nil || cur.ID != a.ID || cur.State != StateRunning || cur.HintsShown != 2 || cur.LastCheck.IsZero() || cur.LastCheckPassed {
+	if err != nil || cur == nil || cur.ID != a.ID || cur.State != StateRunning || cur.HintsShown != 1 || cur.LastCheck.IsZero() || cur.LastCheckPassed {
 		t.Fatalf("current after a restart: %+v, %v", cur, err)
 	}
 	if cur.MaxScore != 9 || cur.Score != 0 {
 		t.Errorf("score %d of %d", cur.Score, cur.MaxScore)
+	}
+	if i, _, err := m2.Hint(ctx, a.ID); err != nil || i != 2 {
+		t.Errorf("next hint: %d %v", i, err)
+	}
+	// A failed check shows no hint past the next one.
+	if rep, err := m2.Check(ctx, a.ID); err != nil || len(rep.UnlockedHints) != 0 {
+		t.Errorf("a check after hint 2 showed hints %v (%v): no failing check names hint 3", rep.UnlockedHints, err)
 	}
 	i, text, err := m2.Hint(ctx, a.ID)
 	if err != nil || i != 3 || !strings.Contains(text, "app=wbe") {
@@ -83,7 +91,7 @@ func TestAttemptAcrossRestart(t *testing.T) {
 	}
 
 	runs, err := m2.History(ctx, a.ID)
-	if err != nil || len(runs) != 2 || runs[0].Passed || !runs[1].Passed || len(runs[1].Results) != 6 || runs[0].Results[0].CheckID != "slice-has-ready-endpoints" {
+	if err != nil || len(runs) != 3 || runs[0].Passed || runs[1].Passed || !runs[2].Passed || len(runs[2].Results) != 6 || runs[0].Results[0].CheckID != "slice-has-ready-endpoints" {
 		t.Fatalf("history: %+v, %v", runs, err)
 	}
 	p, err := m2.Progress(ctx, "")
@@ -97,7 +105,7 @@ func TestAttemptAcrossRestart(t *testing.T) {
 	if other := p["targetport-mismatch"]; other.State != NotStarted || other.Attempts != 0 {
 		t.Errorf("progress of an untouched scenario: %+v", other)
 	}
-	want := []string{"start selector-typo on lab", "grade selector-typo on lab: false", "resume selector-typo on lab", "solve selector-typo on lab", "grade selector-typo on lab: true"}
+	want := []string{"start selector-typo on lab", "grade selector-typo on lab: false", "resume selector-typo on lab", "grade selector-typo on lab: false", "solve selector-typo on lab", "grade selector-typo on lab: true"}
 	if got := e.w.Events(); !slices.Equal(got, want) {
 		t.Errorf("events %q\nwant %q", got, want)
 	}
@@ -425,5 +433,44 @@ func TestProgress(t *testing.T) {
 	}
 	if st := pb["selector-typo"]; st.State != NotStarted {
 		t.Errorf("bob, selector-typo: %+v", st)
+	}
+}
+
+// A failed check's expected value stays hidden until the learner has seen
+// the hint that names it: selector-typo's selector-matches-pods names hint
+// 2, whose expected value is the fix.
+func TestExpectedValuesWaitForTheirHint(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEnv(t)
+	m, _ := e.manager()
+	a, err := m.Start(ctx, "", "selector-typo", "lab", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expected := func(rep *grade.Report, id string) grade.Result {
+		r, _ := rep.Result(id)
+		return r
+	}
+	rep, err := m.Check(ctx, a.ID) // shows hint 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := expected(rep, "slice-has-ready-endpoints"); r.Expected == "" || r.ExpectedAfterHint != 0 {
+		t.Errorf("named by hint 1, which the check showed: %+v", r)
+	}
+	if r := expected(rep, "selector-matches-pods"); r.Expected != "" || r.ExpectedAfterHint != 2 || r.Detail != "observed selector-matches-pods" {
+		t.Errorf("named by hint 2, not shown yet: %+v", r)
+	}
+	if _, _, err := m.Hint(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ = m.Check(ctx, a.ID)
+	if r := expected(rep, "selector-matches-pods"); r.Expected != "expected the value of selector-matches-pods" || r.ExpectedAfterHint != 0 {
+		t.Errorf("after hint 2: %+v", r)
+	}
+	// What the instructor and the history keep is whole.
+	runs, _ := m.History(ctx, a.ID)
+	if d := runs[0].Results[1].Detail; d != "observed selector-matches-pods; expected the value of selector-matches-pods" {
+		t.Errorf("recorded detail %q", d)
 	}
 }

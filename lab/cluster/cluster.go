@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 
 	"k8s.io/client-go/kubernetes"
@@ -157,4 +160,28 @@ func NodeNames(cluster string, workers int) []string {
 		names = append(names, fmt.Sprintf("%s-worker%d", cluster, i))
 	}
 	return names
+}
+
+// Generation names one life of a cluster: it changes when the cluster is
+// deleted and created again under the same name (a new cluster has a new
+// certificate authority), and stays while the cluster lives. It is the
+// first 12 hex digits of the SHA-256 of the CA's certificate.
+func Generation(c Cluster) (string, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return "", fmt.Errorf("the client configuration of cluster %s: %w", c.Name(), err)
+	}
+	ca := cfg.CAData
+	if len(ca) == 0 && cfg.CAFile != "" {
+		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
+			return "", fmt.Errorf("the CA of cluster %s: %w", c.Name(), err)
+		}
+	}
+	if len(ca) == 0 {
+		// No CA (a fake, or a plain-HTTP server): the server's address
+		// and the client's credentials stand in.
+		ca = []byte(cfg.Host + "\x00" + string(cfg.CertData) + cfg.BearerToken)
+	}
+	sum := sha256.Sum256(ca)
+	return hex.EncodeToString(sum[:6]), nil
 }

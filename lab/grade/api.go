@@ -73,7 +73,7 @@ func (g *Grader) api(ctx context.Context, a *scenario.APICheck) (string, error) 
 		return "", fmt.Errorf("unknown operator %q", a.Op)
 	}
 	if !ok {
-		return "", failf("%s; %s", got, expected)
+		return "", failExpected(got, expected)
 	}
 	return got, nil
 }

@@ -129,6 +129,14 @@ type Result struct {
 	// Detail is what the grader observed ("20 of 20 requests were
 	// refused"; "lab-worker2: drop").
 	Detail string `json:"detail,omitempty"`
+	// Expected is what the check wanted where that is a value the
+	// scenario's check names (`expected "web"`): it can give the fix away,
+	// so it is kept apart from Detail and shown as the attempt allows (see
+	// lab/attempt: once the hint that names it was shown, or once solved).
+	Expected string `json:"expected,omitempty"`
+	// ExpectedAfterHint, when set, says that Expected was withheld until
+	// that hint (1-based; the scenario's last when the check names none).
+	ExpectedAfterHint int `json:"expectedAfterHint,omitempty"`
 	// Error is set when the check could not be evaluated (the cluster did
 	// not answer, an object the probe needs is missing...); the check
 	// counts as failed.
@@ -215,11 +223,28 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 
 // errFailed is returned by check kinds for an evaluated check that did not
 // pass; its text is the observed detail.
-type failure struct{ detail string }
+type failure struct{ detail, expected string }
 
 func (f *failure) Error() string { return f.detail }
 
-func failf(format string, args ...any) error { return &failure{fmt.Sprintf(format, args...)} }
+func failf(format string, args ...any) error { return &failure{detail: fmt.Sprintf(format, args...)} }
+
+// failExpected is a failure whose expectation is a value the scenario
+// names (Result.Expected).
+func failExpected(observed, expected string) error {
+	return &failure{detail: observed, expected: expected}
+}
+
+// Full is what the check observed and, unless withheld, what it expected.
+func (r Result) Full() string {
+	if r.Expected == "" {
+		return r.Detail
+	}
+	if r.Detail == "" {
+		return r.Expected
+	}
+	return r.Detail + "; " + r.Expected
+}
 
 // Check evaluates one check.
 func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) Result {
@@ -252,7 +277,7 @@ func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) R
 		res.Passed, res.Message, res.Detail = true, c.Description, detail
 		return res
 	case errors.As(err, &f):
-		res.Detail = f.detail
+		res.Detail, res.Expected = f.detail, f.expected
 	default:
 		if ctx.Err() != nil {
 			err = fmt.Errorf("the check did not finish within %s: %w", timeout, err)
@@ -266,4 +291,32 @@ func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) R
 	}
 	g.log().Debug("check failed", "check", c.ID, "detail", res.Detail)
 	return res
+}
+
+// Points are the weights of the passed checks and of all checks.
+func (r *Report) Points() (got, total float64) {
+	for _, res := range r.Results {
+		total += res.Weight
+		if res.Passed {
+			got += res.Weight
+		}
+	}
+	return got, total
+}
+
+// ScoreText is the report's score as svclab writes it everywhere: the
+// command line, the scenario page, the timeline (FormatScore).
+func (r *Report) ScoreText() string { return FormatScore(r.Points()) }
+
+// FormatScore writes a score of got points out of total: "22% (2 of 9
+// points)". Every place that shows a learner a score uses it.
+func FormatScore(got, total float64) string {
+	if total <= 0 {
+		return "no checks"
+	}
+	unit := "points"
+	if total == 1 {
+		unit = "point"
+	}
+	return fmt.Sprintf("%.0f%% (%g of %g %s)", 100*got/total, got, total, unit)
 }

@@ -222,7 +222,7 @@ func TestGradeSelectorTypo(t *testing.T) {
 		t.Errorf("message %q", r.Message)
 	}
 	r, _ = rep.Result("selector-matches-pods")
-	if r.Detail != `{.spec.selector.app} of Service shop/web is "wbe"; expected "web"` {
+	if r.Detail != `{.spec.selector.app} of Service shop/web is "wbe"` || r.Expected != `expected "web"` || r.Full() != `{.spec.selector.app} of Service shop/web is "wbe"; expected "web"` {
 		t.Errorf("api detail: %s", r.Detail)
 	}
 	r, _ = rep.Result("rules-forward-to-endpoints")
@@ -288,7 +288,7 @@ func TestAPIOperators(t *testing.T) {
 	} {
 		c := &scenario.Check{ID: "c", Description: "d", Weight: 1, API: &scenario.APICheck{Object: tc.ref, JSONPath: tc.path, Op: tc.op, Value: scenario.Scalar(tc.value)}}
 		r := g.Check(context.Background(), c, nil)
-		if r.Passed != tc.pass || r.Error != "" || (tc.wantDetail != "" && r.Detail != tc.wantDetail) {
+		if r.Passed != tc.pass || r.Error != "" || (tc.wantDetail != "" && r.Full() != tc.wantDetail) {
 			t.Errorf("%s %s %s: passed=%v error=%q detail=%q", tc.path, tc.op, tc.value, r.Passed, r.Error, r.Detail)
 		}
 	}

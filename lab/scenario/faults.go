@@ -98,6 +98,35 @@ type FaultSpec struct {
 	Level   string
 	Summary string
 	Params  []ParamSpec
+	// Disturbs are the parts of the lab's health (HealthProxier,
+	// HealthDNS) that the fault breaks on purpose: the lab's health
+	// watch leaves them alone, so that it neither cries wolf nor names
+	// the fault the learner is there to find.
+	Disturbs []string
+}
+
+// Parts of a lab's health that a fault may disturb on purpose.
+const (
+	// HealthProxier: every node's proxier syncs its rules.
+	HealthProxier = "proxier"
+	// HealthDNS: the cluster's DNS answers from the nodes.
+	HealthDNS = "dns"
+)
+
+// Disturbed is what of the lab's health the faults break on purpose (see
+// FaultSpec.Disturbs), by their declarations.
+func Disturbed(faults []Fault) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range faults {
+		for _, s := range FaultSpecs {
+			if s.FaultName == f.Name {
+				for _, d := range s.Disturbs {
+					out[d] = true
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Name is the fault's name in scenario.yaml.
@@ -302,20 +331,20 @@ var FaultSpecs = []FaultSpec{
 			{Name: "policy", Type: ParamObject, Kind: "NetworkPolicy", Required: true, Doc: "the NetworkPolicy"}}},
 	// Dataplane level.
 	{FaultName: "stale-udp-conntrack-dns", Level: "dataplane", Summary: "keep a UDP conntrack entry pinning DNS to a CoreDNS pod that was deleted",
-		Params: []ParamSpec{nodeParam(false, "the node whose clients keep the stale entry (default: every node)")}},
+		Params: []ParamSpec{nodeParam(false, "the node whose clients keep the stale entry (default: every node)")}, Disturbs: []string{HealthDNS}},
 	{FaultName: "proxier-dead", Level: "dataplane", Summary: "stop the proxier on one node while its old rules stay",
-		Params: []ParamSpec{nodeParam(true, "the node")}},
+		Params: []ParamSpec{nodeParam(true, "the node")}, Disturbs: []string{HealthProxier, HealthDNS}},
 	{FaultName: "proxier-stuck", Level: "dataplane", Summary: "keep the proxier on one node running but stop it from syncing, so new endpoints never appear",
-		Params: []ParamSpec{nodeParam(true, "the node")}},
+		Params: []ParamSpec{nodeParam(true, "the node")}, Disturbs: []string{HealthProxier, HealthDNS}},
 	{FaultName: "nodeport-primary-ip-only", Level: "dataplane", Summary: "give a node a second address that nftables-mode NodePorts do not answer on",
 		Params: []ParamSpec{nodeParam(true, "the node"),
 			{Name: "address", Type: ParamString, Doc: "the second address in CIDR form (default: one picked from the node's subnet)"}}},
 	{FaultName: "conntrack-table-small", Level: "dataplane", Summary: "shrink a node's conntrack table so that new connections are dropped",
 		Params: []ParamSpec{nodeParam(true, "the node"),
 			{Name: "max", Type: ParamInt, Min: 1, Doc: "nf_conntrack_max (default: 64)"},
-			{Name: "waitFull", Type: ParamBool, Doc: "whether setting up waits until the scenario's workloads have filled the table and a new connection was dropped (default: true)"}}},
+			{Name: "waitFull", Type: ParamBool, Doc: "whether setting up waits until the scenario's workloads have filled the table and a new connection was dropped (default: true)"}}, Disturbs: []string{HealthDNS}},
 	{FaultName: "ip-forward-off", Level: "dataplane", Summary: "turn net.ipv4.ip_forward off on a node",
-		Params: []ParamSpec{nodeParam(true, "the node")}},
+		Params: []ParamSpec{nodeParam(true, "the node")}, Disturbs: []string{HealthDNS}},
 	{FaultName: "rule-deleted", Level: "dataplane", Summary: "delete a Service's rules by hand on a node; only the proxier's next full resync repairs them",
 		Params: []ParamSpec{paramService, paramNamespace, nodeParam(true, "the node")}},
 	{FaultName: "hairpin", Level: "dataplane", Summary: "break hairpin traffic: a pod reaching itself through its own Service",

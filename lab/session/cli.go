@@ -184,23 +184,20 @@ func PrintReport(w io.Writer, s *scenario.Scenario, rep *grade.Report) {
 			mark = "✗"
 		}
 		fmt.Fprintf(tw, " %s\t%s\t%g\t%s\n", mark, r.ID, r.Weight, r.Message)
-		if !r.Passed && r.Detail != "" {
-			fmt.Fprintf(tw, " \t\t\t%s\n", r.Detail)
+		if !r.Passed && r.Full() != "" {
+			d := r.Full()
+			if r.ExpectedAfterHint > 0 {
+				d += fmt.Sprintf(" (what it should be shows once you have seen hint %d)", r.ExpectedAfterHint)
+			}
+			fmt.Fprintf(tw, " \t\t\t%s\n", d)
 		}
 	}
 	tw.Flush()
-	var got, total float64
-	for _, r := range rep.Results {
-		total += r.Weight
-		if r.Passed {
-			got += r.Weight
-		}
-	}
 	verdict := "passed"
 	if !rep.Passed {
 		verdict = "not yet"
 	}
-	fmt.Fprintf(w, "\nScore: %.0f%% (%g of %g) — %s (graded in %s)\n", rep.Score, got, total, verdict, rep.Duration.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "\nScore: %s — %s (graded in %s)\n", rep.ScoreText(), verdict, rep.Duration.Round(100*time.Millisecond))
 	for _, h := range rep.UnlockedHints {
 		if h >= 1 && h <= len(s.Hints) {
 			fmt.Fprintf(w, "\nHint %d:\n%s\n", h, indent(strings.TrimSpace(s.Hints[h-1])))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/faults"
@@ -71,12 +72,29 @@ type Session struct {
 
 // EnsureCluster returns the cluster named name, creating it with the
 // scenario's shape when p has none; created says which. An existing
-// cluster must have at least the shape's nodes and its node labels.
+// cluster must have at least the shape's nodes and its node labels; one
+// that is dead (its API or a node does not answer) is deleted and created
+// again — the caller holds its claim, so nobody else is using it.
 func EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (c cluster.Cluster, created bool, err error) {
 	c, err = p.Get(ctx, name)
 	switch {
 	case err == nil:
-		return c, false, checkShape(ctx, c, shape)
+		if err := checkShape(ctx, c, shape); err != nil {
+			return nil, false, err
+		}
+		dead := alive(ctx, c)
+		if dead == nil {
+			return c, false, nil
+		}
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		done := cluster.OrNop(progress).Start(fmt.Sprintf("Cluster %s does not answer (%v): deleting it to create it again", name, dead))
+		err = p.Delete(ctx, name)
+		done(err)
+		if err != nil && !errors.Is(err, cluster.ErrNotFound) {
+			return nil, false, fmt.Errorf("cluster %s does not answer (%v), and deleting it failed: %w", name, dead, err)
+		}
 	case !errors.Is(err, cluster.ErrNotFound):
 		return nil, false, err
 	}
@@ -89,6 +107,35 @@ func EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape s
 		return nil, false, fmt.Errorf("creating cluster %s: %w", name, err)
 	}
 	return c, true, nil
+}
+
+// aliveTimeout bounds the check that a cluster answers.
+const aliveTimeout = 15 * time.Second
+
+// alive says why c is dead (nil: it lives): its API server must be ready
+// and every node must run a command.
+func alive(ctx context.Context, c cluster.Cluster) error {
+	ctx, cancel := context.WithTimeout(ctx, aliveTimeout)
+	defer cancel()
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	if rc, ok := cs.Discovery().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		if _, err := rc.Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+			return fmt.Errorf("its API server: %w", err)
+		}
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := c.NodeExec(ctx, n.Name, []string{"true"}, cluster.Stdio{}); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	return nil
 }
 
 // checkShape tells whether c can run a scenario of shape.

@@ -90,6 +90,13 @@ type fakeProvider struct {
 	cluster.Provider
 	existing map[string]cluster.Cluster
 	created  []cluster.CreateOptions
+	deleted  []string
+}
+
+func (p *fakeProvider) Delete(_ context.Context, name string) error {
+	p.deleted = append(p.deleted, name)
+	delete(p.existing, name)
+	return nil
 }
 
 func (p *fakeProvider) Get(_ context.Context, name string) (cluster.Cluster, error) {
@@ -106,7 +113,7 @@ func (p *fakeProvider) Create(_ context.Context, o cluster.CreateOptions) (clust
 
 func TestEnsureCluster(t *testing.T) {
 	ctx := context.Background()
-	p := &fakeProvider{existing: map[string]cluster.Cluster{"lab": &fakeCluster{name: "lab", nodes: labNodes(nil)}}}
+	p := &fakeProvider{existing: map[string]cluster.Cluster{"lab": &fakeCluster{name: "lab", nodes: labNodes(nil), cs: fake.NewClientset()}}}
 	shape := scenario.ClusterShape{Nodes: 3, NodeLabels: map[string]map[string]string{"worker": {"zone": "a"}}}
 	if _, created, err := EnsureCluster(ctx, p, "lab", scenario.ClusterShape{Nodes: 3}, nil); err != nil || created {
 		t.Errorf("existing cluster: created=%v %v", created, err)
@@ -120,6 +127,18 @@ func TestEnsureCluster(t *testing.T) {
 	}
 	if o := p.created[0]; o.Workers != 2 || o.NodeLabels["ex-worker"]["zone"] != "a" || len(o.NodeLabels) != 1 {
 		t.Errorf("create options %+v", o)
+	}
+	// A cluster whose node does not answer is created again (Start over
+	// on a dead lab brings it back), and the progress says why.
+	p.existing["lab"] = &fakeCluster{name: "lab", nodes: labNodes(nil), cs: fake.NewClientset(),
+		fail: func(node, cmd string) bool { return node == "lab-worker2" && cmd == "true" }}
+	var steps strings.Builder
+	c, created, err = EnsureCluster(ctx, p, "lab", scenario.ClusterShape{Nodes: 3}, cluster.NewTextProgress(&steps))
+	if err != nil || !created || c.Name() != "lab" || len(p.deleted) != 1 || p.deleted[0] != "lab" {
+		t.Errorf("dead cluster: created=%v deleted %v: %v", created, p.deleted, err)
+	}
+	if !strings.Contains(steps.String(), "Cluster lab does not answer (node lab-worker2: exit status 2): deleting it to create it again") {
+		t.Errorf("progress: %s", steps.String())
 	}
 }
 
@@ -186,7 +205,7 @@ func TestPrintReport(t *testing.T) {
 		" ✓  slice-has-ready-endpoints  2  ok\n",
 		" ✗  selector-matches-pods      1  The Service still selects app=wbe\n",
 		`{.spec.selector.app} is "wbe"`,
-		"Score: 78% (8 of 9) — not yet (graded in 1.2s)",
+		"Score: 89% (8 of 9 points) — not yet (graded in 1.2s)",
 		"Hint 2:\n  An EndpointSlice lists the Pods",
 	} {
 		if !strings.Contains(out, want) {

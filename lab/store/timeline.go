@@ -51,12 +51,13 @@ func (s *Store) AppendEvents(ctx context.Context, id int64, events []Event) erro
 	})
 }
 
-// Events lists attempt id's timeline in the order it was recorded.
+// Events lists attempt id's timeline by time (events of one moment in
+// the order they were recorded).
 func (s *Store) Events(ctx context.Context, id int64) ([]Event, error) {
 	var out []Event
 	err := s.read(ctx, fmt.Sprintf("reading the timeline of attempt %d", id), func(ctx context.Context) error {
 		out = nil
-		rows, err := s.db.QueryContext(ctx, `SELECT id, at, kind, source, level, text FROM attempt_events WHERE attempt_id = ? ORDER BY id`, id)
+		rows, err := s.db.QueryContext(ctx, `SELECT id, at, kind, source, level, text FROM attempt_events WHERE attempt_id = ? ORDER BY at, id`, id)
 		if err != nil {
 			return err
 		}

@@ -71,7 +71,14 @@ type Config struct {
 	// timeline (Kubernetes events, proxier syncs) — not those given to
 	// Record — so that they can be kept for replay. It must not block.
 	Observe func(TimelineEvent)
-	Log     *slog.Logger
+	// Since, when set, is when the attempt the Lab watches began:
+	// Kubernetes events from before it (an earlier attempt's, in the same
+	// namespaces) stay off the timeline.
+	Since time.Time
+	// Disturbed are the parts of the lab's health the scenario breaks on
+	// purpose (scenario.Disturbed): the health watch leaves them alone.
+	Disturbed map[string]bool
+	Log       *slog.Logger
 }
 
 // Lab runs the collectors of one cluster's views.
@@ -91,6 +98,7 @@ type Lab struct {
 	prevEndpoints map[string]map[string]EndpointView
 	svcListers    map[string]func() ([]*corev1.Service, []*discoveryv1.EndpointSlice)
 	round         int
+	health        Health
 }
 
 // Start starts the collectors; Stop ends them.
@@ -137,6 +145,7 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 		l.goLoop(ctx, func(ctx context.Context) { l.monitorRules(ctx, n.Name) })
 	}
 	l.goLoop(ctx, l.probeLoop)
+	l.goLoop(ctx, l.healthLoop)
 	return l, nil
 }
 
@@ -271,6 +280,10 @@ func (l *Lab) kubeEvent(e *corev1.Event, started time.Time) {
 	}
 	if t.IsZero() {
 		t = e.CreationTimestamp.Time
+	}
+	// Event times have whole seconds.
+	if !l.cfg.Since.IsZero() && t.Before(l.cfg.Since.Truncate(time.Second)) {
+		return
 	}
 	level := "info"
 	if e.Type == corev1.EventTypeWarning {

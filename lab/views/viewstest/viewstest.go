@@ -32,6 +32,10 @@ type Cluster struct {
 	ClusterName string
 	NodeList    []cluster.Node
 	Clientset   *fake.Clientset
+	// CA is the cluster's certificate authority as RESTConfig gives it
+	// (its cluster.Generation); a test that rebuilds the cluster changes
+	// it.
+	CA string
 
 	mu      sync.Mutex
 	rules   string
@@ -39,6 +43,43 @@ type Cluster struct {
 	subs    map[chan events.Event]struct{}
 	execs   map[string]int
 	resizes []string
+	broken  map[string]bool
+}
+
+// Break breaks a part of the fake's health, as the health watch sees it:
+// "fabric/NODE" (the control plane cannot reach NODE), "proxier/NODE"
+// (its proxier has not synced for a minute), "proxier-dead/NODE" (no
+// proxier answers), "dns" (CoreDNS does not answer). Mend undoes it.
+func (c *Cluster) Break(part string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken == nil {
+		c.broken = map[string]bool{}
+	}
+	c.broken[part] = true
+}
+
+// Mend undoes Break.
+func (c *Cluster) Mend(part string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.broken, part)
+}
+
+func (c *Cluster) isBroken(part string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken[part]
+}
+
+// nodeOfIP is the name of the node with address ip.
+func (c *Cluster) nodeOfIP(ip string) string {
+	for _, n := range c.NodeList {
+		if n.IP == ip {
+			return n.Name
+		}
+	}
+	return ""
 }
 
 // Resizes are the terminal sizes set, as "rows R cols C".
@@ -63,12 +104,17 @@ func New(name, rules string, endpoints ...string) *Cluster {
 			{Name: name + "-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.9.2"},
 			{Name: name + "-worker", Role: cluster.RoleWorker, IP: "172.29.9.3"},
 		},
-		Clientset: fake.NewClientset(svc, Slice(endpoints...)),
+		Clientset: fake.NewClientset(svc, Slice(endpoints...), readyNode(name+"-control-plane"), readyNode(name+"-worker")),
 		rules:     rules,
 		subs:      map[chan events.Event]struct{}{},
 		execs:     map[string]int{},
 	}
 	return c
+}
+
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}}}
 }
 
 // Slice is shop/web's EndpointSlice with ready endpoints at addrs.
@@ -114,7 +160,18 @@ func (c *Cluster) Execs(word string) int {
 func (c *Cluster) Name() string                { return c.ClusterName }
 func (c *Cluster) Kubeconfig() ([]byte, error) { return []byte("apiVersion: v1\nkind: Config\n"), nil }
 func (c *Cluster) RESTConfig() (*rest.Config, error) {
-	return nil, errors.New("a fake cluster has no API server")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// No API server listens there: Client is what the views use.
+	return &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("fake CA " + c.ClusterName + " " + c.CA)}}, nil
+}
+
+// Rebuild makes the fake a new life of its cluster: a new CA, so a new
+// cluster.Generation.
+func (c *Cluster) Rebuild() {
+	c.mu.Lock()
+	c.CA += "+"
+	c.mu.Unlock()
 }
 func (c *Cluster) Client() (kubernetes.Interface, error) { return c.Clientset, nil }
 func (c *Cluster) Nodes(context.Context) ([]cluster.Node, error) {
@@ -205,6 +262,35 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 		return nil
 	case cmd[0] == "sh" && strings.Contains(line, "pkill -HUP -t"):
 		return nil
+	case cmd[0] == "sh" && len(cmd) == 3 && strings.HasPrefix(cmd[2], "curl -s -o /dev/null -m 2 http://"):
+		// The health watch: can the control plane reach a node?
+		ip := strings.Split(strings.TrimPrefix(cmd[2], "curl -s -o /dev/null -m 2 http://"), ":")[0]
+		rc := "0"
+		if c.isBroken("fabric/" + c.nodeOfIP(ip)) {
+			rc = "28"
+		}
+		_, err := io.WriteString(out, rc+"\n")
+		return err
+	case cmd[0] == "sh" && len(cmd) == 3 && strings.HasPrefix(cmd[2], "curl -s -m 2 -w '\\n%{http_code}' http://127.0.0.1:10256/healthz"):
+		// The health watch: the node's proxier.
+		now := time.Now()
+		switch {
+		case c.isBroken("proxier-dead/" + node):
+			_, err := io.WriteString(out, "\n000")
+			return err
+		case c.isBroken("proxier/" + node):
+			_, err := fmt.Fprintf(out, `{"lastUpdated":%q,"currentTime":%q}`+"\n503", now.Add(-time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+			return err
+		}
+		_, err := fmt.Fprintf(out, `{"lastUpdated":%q,"currentTime":%q}`+"\n200", now.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		return err
+	case cmd[0] == "bash" && len(cmd) == 3 && strings.Contains(cmd[2], "/dev/udp/"):
+		// The health watch: a DNS query; the answer's header.
+		if c.isBroken("dns") {
+			return nil
+		}
+		_, err := io.WriteString(out, " 53 4c 81 80 00 01 00 01\n")
+		return err
 	case cmd[0] == "bash" && len(cmd) == 3 && strings.Contains(cmd[2], "@@C"):
 		var b strings.Builder
 		for _, l := range strings.Split(cmd[2], "\n") {

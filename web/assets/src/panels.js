@@ -58,7 +58,8 @@ function renderRules() {
   const v = state.rules[state.node];
   el.replaceChildren();
   if (!v) { el.append(h("p", { class: "empty" }, "Reading the rules …")); return; }
-  if (v.error) el.append(h("p", { class: "bad" }, v.error));
+  if (v.error) el.append(problem(`The rules of ${v.node} could not be read.`, v.error));
+  if (v.error && !v.mode) return;
   el.append(h("div", { class: "muted" }, `${v.node} · ${v.mode} · changed ${new Date(v.changed).toLocaleTimeString()}`));
   if (state.raw) { el.append(h("pre", { class: "raw" }, v.raw)); return; }
   for (const g of v.groups || []) {
@@ -80,7 +81,7 @@ function renderConntrack() {
   const v = state.conntrack[state.node];
   el.replaceChildren();
   if (!v) { el.append(h("p", { class: "empty" }, "Reading conntrack …")); return; }
-  if (v.error) el.append(h("p", { class: "bad" }, v.error));
+  if (v.error) el.append(problem(`The connections of ${v.node} could not be read.`, v.error));
   const rows = v.entries || [];
   if (!rows.length) { el.append(h("p", { class: "empty" }, "No connections to the scenario's Services on " + v.node + ".")); return; }
   const tb = h("tbody");
@@ -103,13 +104,83 @@ function renderProbes(data) {
     `${r.source} → ${r.target}: ${r.outcome}${r.backend ? " (" + r.backend + ")" : ""}${r.detail ? " — " + r.detail : ""} · ${r.ms} ms`)));
 }
 
+// The timeline lists the newest event first, in the order the events
+// happened (a Kubernetes event may arrive after a later command).
 function renderTimeline(ev) {
   const list = $("#panel-timeline ol");
-  const li = h("li", { class: "tl-" + ev.kind + " lvl-" + (ev.level || "info") },
-    h("time", {}, new Date(ev.time).toLocaleTimeString()), " ", h("span", { class: "kind" }, ev.kind), " ",
+  const at = Date.parse(ev.time) || Date.now();
+  const li = h("li", { class: "tl-" + ev.kind + " lvl-" + (ev.level || "info"), "data-at": String(at) },
+    h("time", { dateTime: ev.time }, new Date(at).toLocaleTimeString()), " ", h("span", { class: "kind" }, ev.kind), " ",
     ev.source ? h("span", { class: "muted" }, ev.source + " ") : null, ev.text);
-  list.prepend(li);
+  let before = null;
+  for (const c of list.children) if (Number(c.dataset.at) <= at) { before = c; break; }
+  list.insertBefore(li, before);
   while (list.children.length > 300) list.lastChild.remove();
+}
+
+// problem is an error as a learner reads it: what did not work, and the
+// raw error behind a disclosure.
+function problem(text, detail) {
+  const p = h("div", { class: "problem" }, h("p", { class: "bad" }, text));
+  if (detail && detail !== text) p.append(h("details", {}, h("summary", {}, "details"), h("pre", { class: "raw" }, detail)));
+  return p;
+}
+
+// The lab's life: which attempt on which cluster the panels show, and its
+// health in the strip. While the lab is down the panels are paused.
+const life = { generation: "", cluster: "", down: false };
+
+function onLab(d) {
+  const box = $("#attempt");
+  if (box && String(d.attempt) !== box.dataset.attempt) { location.reload(); return; }
+  if (life.generation && life.generation !== d.generation) resetPanels();
+  life.generation = d.generation; life.cluster = d.cluster;
+  for (const el of document.querySelectorAll("#views-body .panel")) {
+    el.dataset.generation = d.generation;
+    let g = $(".gen", el);
+    if (!g) { g = h("span", { class: "gen muted" }); $("h3", el).append(g); }
+    g.textContent = `cluster ${d.cluster} · life ${d.generation.slice(0, 8)}`;
+    g.title = `What this panel shows comes from attempt ${d.attempt} on cluster ${d.cluster}, created as ${d.generation} (a cluster created again gets a new one).`;
+  }
+}
+
+function resetPanels() {
+  state.rules = {}; state.conntrack = {}; state.services = [];
+  for (const sel of ["#panel-slices .body", "#panel-rules .body", "#panel-conntrack .body", "#panel-path .body", "#panel-timeline ol", "#panel-probes .latest"]) {
+    const el = $(sel); if (el) el.replaceChildren();
+  }
+  if (chart) { chart.reset?.(); }
+}
+
+function renderHealth(hl) {
+  const el = $("#lab-health");
+  if (!el) return;
+  el.dataset.state = hl.state;
+  const parts = (hl.parts || []).map((p) => h("li", { class: p.skipped ? "skipped" : p.ok ? "ok" : "bad", "data-part": p.id },
+    h("strong", {}, p.title), ": ", p.text, p.detail ? h("pre", { class: "raw" }, p.detail) : null));
+  const kids = [h("span", { class: "health-dot", "aria-hidden": "true" }), h("span", { class: "health-text" }, hl.summary)];
+  kids.push(h("details", { class: "health-details" }, h("summary", {}, "details"), h("ul", {}, parts),
+    h("p", { class: "muted" }, "Checked " + new Date(hl.checked || Date.now()).toLocaleTimeString())));
+  if (hl.startOver && $("#reset")) {
+    const b = h("button", { type: "button", id: "health-start-over", class: "primary" }, "Start over");
+    b.onclick = () => askStartOver();
+    kids.push(b);
+  }
+  el.replaceChildren(...kids);
+  setDown(hl.state === "down", hl.summary);
+}
+
+function setDown(down, why) {
+  life.down = down;
+  const body = $("#views-body");
+  if (!body) return;
+  body.classList.toggle("paused", down);
+  let veil = $("#views-paused");
+  if (down) {
+    if (!veil) { veil = h("div", { id: "views-paused", role: "status" }); body.append(veil); }
+    veil.replaceChildren(h("strong", {}, "Paused: the lab is down."), " ", h("span", {}, "The panels show the lab again as soon as it answers."));
+    $("#views-status").textContent = "paused"; $("#views-status").className = "bad";
+  } else if (veil) veil.remove();
 }
 
 function fillPathForm() {
@@ -133,7 +204,7 @@ function fillPathForm() {
 function renderPath(p) {
   const el = $("#panel-path .body");
   el.replaceChildren();
-  if (p.error) { el.append(h("p", { class: "bad" }, p.error)); return; }
+  if (p.error) { el.append(problem(p.error, p.detail)); return; }
   el.append(h("p", { class: "outcome-" + p.outcome, "data-outcome": p.outcome }, h("strong", {}, p.outcome.toUpperCase()), " — ", p.why));
   const ol = h("ol", { class: "path" });
   for (const s of p.steps || []) {
@@ -147,11 +218,18 @@ function connect(root) {
   const ws = new WebSocket(proto + location.host + root.dataset.ws);
   const status = $("#views-status");
   ws.onopen = () => { status.textContent = "live"; status.className = "live"; };
-  ws.onclose = () => { status.textContent = "disconnected — reconnecting"; status.className = "bad"; setTimeout(() => connect(root), 2000); };
+  ws.onclose = (ev) => {
+    if (ev.code === 4001) { status.textContent = "the lab changed — loading it"; location.reload(); return; }
+    if (ev.code === 4002) { setTimeout(() => connect(root), 5000); return; }
+    status.textContent = "disconnected — reconnecting"; status.className = "bad"; setTimeout(() => connect(root), 2000);
+  };
   ws.onmessage = (ev) => {
     const f = JSON.parse(ev.data);
     const t = f.topic;
     window.svclabFrames = (window.svclabFrames || 0) + 1;
+    if (t === "lab") { onLab(f.data); return; }
+    if (t === "health") { renderHealth(f.data); return; }
+    if (life.down) return; // paused: nothing the lab sends now holds
     if (t === "nodes") { state.nodeInfo = f.data; state.nodes = f.data.map((n) => n.name); if (!state.node) state.node = state.nodes.find((n) => /worker/.test(n)) || state.nodes[0]; renderAllNodes(); fillPathForm(); }
     else if (t === "slices") renderSlices(f.data);
     else if (t.startsWith("rules/")) { state.rules[t.slice(6)] = f.data; if (t.slice(6) === state.node) renderRules(); }
@@ -159,7 +237,7 @@ function connect(root) {
     else if (t === "probes") renderProbes(f.data);
     else if (t === "timeline") renderTimeline(f.data);
     else if (t === "path") renderPath(f.data);
-    else if (t === "error") status.textContent = f.data;
+    else if (t === "error") status.textContent = "not live";
   };
   const form = $("#path-form");
   if (form) form.onsubmit = (e) => {
