@@ -92,7 +92,7 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, gen string, 
 			services, clients := scenarioServices(sc)
 			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log, Pace: s.labs.pace,
 				Disturbed: scenario.Disturbed(sc.Faults), Since: a.Started,
-				Observe:   func(ev views.TimelineEvent) { s.record(attemptID, ev) }}
+				Observe: func(ev views.TimelineEvent) { s.record(attemptID, ev) }}
 			if s.PodExec != nil {
 				pe, err := s.PodExec(c)
 				if err != nil {

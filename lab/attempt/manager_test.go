@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/store"
 )
 
