@@ -77,6 +77,14 @@ func (m AttemptManager) Reset(ctx context.Context, id int64, p cluster.Progress)
 	return fromAttempt(a), err
 }
 
+func (m AttemptManager) End(ctx context.Context, id int64) error { return m.M.Abandon(ctx, id) }
+
+// Active lists the learner's attempts that hold a cluster.
+func (m AttemptManager) Active(ctx context.Context, learner string) ([]*Attempt, error) {
+	list, err := m.M.Active(ctx, learner)
+	return fromAttempts(list), err
+}
+
 // Progress is the learner's mark per scenario (see progressMarks).
 func (m AttemptManager) Progress(ctx context.Context, learner string) (map[string]string, error) {
 	st, err := m.M.Progress(ctx, learner)

@@ -56,6 +56,9 @@ type Attempts interface {
 	Solve(ctx context.Context, attemptID int64, out io.Writer) error
 	// Reset sets the scenario up afresh as a new attempt.
 	Reset(ctx context.Context, attemptID int64, progress cluster.Progress) (*Attempt, error)
+	// End removes the attempt's scenario from its cluster and ends the
+	// attempt (abandoned, unless it passed).
+	End(ctx context.Context, attemptID int64) error
 	// Progress is the learner's state per scenario id (running, passed...).
 	Progress(ctx context.Context, learner string) (map[string]string, error)
 }

@@ -85,12 +85,26 @@ func (s *Server) scenarioRoutes(check ...func(http.Handler) http.Handler) func(c
 	// Starting and resetting rebuild a learner's scenario (and may
 	// recreate their cluster): a few at once, then one every 10 s.
 	lifecycle := ratelimit.Middleware(s.lifecycleLimit(), func(r *http.Request) string { return "owner:" + s.scopeOf(r).owner }, "starts and resets")
+	// A reset, end or delete counts once confirmed: the page that asks
+	// costs nothing.
+	confirmedLifecycle := func(next http.Handler) http.Handler {
+		limited := lifecycle(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ParseForm() == nil && r.PostFormValue("confirmed") == "yes" {
+				limited.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 	return func(r chi.Router) {
 		r.Get("/", s.scenarioPage)
 		r.With(lifecycle).Post("/start", s.startScenario)
 		r.With(check...).Post("/check", s.checkScenario)
 		r.Post("/hint", s.hintScenario)
-		r.With(lifecycle).Post("/reset", s.resetScenario)
+		r.With(confirmedLifecycle).Post("/reset", s.resetScenario)
+		r.With(confirmedLifecycle).Post("/end", s.endScenario)
+		r.With(confirmedLifecycle).Post("/delete-lab", s.deleteLab)
 		r.Get("/views", s.viewsSocket)
 		r.Get("/terminal", s.terminalSocket)
 		r.Get("/replay", s.replayPage)
@@ -121,7 +135,11 @@ func (s *Server) classroom(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), classKey{}, &classCtx{room: room, who: who})))
+		ctx := context.WithValue(r.Context(), classKey{}, &classCtx{room: room, who: who})
+		// The class's pages lead within the class, never to the local
+		// lab's.
+		ctx = web.WithNav(ctx, web.Nav{Links: []web.NavLink{{Label: room.Class.Name, URL: "/class/" + id + "/"}}})
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -189,8 +207,24 @@ func (s *Server) learnerScope(next http.Handler) http.Handler {
 		if cc.room.Class.Exam {
 			sc.writable = func(ctx context.Context) bool { return !cc.room.ExamOver(ctx, cc.who.LearnerID) }
 		}
+		sc.deadline = func() time.Time { return learnerDeadline(r.Context(), cc) }
 		next.ServeHTTP(w, withScope(r, sc))
 	})
+}
+
+// learnerDeadline is when the class learner's time runs out: their exam's
+// deadline, or their lab's expiry, whichever comes first (zero: none).
+func learnerDeadline(ctx context.Context, cc *classCtx) time.Time {
+	var at time.Time
+	if l, err := cc.room.Lab(cc.who, cc.who.LearnerID); err == nil && !l.ExpiresAt.IsZero() {
+		at = l.ExpiresAt
+	}
+	if cc.room.Class.Exam {
+		if e, err := cc.room.Exam(ctx, cc.who, cc.who.LearnerID); err == nil && !e.Deadline.IsZero() && e.FinishedAt.IsZero() && (at.IsZero() || e.Deadline.Before(at)) {
+			at = e.Deadline
+		}
+	}
+	return at
 }
 
 // errExamOver refuses a change to a lab whose exam is over.
@@ -364,6 +398,14 @@ func (c classAttempts) Reset(ctx context.Context, id int64, p cluster.Progress) 
 	}
 	na, err := c.room.ResetScenario(ctx, c.who, a.ScenarioID, p)
 	return fromAttempt(na), err
+}
+
+func (c classAttempts) End(ctx context.Context, id int64) error {
+	a, err := c.attempt(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.room.EndScenario(ctx, c.who, a.ScenarioID)
 }
 
 func (c classAttempts) Progress(ctx context.Context, _ string) (map[string]string, error) {

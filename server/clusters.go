@@ -56,8 +56,8 @@ func (s *Server) operation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	steps, done, errText := op.Snapshot()
-	writeHTML(w, r, s, web.Operation(s.scopeOf(r).operationURL(op.ID)+"/events", op.Title, op.Next, viewSteps(steps), done, errText))
+	steps, done, errText, summary := op.Snapshot()
+	writeHTML(w, r, s, web.Operation(s.scopeOf(r).operationURL(op.ID)+"/events", op.Title, op.Next, viewSteps(steps), done, web.Failure{Summary: summary, Detail: errText}))
 }
 
 // operationFor finds the {id} operation of the request's scope: a class
@@ -129,7 +129,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		case st, ok := <-next:
 			if !ok {
-				_, done, errText := op.Snapshot()
+				_, done, errText, _ := op.Snapshot()
 				if done {
 					final := Step{State: "finished"}
 					if errText != "" {

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 )
 
 // Step is one step of a long operation as the UI shows it.
@@ -35,7 +37,10 @@ type Operation struct {
 	done     bool
 	finished time.Time
 	err      string
-	watches  map[chan Step]struct{}
+	// summary says, for a learner, what failed and what to do (err is
+	// the raw error, behind "details").
+	summary string
+	watches map[chan Step]struct{}
 }
 
 func newOperation(id, title string) *Operation {
@@ -93,13 +98,15 @@ func (o *Operation) finish(err error) {
 	o.done, o.finished = true, time.Now()
 	if err != nil {
 		o.err = err.Error()
+		o.summary = failureSummary(err, o.steps)
 	}
 	watches := o.watches
 	o.watches = map[chan Step]struct{}{}
+	summary := o.summary
 	o.mu.Unlock()
 	final := Step{State: "finished"}
 	if err != nil {
-		final.State, final.Error = "failed", err.Error()
+		final.State, final.Error, final.Detail = "failed", err.Error(), summary
 	}
 	for ch := range watches {
 		select {
@@ -110,11 +117,29 @@ func (o *Operation) finish(err error) {
 	}
 }
 
-// Snapshot returns the steps so far and whether (and how) it ended.
-func (o *Operation) Snapshot() (steps []Step, done bool, err string) {
+// Snapshot returns the steps so far and whether (and how) it ended: the
+// raw error, and what it means for a learner.
+func (o *Operation) Snapshot() (steps []Step, done bool, err, summary string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]Step(nil), o.steps...), o.done, o.err
+	return append([]Step(nil), o.steps...), o.done, o.err, o.summary
+}
+
+// failureSummary says what failed in a learner's words: the step that
+// failed (steps are named for people), or why it stopped, and what to do.
+func failureSummary(err error, steps []Step) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "It was interrupted: the server stopped. Start it again once the server is back."
+	case owner.IsInUse(err):
+		return "The cluster is in use by somebody else: " + err.Error()
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].State == "failed" && steps[i].Name != "" {
+			return fmt.Sprintf("This did not work: the step “%s” failed. Try again; if it fails again, start over, or use another cluster (the details below say what went wrong).", steps[i].Name)
+		}
+	}
+	return "This did not work. Try again; if it fails again, start over, or use another cluster (the details below say what went wrong)."
 }
 
 // Watch returns the steps so far and a channel of later ones, closed when

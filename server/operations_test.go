@@ -76,7 +76,7 @@ func TestCreateClusterFromUI(t *testing.T) {
 			if !ok {
 				t.Fatalf("no operation behind %s", loc)
 			}
-			waitUntil(t, func() bool { steps, _, _ := op.Snapshot(); return len(steps) >= 1 && steps[0].State == "done" })
+			waitUntil(t, func() bool { steps, _, _, _ := op.Snapshot(); return len(steps) >= 1 && steps[0].State == "done" })
 			page := get(t, ts.URL+loc)
 			if !strings.Contains(page, "Starting etcd ✓") || !strings.Contains(page, `data-done="false"`) {
 				t.Errorf("operation page:\n%s", page)
@@ -196,7 +196,7 @@ func TestOperationCancelledWithServer(t *testing.T) {
 	cancel()
 	s.Wait()
 	op, _ := s.ops.get(strings.TrimPrefix(resp.Header.Get("Location"), "/operations/"))
-	steps, done, errText := op.Snapshot()
+	steps, done, errText, _ := op.Snapshot()
 	if !done || !strings.Contains(errText, "context canceled") || steps[len(steps)-1].Name != "Removing the half-created cluster" {
 		t.Errorf("after cancel: done=%v err=%q steps=%+v", done, errText, steps)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/views"
 	"github.com/svclab/svclab/web"
@@ -140,6 +141,16 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 		p.Error = "Your attempt could not be read: " + err.Error()
 	default:
 		p.Attempt = &web.AttemptView{ID: a.ID, Cluster: a.Cluster, State: a.State, Score: a.Score, MaxScore: a.MaxScore, Error: a.Error}
+		if a.MaxScore > 0 {
+			p.Attempt.ScoreText = grade.FormatScore(float64(a.Score), float64(a.MaxScore))
+		}
+		p.StartOver, p.End = startOverText(a.Cluster), endText(a.Cluster)
+		if scope.classScenarios == nil {
+			p.Delete = deleteText(a.Cluster, true)
+		}
+		if at := scope.timeLeft(); !at.IsZero() {
+			p.Deadline = at.UTC().Format(time.RFC3339)
+		}
 		if a.State != StateAbandoned {
 			p.Hints = sc.Hints[:min(a.HintsShown, len(sc.Hints))]
 			if a.State == StatePassed {
@@ -261,7 +272,7 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	if rep.Passed {
 		level = "info"
 	}
-	ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCheck, Level: level, Text: fmt.Sprintf("Check my work: %d of %d checks passed (score %.0f%%)", passed, len(rep.Results), rep.Score)}
+	ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCheck, Level: level, Text: fmt.Sprintf("Check my work: %d of %d checks passed, score %s", passed, len(rep.Results), rep.ScoreText())}
 	s.record(a.ID, ev)
 	if lab := s.runningLab(a.Cluster, a.ID); lab != nil {
 		lab.Record(ev)
@@ -273,7 +284,18 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	if now, err := scope.current(r.Context(), sc.ID); err == nil {
 		state = now.State
 	}
-	out := map[string]any{"report": rep, "state": state}
+	// The hints this check showed (one at a time, in order), for the page
+	// to add to its list at once.
+	var shown []map[string]any
+	for _, i := range rep.UnlockedHints {
+		if i >= 1 && i <= len(sc.Hints) {
+			var b bytes.Buffer
+			_ = web.Markdown(sc.Hints[i-1]).Render(r.Context(), &b)
+			shown = append(shown, map[string]any{"index": i, "html": b.String()})
+			s.record(a.ID, views.TimelineEvent{Time: time.Now(), Kind: KindHint, Text: fmt.Sprintf("hint %d of %d shown (a failed check)", i, len(sc.Hints))})
+		}
+	}
+	out := map[string]any{"report": rep, "state": state, "scoreText": rep.ScoreText(), "hints": shown, "hintCount": len(sc.Hints)}
 	if state == StatePassed {
 		var b bytes.Buffer
 		if err := web.Markdown(sc.Explanation).Render(r.Context(), &b); err == nil {
@@ -297,7 +319,7 @@ func (s *Server) hintScenario(w http.ResponseWriter, r *http.Request) {
 	s.record(a.ID, views.TimelineEvent{Time: time.Now(), Kind: KindHint, Text: fmt.Sprintf("hint %d of %d shown", idx, len(sc.Hints))})
 	var b bytes.Buffer
 	_ = web.Markdown(text).Render(r.Context(), &b)
-	writeJSON(w, http.StatusOK, map[string]any{"index": idx, "html": b.String(), "more": idx < len(sc.Hints)})
+	writeJSON(w, http.StatusOK, map[string]any{"index": idx, "html": b.String(), "more": idx < len(sc.Hints), "count": len(sc.Hints)})
 }
 
 // resetScenario sets the scenario up afresh.
@@ -307,6 +329,11 @@ func (s *Server) resetScenario(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	scope := s.scopeOf(r)
+	c := startOverText(a.Cluster)
+	c.Cancel = scope.scenarioURL(sc.ID)
+	if !s.confirmed(w, r, c) {
+		return
+	}
 	s.forgetLabs(a.Cluster)
 	op := s.ops.start(s.base(), scope.owner, "Starting "+sc.Title+" over", scope.scenarioURL(sc.ID), func(ctx context.Context, op *Operation) error {
 		_, err := scope.attempts.Reset(ctx, a.ID, op)

@@ -74,8 +74,8 @@ func (f *fakeAttempts) get(id int64) *Attempt {
 func (f *fakeAttempts) Check(_ context.Context, id int64) (*grade.Report, error) {
 	a := f.get(id)
 	rep := &grade.Report{Scenario: a.ScenarioID, Passed: f.pass.Load(), Score: 40, Results: []grade.Result{
-		{ID: "slice-has-ready-endpoints", Passed: f.pass.Load(), Message: "The EndpointSlice of Service web lists <both> web Pods as ready."},
-		{ID: "service-kept", Passed: true, Message: "The Service web was fixed in place."},
+		{ID: "slice-has-ready-endpoints", Weight: 3, Passed: f.pass.Load(), Message: "The EndpointSlice of Service web lists <both> web Pods as ready."},
+		{ID: "service-kept", Weight: 2, Passed: true, Message: "The Service web was fixed in place."},
 	}}
 	if f.pass.Load() {
 		rep.Score = 100
@@ -108,6 +108,29 @@ func (f *fakeAttempts) Reset(ctx context.Context, id int64, p cluster.Progress) 
 	return f.Start(ctx, a.Learner, a.ScenarioID, a.Cluster, p)
 }
 
+func (f *fakeAttempts) End(_ context.Context, id int64) error {
+	a := f.get(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a.State != StatePassed {
+		a.State = StateAbandoned
+	}
+	return nil
+}
+
+func (f *fakeAttempts) Active(_ context.Context, learner string) ([]*Attempt, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*Attempt
+	for _, a := range f.attempts {
+		if a.Learner == learner && (a.State == StateRunning || a.State == StateErrored) {
+			c := *a
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeAttempts) Progress(_ context.Context, learner string) (map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -120,17 +143,33 @@ func (f *fakeAttempts) Progress(_ context.Context, learner string) (map[string]s
 	return out, nil
 }
 
-// fakeClusters serves one fake cluster.
+// fakeClusters serves one fake cluster, until it is deleted.
 type fakeClusters struct {
 	fakeLister
-	c *viewstest.Cluster
+	c    *viewstest.Cluster
+	gone *atomic.Bool // set: deleted
 }
 
 func (f fakeClusters) Get(_ context.Context, name string) (cluster.Cluster, error) {
-	if name != f.c.Name() {
+	if name != f.c.Name() || (f.gone != nil && f.gone.Load()) {
 		return nil, cluster.ErrNotFound
 	}
 	return f.c, nil
+}
+
+func (f fakeClusters) List(context.Context) ([]cluster.Summary, error) {
+	if f.gone != nil && f.gone.Load() {
+		return nil, nil
+	}
+	return []cluster.Summary{{Name: f.c.Name(), Backend: "embedded", State: "running"}}, nil
+}
+
+func (f fakeClusters) Delete(_ context.Context, name string) error {
+	if name != f.c.Name() || f.gone == nil || f.gone.Load() {
+		return cluster.ErrNotFound
+	}
+	f.gone.Store(true)
+	return nil
 }
 
 func loadCatalog(t testing.TB) *scenario.Catalog {
@@ -163,7 +202,7 @@ func newLabServer(t testing.TB) *labServer {
 	fc := viewstest.New("lab", readTestdata(t, "nft-selector-typo-broken.txt"))
 	fa := &fakeAttempts{catalog: cat}
 	tl := &memTimeline{}
-	s := &Server{Clusters: fakeClusters{c: fc}, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa, Timeline: tl}
+	s := &Server{Clusters: fakeClusters{c: fc, gone: new(atomic.Bool)}, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa, Timeline: tl}
 	s.labs.linger = time.Millisecond
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { ts.Close(); s.Wait() })
@@ -269,7 +308,7 @@ func TestScenarioPageAndActions(t *testing.T) {
 	for _, e := range l.tl.events(1) {
 		kinds = append(kinds, e.Kind+": "+e.Text)
 	}
-	want := "hint: hint 1 of 3 shown|check: Check my work: 1 of 2 checks passed (score 40%)|check: Check my work: 2 of 2 checks passed (score 100%)"
+	want := "hint: hint 1 of 3 shown|check: Check my work: 1 of 2 checks passed, score 40% (2 of 5 points)|check: Check my work: 2 of 2 checks passed, score 100% (5 of 5 points)"
 	if strings.Join(kinds, "|") != want {
 		t.Errorf("timeline:\n%s\nwant\n%s", strings.Join(kinds, "\n"), strings.ReplaceAll(want, "|", "\n"))
 	}
@@ -286,7 +325,11 @@ func TestScenarioPageAndActions(t *testing.T) {
 	// After a reset the replay shows the new attempt, lists both, and
 	// replays the first on ?attempt=1; an attempt that is not the
 	// learner's at this scenario is not found.
-	resp, err := noRedirect.PostForm(l.url+"/scenarios/selector-typo/reset", nil)
+	// Start over asks first, saying what is lost.
+	if code, page := post(t, l.url+"/scenarios/selector-typo/reset", nil); code != http.StatusOK || !strings.Contains(page, "Start over?") || !strings.Contains(page, "What you changed in the cluster is lost") || !strings.Contains(page, `name="confirmed" value="yes"`) {
+		t.Errorf("an unconfirmed reset: %d %s", code, page)
+	}
+	resp, err := noRedirect.PostForm(l.url+"/scenarios/selector-typo/reset", url.Values{"confirmed": {"yes"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +490,7 @@ func TestErroredAttempt(t *testing.T) {
 			t.Errorf("errored attempt page lacks %q", w)
 		}
 	}
-	resp, err := noRedirect.PostForm(l.url+"/scenarios/selector-typo/reset", nil)
+	resp, err := noRedirect.PostForm(l.url+"/scenarios/selector-typo/reset", url.Values{"confirmed": {"yes"}})
 	if err != nil {
 		t.Fatal(err)
 	}

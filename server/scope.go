@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
 )
@@ -34,6 +35,9 @@ type scope struct {
 	// lab (false once their exam is over); open terminals close when it
 	// turns false.
 	writable func(ctx context.Context) bool
+	// deadline, when set, is when the learner's lab or exam ends (zero:
+	// no limit); the strip counts down to it.
+	deadline func() time.Time
 }
 
 type clusterGetter interface {

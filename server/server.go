@@ -27,6 +27,7 @@ type Clusters interface {
 	List(ctx context.Context) ([]cluster.Summary, error)
 	Get(ctx context.Context, name string) (cluster.Cluster, error)
 	Create(ctx context.Context, opts cluster.CreateOptions) (cluster.Cluster, error)
+	Delete(ctx context.Context, name string) error
 }
 
 // Server serves the web UI.
@@ -79,6 +80,17 @@ type Server struct {
 	rec           recorder
 }
 
+// nav sets the top bar of a server without a local lab: it leads to
+// joining a class (a class's pages set their own).
+func (s *Server) nav(next http.Handler) http.Handler {
+	if !s.ClassesOnly {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(web.WithNav(r.Context(), web.Nav{Links: []web.NavLink{{Label: "Join a class", URL: "/"}}})))
+	})
+}
+
 // Wait waits for the operations started from the UI to end, and stops the
 // live views.
 func (s *Server) Wait() {
@@ -97,7 +109,7 @@ func (s *Server) Handler() http.Handler {
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: this request came from another site (cross-site request forgery protection). Use the svclab page itself.", http.StatusForbidden)
 	}))
-	r.Use(middleware.RequestID, s.logRequests, middleware.Recoverer, s.access().hsts, s.access().Guard, limitRequests, csrf.Handler)
+	r.Use(middleware.RequestID, s.logRequests, middleware.Recoverer, s.access().hsts, s.access().Guard, limitRequests, csrf.Handler, s.nav)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -107,6 +119,8 @@ func (s *Server) Handler() http.Handler {
 	} else {
 		r.Get("/", s.home)
 		r.Post("/clusters", s.createCluster)
+		r.Get("/clusters", s.clustersPage)
+		r.Post("/clusters/{name}/delete", s.deleteCluster)
 		r.Get("/operations/{id}", s.operation)
 		r.Get("/operations/{id}/events", s.operationEvents)
 		r.Route("/scenarios/{id}", s.scenarioRoutes())

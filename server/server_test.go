@@ -26,6 +26,7 @@ func (f fakeLister) Get(_ context.Context, name string) (cluster.Cluster, error)
 func (f fakeLister) Create(context.Context, cluster.CreateOptions) (cluster.Cluster, error) {
 	return nil, errors.New("not used")
 }
+func (f fakeLister) Delete(context.Context, string) error { return errors.New("not used") }
 
 func TestRoutes(t *testing.T) {
 	for _, tc := range []struct {

@@ -397,6 +397,12 @@ func (m *Manager) Latest(ctx context.Context, learner, scenarioID string) (*Atte
 	return m.latest(ctx, learner, scenarioID)
 }
 
+// Active lists the learner's attempts that may hold a cluster (running or
+// errored), newest first.
+func (m *Manager) Active(ctx context.Context, learner string) ([]*Attempt, error) {
+	return m.list(ctx, store.AttemptFilter{Learner: learner, States: []store.State{store.Running, store.Errored}})
+}
+
 // List is every attempt of the learner at the scenario, newest first.
 func (m *Manager) List(ctx context.Context, learner, scenarioID string) ([]*Attempt, error) {
 	return m.list(ctx, store.AttemptFilter{Learner: learner, ScenarioID: scenarioID})

@@ -215,6 +215,16 @@ func (cr *Classroom) ResetScenario(ctx context.Context, p Principal, scenarioID 
 	return cr.StartScenario(ctx, p, scenarioID, progress)
 }
 
+// EndScenario removes scenarioID from p's lab cluster and ends p's
+// attempt at it; the lab stays for the next scenario.
+func (cr *Classroom) EndScenario(ctx context.Context, p Principal, scenarioID string) error {
+	m, a, err := cr.current(ctx, p, scenarioID)
+	if err != nil {
+		return err
+	}
+	return m.Abandon(ctx, a.ID)
+}
+
 // Progress is learnerID's status per scenario of the class, for p.
 func (cr *Classroom) Progress(ctx context.Context, p Principal, learnerID string) (map[string]attempt.Status, error) {
 	if err := Authorize(p, cr.Class.ID, learnerID, Read); err != nil {

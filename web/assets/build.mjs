@@ -3,7 +3,7 @@
 import * as esbuild from "esbuild";
 
 await esbuild.build({
-  entryPoints: ["src/terminal.js", "src/panels.js", "src/class.js", "src/workspace.js"],
+  entryPoints: ["src/terminal.js", "src/panels.js", "src/class.js", "src/workspace.js", "src/confirm.js"],
   bundle: true,
   minify: true,
   target: "es2020",

@@ -132,8 +132,9 @@ const life = { generation: "", cluster: "", down: false };
 
 function onLab(d) {
   const box = $("#attempt");
-  if (box && String(d.attempt) !== box.dataset.attempt) { location.reload(); return; }
-  if (life.generation && life.generation !== d.generation) resetPanels();
+  // Another attempt, or the cluster created again: the page shows the
+  // new one from the start.
+  if ((box && String(d.attempt) !== box.dataset.attempt) || (life.generation && life.generation !== d.generation)) { location.reload(); return; }
   life.generation = d.generation; life.cluster = d.cluster;
   for (const el of document.querySelectorAll("#views-body .panel")) {
     el.dataset.generation = d.generation;
@@ -142,14 +143,6 @@ function onLab(d) {
     g.textContent = `cluster ${d.cluster} · life ${d.generation.slice(0, 8)}`;
     g.title = `What this panel shows comes from attempt ${d.attempt} on cluster ${d.cluster}, created as ${d.generation} (a cluster created again gets a new one).`;
   }
-}
-
-function resetPanels() {
-  state.rules = {}; state.conntrack = {}; state.services = [];
-  for (const sel of ["#panel-slices .body", "#panel-rules .body", "#panel-conntrack .body", "#panel-path .body", "#panel-timeline ol", "#panel-probes .latest"]) {
-    const el = $(sel); if (el) el.replaceChildren();
-  }
-  if (chart) { chart.reset?.(); }
 }
 
 function renderHealth(hl) {
@@ -163,7 +156,7 @@ function renderHealth(hl) {
     h("p", { class: "muted" }, "Checked " + new Date(hl.checked || Date.now()).toLocaleTimeString())));
   if (hl.startOver && $("#reset")) {
     const b = h("button", { type: "button", id: "health-start-over", class: "primary" }, "Start over");
-    b.onclick = () => askStartOver();
+    b.onclick = () => window.svclabConfirm?.("reset");
     kids.push(b);
   }
   el.replaceChildren(...kids);
@@ -272,9 +265,11 @@ function initActions() {
     if (r.error) { results.replaceChildren(h("p", { class: "error-box" }, r.error)); return; }
     const rep = r.report;
     results.replaceChildren(
-      h("p", { id: "check-verdict", "data-passed": String(rep.passed) }, rep.passed ? "✓ Every check passed." : `Score ${Math.round(rep.score)}%: not there yet.`),
+      h("p", { id: "check-verdict", "data-passed": String(rep.passed) }, rep.passed ? `✓ Every check passed. Score: ${r.scoreText}` : `Not there yet. Score: ${r.scoreText}`),
       h("ul", { class: "checks" }, rep.results.map((c) => h("li", { class: c.passed ? "pass" : "fail", "data-check": c.id, "data-passed": String(c.passed) },
-        c.message, c.detail ? h("div", { class: "muted" }, c.detail) : null, c.error ? h("div", { class: "bad" }, c.error) : null))));
+        c.message, checkDetail(c)))));
+    $("#score").textContent = "· Score: " + r.scoreText;
+    for (const hn of r.hints || []) addHint(hn.index, hn.html, "shown because a check failed");
     $("#attempt-state").textContent = r.state;
     $("#attempt-state").className = "state-" + r.state;
     box.dataset.state = r.state;
@@ -284,15 +279,60 @@ function initActions() {
     hint.disabled = true;
     const r = await post(base + "/hint");
     if (r.error) { results.replaceChildren(h("p", { class: "error-box" }, r.error)); hint.disabled = false; return; }
-    const li = document.createElement("li");
-    li.innerHTML = r.html; // rendered and escaped by the server
-    $("#hints").append(li);
-    hint.disabled = !r.more;
+    addHint(r.index, r.html);
   };
+}
+
+// What a check observed; what it expected only once the hint that names
+// it was shown (the server withholds it before).
+function checkDetail(c) {
+  if (c.passed) return null;
+  const d = h("div", { class: "muted check-detail" });
+  if (c.error) d.append(problem("This check could not run.", c.error));
+  else if (c.detail) d.append(c.detail);
+  if (c.expected) d.append("; ", h("span", { class: "expected" }, c.expected));
+  else if (c.expectedAfterHint) d.append(" ", h("span", { class: "withheld", "data-after-hint": String(c.expectedAfterHint) }, `(what it should be shows once you have seen hint ${c.expectedAfterHint})`));
+  return d;
+}
+
+// addHint adds hint index (its HTML rendered and escaped by the server) to
+// the list in order, and sets the hint button to the next one.
+function addHint(index, html, why) {
+  const list = $("#hints");
+  if (!list || list.querySelector(`li[data-hint="${index}"]`)) return;
+  const li = document.createElement("li");
+  li.dataset.hint = String(index);
+  li.value = index;
+  li.innerHTML = html;
+  if (why) li.append(h("div", { class: "muted" }, "(" + why + ")"));
+  list.append(li);
+  li.scrollIntoView({ block: "nearest" });
+  const hint = $("#hint");
+  if (!hint) return;
+  const count = Number(hint.dataset.count), shown = Math.max(Number(hint.dataset.shown), index);
+  hint.dataset.shown = String(shown);
+  hint.textContent = shown >= count ? "No more hints" : `Show hint ${shown + 1} of ${count}`;
+  hint.disabled = shown >= count;
+}
+
+// The strip counts down to the end of the learner's lab or exam.
+function initTimeLeft() {
+  const el = $("#time-left");
+  if (!el) return;
+  const end = Date.parse(el.dataset.deadline);
+  const tick = () => {
+    const left = Math.max(0, Math.round((end - Date.now()) / 1000));
+    const m = Math.floor(left / 60), s = left % 60;
+    el.textContent = left === 0 ? "time is up" : `${m}:${String(s).padStart(2, "0")} left`;
+    el.classList.toggle("short", left < 300);
+  };
+  tick();
+  setInterval(tick, 1000);
 }
 
 function init() {
   initActions();
+  initTimeLeft();
   const root = document.getElementById("panels");
   if (!root) return;
   const raw = $("#rules-raw");
