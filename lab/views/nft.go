@@ -196,7 +196,10 @@ func nftSummary(rs *nftRuleset, svc ServiceInfo) string {
 	var parts []string
 	for _, p := range svc.Ports {
 		key := svc.ClusterIP + " . " + p.Protocol + " . " + itoa(p.Port)
-		verdict := "no rule (not a Service address on this node)"
+		verdict := "no rule for ClusterIP " + svc.ClusterIP + " on this node (its proxier has not written one)"
+		if other := staleAddress(rs, svc); other != "" {
+			verdict = "no rule for ClusterIP " + svc.ClusterIP + " on this node: its rules are still for " + other + ", an address the Service no longer has (the proxier has not caught up)"
+		}
 		if e, ok := findElement(rs.Maps["no-endpoint-services"], key); ok {
 			verdict = "in no-endpoint-services: " + e.Verdict
 			if strings.Contains(e.Verdict, "reject") {
@@ -212,6 +215,24 @@ func nftSummary(rs *nftRuleset, svc ServiceInfo) string {
 		parts = append(parts, p.Protocol+"/"+itoa(p.Port)+": "+verdict)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// staleAddress is the address of an element of kube-proxy's maps that
+// belongs to svc (by its chain or comment) under another key than key:
+// the Service's old ClusterIP, still in the rules of a proxier that has
+// not synced since the Service changed ("" when there is none).
+func staleAddress(rs *nftRuleset, svc ServiceInfo) string {
+	for _, m := range []string{"service-ips", "no-endpoint-services"} {
+		for _, e := range rs.Maps[m] {
+			owner, _ := chainService(strings.TrimPrefix(strings.TrimPrefix(e.Verdict, "goto "), "jump "))
+			byComment := strings.HasPrefix(e.Comment, svc.ID()+":") || e.Comment == svc.ID()
+			addr, _, _ := strings.Cut(e.Key, " . ")
+			if addr != svc.ClusterIP && (owner == svc.ID() || byComment) {
+				return addr
+			}
+		}
+	}
+	return ""
 }
 
 func findElement(es []nftElement, key string) (nftElement, bool) {

@@ -114,3 +114,34 @@ func TestTracePathIPTables(t *testing.T) {
 		{Namespace: "shop", Name: "broken", ClusterIP: "10.96.72.176", Ports: []PortInfo{{Protocol: "tcp", Port: 80}}},
 	}))
 }
+
+// A Service whose ClusterIP changed under a proxier that did not sync: the
+// summary says the rules are for the old address, not that the address is
+// no Service's.
+func TestNFTSummaryStaleAddress(t *testing.T) {
+	dump := `table ip kube-proxy {
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"
+		elements = { 10.96.38.171 . tcp . 80 comment "shop/web:http" : goto service-ULMVA6XW-shop/web/tcp/http }
+	}
+	chain service-ULMVA6XW-shop/web/tcp/http {
+		ip daddr 10.96.38.171 tcp dport 80 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
+	}
+}`
+	for _, tc := range []struct {
+		ip, want string
+	}{
+		{"10.96.38.171", "tcp/80: load-balanced to 0 endpoints"},
+		{"10.96.99.9", "tcp/80: no rule for ClusterIP 10.96.99.9 on this node: its rules are still for 10.96.38.171, an address the Service no longer has (the proxier has not caught up)"},
+	} {
+		svc := ServiceInfo{Namespace: "shop", Name: "web", ClusterIP: tc.ip, Ports: []PortInfo{{Protocol: "tcp", Port: 80}}}
+		if got := nftSummary(parseNFT(dump), svc); got != tc.want {
+			t.Errorf("ClusterIP %s: %q, want %q", tc.ip, got, tc.want)
+		}
+	}
+	other := ServiceInfo{Namespace: "shop", Name: "api", ClusterIP: "10.96.1.1", Ports: []PortInfo{{Protocol: "tcp", Port: 80}}}
+	if got := nftSummary(parseNFT(dump), other); got != "tcp/80: no rule for ClusterIP 10.96.1.1 on this node (its proxier has not written one)" {
+		t.Errorf("a Service without rules: %q", got)
+	}
+}
