@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -14,9 +15,11 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
@@ -53,7 +56,13 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log})
+	// The machine's claims on clusters, in a directory of the test's own.
+	ownersDir := t.TempDir()
+	owners, err := owner.New(owner.Options{Dir: ownersDir, Command: "svclab serve", StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, Owners: owners})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +125,7 @@ func TestBrowserSelectorTypo(t *testing.T) {
 	step("the replay steps through the attempt", quick,
 		click(`#replay-link`),
 		waitText(`#replay`, "kubectl -n shop patch service web"),
-		waitText(`#replay`, "checks passed (score 100%)"),
+		waitText(`#replay`, "checks passed, score 100% (9 of 9 points)"),
 		waitJS(`document.querySelector('#replay li[data-kind="proxier"]') !== null`),
 		click(`#replay-prev`),
 		waitText(`#replay-at`, "step "),
@@ -125,6 +134,98 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		chromedp.Navigate(ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-scenario="selector-typo"][data-progress="passed"]`)),
 		sh.take("catalog-solved"))
+
+	// The lab's life: Start over shows the new setup's ClusterIP within
+	// seconds, a lab killed under the page says so and Start over brings
+	// it back, Delete lab removes the cluster.
+	clusterIP := func() string {
+		t.Helper()
+		c, err := p.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := c.Client()
+		svc, err := cs.CoreV1().Services("shop").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc.Spec.ClusterIP
+	}
+	old := clusterIP()
+	step("the workspace shows the healthy lab", quick,
+		chromedp.Navigate(ts.URL+"/scenarios/selector-typo"),
+		waitText(`#panel-slices`, "ClusterIP "+old),
+		waitJS(`document.querySelector('#lab-health').dataset.state === 'healthy'`),
+		sh.take("healthy"))
+	step("Start over asks, then sets the scenario up again", slow,
+		click(`#reset`),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`)),
+		waitText(`#confirm-text`, "What you changed in the cluster is lost"),
+		chromedp.Evaluate[chromedp.Void](`window.svclabOldPage = true`),
+		click(`#confirm-ok`),
+		waitJS(`!window.svclabOldPage`),
+		notFailed(),
+		waitJS(`document.querySelector('#attempt').dataset.attempt === '2'`))
+	fresh := clusterIP()
+	if fresh == old {
+		t.Errorf("Start over kept the Service's ClusterIP %s: was the scenario set up again?", old)
+	}
+	start := time.Now()
+	step("the views show the new setup's ClusterIP", quick,
+		waitText(`#panel-slices`, "ClusterIP "+fresh),
+		waitJS(fmt.Sprintf(`!document.querySelector('#panel-slices').innerText.includes(%q)`, "ClusterIP "+old+" ")),
+		sh.take("started-over"))
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the views took %s to show the new ClusterIP", d)
+	}
+	if err := p.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	step("the lab deleted under the page: the strip says so, the panels pause", quick,
+		waitJS(`document.querySelector('#lab-health').dataset.state === 'down'`),
+		waitText(`#lab-health .health-text`, "The lab is down"),
+		chromedp.WaitVisible(chromedp.CSS(`#views-paused`)),
+		sh.take("lab-down"))
+	step("Start over from the strip brings the lab back", slow,
+		click(`#health-start-over`),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`)),
+		chromedp.Evaluate[chromedp.Void](`window.svclabOldPage = true`),
+		click(`#confirm-ok`),
+		waitJS(`!window.svclabOldPage`),
+		notFailed(),
+		waitJS(`document.querySelector('#attempt').dataset.attempt === '3'`),
+		waitJS(`document.querySelector('#lab-health').dataset.state === 'healthy'`),
+		waitText(`#panel-slices`, "No endpoints"),
+		sh.take("back"))
+	step("Delete lab asks, then removes the cluster", quick,
+		click(`#delete-lab`),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`)),
+		waitText(`#confirm-text`, "is deleted with everything in it"),
+		chromedp.Evaluate[chromedp.Void](`window.svclabOldPage = true`),
+		click(`#confirm-ok`),
+		waitJS(`!window.svclabOldPage`),
+		chromedp.WaitVisible(chromedp.CSS(`#start-form`)),
+		sh.take("deleted"))
+	if _, err := p.Get(ctx, name); !errors.Is(err, cluster.ErrNotFound) {
+		t.Errorf("after Delete lab the cluster is still there: %v", err)
+	}
+
+	// Another process holds the cluster's name: starting there is
+	// refused, saying who holds it.
+	other, err := owner.New(owner.Options{Dir: ownersDir, Command: "svclab exercise run", StateDir: "/elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := other.Acquire(ctx, owner.Claim{Backend: "embedded", Cluster: name}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	step("a cluster another process holds is refused, saying who holds it", quick,
+		click(`#start-form button`),
+		waitText(`#outcome-summary`, "Cluster "+name+" is in use by svclab exercise run"),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome-summary`)),
+		sh.take("in-use"))
 }
 
 // notFailed fails at once when the operation page reports the start
@@ -132,7 +233,7 @@ func TestBrowserSelectorTypo(t *testing.T) {
 func notFailed() chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		for {
-			out, err := chromedp.Evaluate[string](`(() => { const o = document.querySelector("#outcome"); if (o && /Failed/.test(o.innerText)) return o.innerText; return document.querySelector("#panels") ? "ok" : ""; })()`)(ctx, t)
+			out, err := chromedp.Evaluate[string](`(() => { const o = document.querySelector("#outcome"); if (o && o.querySelector(".state-broken")) return o.innerText; return document.querySelector("#panels") ? "ok" : ""; })()`)(ctx, t)
 			if err == nil && out == "ok" {
 				return nil
 			}

@@ -701,7 +701,7 @@ func (s *Server) examView(ctx context.Context, cc *classCtx) (*web.ExamView, err
 	if e.Finished(time.Now()) {
 		v.State = "finished"
 		if e.Score != nil {
-			v.Score = fmt.Sprintf("%g of %g points (%g%%)", e.Score.Points, e.Score.Max, e.Score.Percent)
+			v.Score = grade.FormatScore(e.Score.Points, e.Score.Max)
 		} else {
 			v.Score = "being graded"
 		}
@@ -743,7 +743,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := web.ReviewPage{ClassID: cc.room.Class.ID, ClassName: cc.room.Class.Name, Learner: cc.room.Board.LearnerName(learner),
-		Score: fmt.Sprintf("%g of %g points (%g%%)", rev.Score.Points, rev.Score.Max, rev.Score.Percent)}
+		Score: grade.FormatScore(rev.Score.Points, rev.Score.Max)}
 	for _, it := range rev.Items {
 		v := web.ReviewItemView{Title: it.Title, Scenario: it.Scenario, Points: fmt.Sprintf("%g of %g points", it.Points, it.Weight),
 			Task: it.TaskText, Solution: it.Solution, Explanation: it.Explanation}

@@ -120,7 +120,10 @@ func boardView(snap class.Snapshot, s *Server) web.BoardView {
 		for _, c := range r.Cells {
 			cv := web.CellView{Scenario: c.Scenario, State: string(c.State), TimeSpent: c.TimeSpent.Round(time.Second).String(), Hints: c.HintsUsed, Checks: c.Checks}
 			if c.LastCheck != nil {
-				cv.Score = fmt.Sprintf("%.0f%%", c.LastCheck.Score)
+				cv.Score = c.LastCheck.Text
+				if cv.Score == "" {
+					cv.Score = fmt.Sprintf("%.0f%%", c.LastCheck.Score) // recorded before scores had their text
+				}
 			}
 			row.Cells = append(row.Cells, cv)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +133,10 @@ func failureSummary(err error, steps []Step) string {
 	case errors.Is(err, context.Canceled):
 		return "It was interrupted: the server stopped. Start it again once the server is back."
 	case owner.IsInUse(err):
-		return "The cluster is in use by somebody else: " + err.Error()
+		// "cluster lab is in use by …: wait until it is done, or use
+		// another cluster", a sentence.
+		msg := err.Error()
+		return strings.ToUpper(msg[:1]) + msg[1:] + "."
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		if steps[i].State == "failed" && steps[i].Name != "" {
@@ -174,6 +178,26 @@ func (o *Operation) finishedBefore(t time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.done && o.finished.Before(t)
+}
+
+// running tells whether o has not ended.
+func (o *Operation) running() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.done
+}
+
+// pending is owner's operation that is still running and leads to next
+// (a scenario being started or started over), or nil.
+func (r *operations) pending(owner, next string) *Operation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.ops {
+		if o.Owner == owner && o.Next == next && o.running() {
+			return o
+		}
+	}
+	return nil
 }
 
 // operations runs and remembers operations.

@@ -127,6 +127,12 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	scope := s.scopeOf(r)
+	// While the scenario is being started, started over or ended, its
+	// page is that operation's: the attempt it shows is changing.
+	if op := s.ops.pending(scope.owner, scope.scenarioURL(sc.ID)); op != nil && !scope.readOnly {
+		http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
+		return
+	}
 	p := web.ScenarioPage{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes,
 		Task: sc.Task, HintCount: len(sc.Hints), DefaultCluster: s.defaultCluster(),
 		Base: scope.base, InClass: scope.classScenarios != nil, ReadOnly: scope.readOnly}
@@ -257,9 +263,21 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	scope := s.scopeOf(r)
+	// A lab that is down (or whose nodes cannot reach each other) cannot
+	// be graded: say so now rather than after every check timed out.
+	if lab := s.runningLab(a.Cluster, a.ID); lab != nil {
+		if h := lab.Health(); h.State == views.HealthDown || !partOK(h, views.PartFabric) {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": h.Summary + " Checking needs a working lab: use Start over (at the top of the page) to set it up again.", "detail": healthDetail(h)})
+			return
+		}
+	}
 	rep, err := scope.attempts.Check(r.Context(), a.ID)
 	if err != nil {
-		jsonError(w, http.StatusInternalServerError, "The check could not run: "+err.Error())
+		msg := "The check could not run. Try again in a moment; if it keeps failing, use Start over."
+		if strings.Contains(err.Error(), "timed out") {
+			msg = "The check ran out of time: the lab did not answer in time. Your cluster is as you left it: check again, or use Start over."
+		}
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": msg, "detail": err.Error()})
 		return
 	}
 	passed := 0
@@ -340,6 +358,27 @@ func (s *Server) resetScenario(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
+}
+
+// partOK says whether part of h works (or was not checked).
+func partOK(h views.Health, part string) bool {
+	for _, p := range h.Parts {
+		if p.ID == part {
+			return p.OK || p.Skipped
+		}
+	}
+	return true
+}
+
+// healthDetail is h's raw errors, one part a line.
+func healthDetail(h views.Health) string {
+	var b strings.Builder
+	for _, p := range h.Parts {
+		if p.Detail != "" {
+			fmt.Fprintf(&b, "%s: %s\n", p.Title, p.Detail)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

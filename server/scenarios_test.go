@@ -77,6 +77,18 @@ func (f *fakeAttempts) Check(_ context.Context, id int64) (*grade.Report, error)
 		{ID: "slice-has-ready-endpoints", Weight: 3, Passed: f.pass.Load(), Message: "The EndpointSlice of Service web lists <both> web Pods as ready."},
 		{ID: "service-kept", Weight: 2, Passed: true, Message: "The Service web was fixed in place."},
 	}}
+	if !f.pass.Load() {
+		// As lab/attempt does: the expected value waits for hint 2.
+		r := &rep.Results[0]
+		r.Detail = `{.spec.selector.app} of Service shop/web is "wbe"`
+		f.mu.Lock()
+		if a.HintsShown >= 2 {
+			r.Expected = `expected "web"`
+		} else {
+			r.ExpectedAfterHint = 2
+		}
+		f.mu.Unlock()
+	}
 	if f.pass.Load() {
 		rep.Score = 100
 		f.mu.Lock()

@@ -37,6 +37,8 @@ type CheckRun struct {
 	At      time.Time     `json:"at"`
 	Score   float64       `json:"score"`
 	Passed  bool          `json:"passed"`
+	// Text is the score as svclab writes scores (grade.FormatScore).
+	Text string `json:"text"`
 	Results []CheckResult `json:"results"`
 }
 
@@ -240,7 +242,7 @@ func (b *Board) Checked(ctx context.Context, learner, scenario string, rep *grad
 		return errors.New("no report")
 	}
 	now := b.now().UTC()
-	run := &CheckRun{At: now, Score: rep.Score, Passed: rep.Passed}
+	run := &CheckRun{At: now, Score: rep.Score, Passed: rep.Passed, Text: rep.ScoreText()}
 	passed := 0
 	for _, r := range rep.Results {
 		run.Results = append(run.Results, CheckResult{ID: r.ID, Weight: r.Weight, Passed: r.Passed, Message: r.Message})

@@ -120,7 +120,7 @@ function renderLearner() {
     tds[1].textContent = cellLabels[c.state] || c.state;
     tds[1].className = "cell-" + c.state;
     tds[2].textContent = String(c.hintsUsed || 0);
-    tds[3].textContent = c.lastCheck ? `${Math.round(c.lastCheck.score)}%` : "";
+    tds[3].textContent = c.lastCheck ? (c.lastCheck.text || `${Math.round(c.lastCheck.score)}%`) : "";
   });
   renderMessages();
 }
@@ -145,7 +145,7 @@ function renderBoard() {
         title: c.lastCheck ? c.lastCheck.results.map((x) => (x.passed ? "✓ " : "✗ ") + x.message).join("\n") : "" },
         h("a", { href: `/class/${classID}/learners/${r.learner.id}/scenarios/${c.scenario}` }, cellLabels[c.state] || c.state),
         c.state !== "not-started" ? h("div", { class: "muted" },
-          `${duration(c.timeSpent)} · ${c.hintsUsed} hint${c.hintsUsed === 1 ? "" : "s"}` + (c.lastCheck ? ` · ${Math.round(c.lastCheck.score)}%` : "")) : null)),
+          `${duration(c.timeSpent)} · ${c.hintsUsed} hint${c.hintsUsed === 1 ? "" : "s"}` + (c.lastCheck ? ` · ${c.lastCheck.text || Math.round(c.lastCheck.score) + "%"}` : "")) : null)),
       h("td", {},
         h("button", { type: "button", class: "extend", onclick: () => labAction(r.learner.id, "extend?minutes=30") }, "+30 min"), " ",
         h("button", { type: "button", class: "reset", onclick: () => { if (confirm(`Give ${r.learner.name} a fresh cluster? Their work on the current one is lost.`)) labAction(r.learner.id, "reset"); } }, "Reset lab")));

@@ -14,6 +14,7 @@ function ask(form) {
     if (dialog.returnValue !== "ok") { form.querySelector("button[type=submit]")?.focus(); return; }
     form.elements.confirmed.value = "yes";
     for (const b of form.querySelectorAll("button")) b.disabled = true;
+    window.svclabLeaving = true;
     form.submit();
   };
   dialog.showModal();
@@ -32,5 +33,5 @@ for (const form of document.querySelectorAll("form.confirm-form")) {
 // Start over asks as the attempt's button does).
 window.svclabConfirm = (id) => {
   const form = document.getElementById(id)?.closest("form.confirm-form");
-  if (form && !ask(form)) form.submit();
+  if (form && !ask(form)) { window.svclabLeaving = true; form.submit(); }
 };

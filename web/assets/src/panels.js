@@ -130,7 +130,14 @@ function problem(text, detail) {
 // health in the strip. While the lab is down the panels are paused.
 const life = { generation: "", cluster: "", down: false };
 
+// leaving is set once the page goes elsewhere (a form posted): a socket
+// that ends then must not reload the page under the navigation.
+// (confirm.js sets window.svclabLeaving before it posts a form).
+addEventListener("submit", () => { window.svclabLeaving = true; });
+addEventListener("pagehide", () => { window.svclabLeaving = true; });
+
 function onLab(d) {
+  if (window.svclabLeaving) return;
   const box = $("#attempt");
   // Another attempt, or the cluster created again: the page shows the
   // new one from the start.
@@ -152,8 +159,9 @@ function renderHealth(hl) {
   const parts = (hl.parts || []).map((p) => h("li", { class: p.skipped ? "skipped" : p.ok ? "ok" : "bad", "data-part": p.id },
     h("strong", {}, p.title), ": ", p.text, p.detail ? h("pre", { class: "raw" }, p.detail) : null));
   const kids = [h("span", { class: "health-dot", "aria-hidden": "true" }), h("span", { class: "health-text" }, hl.summary)];
-  kids.push(h("details", { class: "health-details" }, h("summary", {}, "details"), h("ul", {}, parts),
-    h("p", { class: "muted" }, "Checked " + new Date(hl.checked || Date.now()).toLocaleTimeString())));
+  const open = $("#lab-health .health-details")?.open;
+  kids.push(h("details", { class: "health-details", open }, h("summary", {}, "details"),
+    h("div", { class: "health-pop" }, h("ul", {}, parts), h("p", { class: "muted" }, "Checked " + new Date(hl.checked || Date.now()).toLocaleTimeString()))));
   if (hl.startOver && $("#reset")) {
     const b = h("button", { type: "button", id: "health-start-over", class: "primary" }, "Start over");
     b.onclick = () => window.svclabConfirm?.("reset");
@@ -212,6 +220,7 @@ function connect(root) {
   const status = $("#views-status");
   ws.onopen = () => { status.textContent = "live"; status.className = "live"; };
   ws.onclose = (ev) => {
+    if (window.svclabLeaving) return;
     if (ev.code === 4001) { status.textContent = "the lab changed — loading it"; location.reload(); return; }
     if (ev.code === 4002) { setTimeout(() => connect(root), 5000); return; }
     status.textContent = "disconnected — reconnecting"; status.className = "bad"; setTimeout(() => connect(root), 2000);
@@ -262,7 +271,7 @@ function initActions() {
     results.replaceChildren(h("p", { class: "muted" }, "Checking … (probes take a few seconds)"));
     const r = await post(base + "/check");
     check.disabled = false;
-    if (r.error) { results.replaceChildren(h("p", { class: "error-box" }, r.error)); return; }
+    if (r.error) { results.replaceChildren(h("div", { class: "error-box" }, problem(r.error, r.detail))); return; }
     const rep = r.report;
     results.replaceChildren(
       h("p", { id: "check-verdict", "data-passed": String(rep.passed) }, rep.passed ? `✓ Every check passed. Score: ${r.scoreText}` : `Not there yet. Score: ${r.scoreText}`),
