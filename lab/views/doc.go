@@ -12,6 +12,11 @@
 //     backend that answered;
 //   - timeline: Kubernetes events, proxier sync events, the learner's
 //     terminal commands and check results;
+//   - health: whether the lab works (health.go) — the API server ready,
+//     the nodes Ready, traffic between the nodes, every proxier's
+//     /healthz, DNS from the control plane — in a learner's words with the
+//     raw errors apart, leaving alone what the scenario's faults break on
+//     purpose (Config.Disturbed);
 //   - the packet path (Path), computed on request from a node's current
 //     ruleset: map element, chains and rules to an endpoint, or the rule
 //     that rejects or drops the packet and why.
