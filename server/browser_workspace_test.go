@@ -123,6 +123,30 @@ func TestBrowserWorkspace(t *testing.T) {
 		}
 	}
 
+	// 200 % zoom on a 1280x800 screen is a 640x400 window: the page may
+	// scroll down, never sideways; the terminal, the views and the task
+	// stay usable.
+	doStep(t, ctx, sh, "open the workspace at 200 % zoom", quick,
+		chromedp.EmulateViewport(640, 400),
+		chromedp.Navigate(l.url+"/scenarios/selector-typo"),
+		chromedp.Evaluate[chromedp.Void](`localStorage.clear()`),
+		chromedp.Reload(),
+		ready,
+		sh.take("zoom-200"),
+	)
+	zoomed, err := measureLayout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("640x400: %+v", zoomed)
+	if zoomed.ScrollW > zoomed.InnerW+0.5 || !zoomed.Narrow || zoomed.Cols < 70 || zoomed.Rows < 8 || zoomed.Term.W < 560 {
+		t.Errorf("at 200 %% zoom: page %.0f wide in %.0f, narrow %v, terminal %s with %dx%d", zoomed.ScrollW, zoomed.InnerW, zoomed.Narrow, zoomed.Term, zoomed.Cols, zoomed.Rows)
+	}
+	fontPx, err := chromedp.Evaluate[float64](`parseFloat(getComputedStyle(document.querySelector('#task')).fontSize)`)(ctx, chromedp.FromContext(ctx).Target)
+	if err != nil || fontPx < 14 {
+		t.Errorf("the task's text is %.1fpx at 200 %% zoom (%v)", fontPx, err)
+	}
+
 	// At 1280x800: the splitters, by mouse and by keyboard.
 	doStep(t, ctx, sh, "back at 1280x800", quick,
 		chromedp.EmulateViewport(1280, 800),
