@@ -144,9 +144,12 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrNoAttempt):
 	case err != nil:
-		p.Error = "Your attempt could not be read: " + err.Error()
+		p.Error, p.ErrorDetail = "Your attempt could not be read just now: reload the page in a moment.", err.Error()
 	default:
-		p.Attempt = &web.AttemptView{ID: a.ID, Cluster: a.Cluster, State: a.State, Score: a.Score, MaxScore: a.MaxScore, Error: a.Error}
+		p.Attempt = &web.AttemptView{ID: a.ID, Cluster: a.Cluster, State: a.State, Score: a.Score, MaxScore: a.MaxScore}
+		if a.Error != "" {
+			p.Attempt.Error, p.Attempt.ErrorDetail = attemptProblem(a.Error), a.Error
+		}
 		if a.MaxScore > 0 {
 			p.Attempt.ScoreText = grade.FormatScore(float64(a.Score), float64(a.MaxScore))
 		}
@@ -164,9 +167,9 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 			}
 			c, err := scope.clusters.Get(r.Context(), a.Cluster)
 			if err != nil {
-				p.Error = fmt.Sprintf("The cluster %s of this attempt is not available (%v). Start over to set the scenario up again.", a.Cluster, err)
+				p.Error, p.ErrorDetail = fmt.Sprintf("The cluster %s of this attempt is not there any more. Start over to set the scenario up again (on a new cluster).", a.Cluster), err.Error()
 			} else if nodes, err := c.Nodes(r.Context()); err != nil {
-				p.Error = fmt.Sprintf("The nodes of cluster %s could not be listed: %v", a.Cluster, err)
+				p.Error, p.ErrorDetail = fmt.Sprintf("The nodes of cluster %s do not answer. Start over to set the scenario up again.", a.Cluster), err.Error()
 			} else {
 				for _, n := range nodes {
 					label := strings.TrimPrefix(n.Name, a.Cluster+"-")
@@ -358,6 +361,21 @@ func (s *Server) resetScenario(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
+}
+
+// attemptProblem says in a learner's words why an attempt errored (its
+// recorded error, which the command line shows as it is, goes behind
+// "details").
+func attemptProblem(err string) string {
+	switch {
+	case strings.Contains(err, "grading timed out"):
+		return "A check ran out of time: the lab did not answer in time. Your cluster is as you left it: check again, or use Start over."
+	case strings.Contains(err, "taken over"):
+		return "Another svclab took this cluster over: what you did there is gone. Start the scenario again when the cluster is free, or on another cluster."
+	case strings.HasPrefix(err, "interrupted"):
+		return "Setting the scenario up was interrupted (the server stopped). Use Start over to set it up again."
+	}
+	return "The scenario could not be set up. Use Start over to try again; if it fails again, delete the lab (it is created again) or use another cluster."
 }
 
 // partOK says whether part of h works (or was not checked).

@@ -497,7 +497,7 @@ func TestErroredAttempt(t *testing.T) {
 	a.State, a.Error = StateErrored, "setting up selector-typo: the Pods of Deployment shop/web did not become ready in 3m0s"
 	l.fa.mu.Unlock()
 	page := get(t, l.url+"/scenarios/selector-typo")
-	for _, w := range []string{`id="attempt-error"`, "did not become ready in 3m0s", `class="state-errored"`, `id="reset"`} {
+	for _, w := range []string{`id="attempt-error"`, "The scenario could not be set up. Use Start over", "<summary>details</summary>", "did not become ready in 3m0s", `class="state-errored"`, `id="reset"`} {
 		if !strings.Contains(page, w) {
 			t.Errorf("errored attempt page lacks %q", w)
 		}
