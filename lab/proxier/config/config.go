@@ -23,9 +23,10 @@ const (
 	ModeIPTables = "iptables"
 )
 
-// DefaultMode is the mode used when none is configured. (Upstream's Linux
-// default is still iptables; svclab teaches nftables first.)
-const DefaultMode = ModeNFTables
+// DefaultMode is the mode used when none is configured: iptables, as
+// upstream v1.37 on Linux. svclab's own clusters name their mode in the
+// kube-proxy ConfigMap (lab/proxier/deploy), as the material recommends.
+const DefaultMode = ModeIPTables
 
 // Ports and defaults from upstream.
 const (
@@ -300,7 +301,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.bindAddress, "bind-address", "", "Overrides kube-proxy's idea of what its node's primary IP is. This parameter is ignored if a config file is specified by --config.")
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", "", "The IP address and port for the health check server to serve on, defaulting to \"0.0.0.0:10256\". This parameter is ignored if a config file is specified by --config.")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "", "The IP address and port for the metrics server to serve on, defaulting to \"127.0.0.1:10249\". This parameter is ignored if a config file is specified by --config.")
-	fs.StringVar(&o.mode, "proxy-mode", "", "Which proxy mode to use: 'nftables' (svclab's default) or 'iptables'. This parameter is ignored if a config file is specified by --config.")
+	fs.StringVar(&o.mode, "proxy-mode", "", "Which proxy mode to use: 'iptables' (the default on Linux) or 'nftables'. This parameter is ignored if a config file is specified by --config.")
 	fs.StringVar(&o.clusterCIDRs, "cluster-cidr", "", "The CIDR range of the pods in the cluster (a comma-separated dual-stack pair at most). Traffic from outside it to ClusterIPs is masqueraded. This parameter is ignored if a config file is specified by --config.")
 	fs.StringSliceVar(&o.cfg.NodePortAddresses, "nodeport-addresses", nil, "A list of CIDR ranges that contain valid node IPs, or alternatively, the single string 'primary'. If set, connections to NodePort services will only be accepted on node IPs in one of the indicated ranges. This parameter is ignored if a config file is specified by --config.")
 	fs.BoolVar(&o.cfg.IPTables.MasqueradeAll, "masquerade-all", false, "SNAT all traffic sent via Service cluster IPs. This parameter is ignored if a config file is specified by --config.")

@@ -30,12 +30,14 @@ metricsBindAddress: 0.0.0.0
 `)
 	nftFile := write("nft.conf", `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
+mode: nftables
 nftables:
   minSyncPeriod: 0s
   syncPeriod: 5s
 healthzBindAddress: 127.0.0.1:20256
 `)
 	badKind := write("bad.conf", "apiVersion: v1\nkind: ConfigMap\n")
+	noMode := write("nomode.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\niptables:\n  syncPeriod: 12s\nnftables:\n  syncPeriod: 5s\n")
 	unknownField := write("unknown.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmodee: iptables\n")
 	ipvs := write("ipvs.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n")
 
@@ -49,7 +51,8 @@ healthzBindAddress: 127.0.0.1:20256
 			name: "flags only: defaults",
 			args: nil,
 			check: func(t *testing.T, r *Resolved) {
-				if r.Mode != ModeNFTables || r.SyncPeriod != 30*time.Second || r.MinSyncPeriod != time.Second ||
+				// An empty mode is iptables, as upstream on Linux.
+				if r.Mode != ModeIPTables || r.SyncPeriod != 30*time.Second || r.MinSyncPeriod != time.Second ||
 					r.HealthzBindAddress != "0.0.0.0:10256" || r.MetricsBindAddress != "127.0.0.1:10249" || r.MasqueradeBit != 14 {
 					t.Errorf("%+v", r)
 				}
@@ -84,6 +87,15 @@ healthzBindAddress: 127.0.0.1:20256
 			check: func(t *testing.T, r *Resolved) {
 				if r.Mode != ModeNFTables || r.SyncPeriod != 5*time.Second || r.MinSyncPeriod != time.Second || r.HealthzBindAddress != "127.0.0.1:20256" {
 					// minSyncPeriod 0s is defaulted to 1s, as upstream.
+					t.Errorf("%+v", r)
+				}
+			},
+		},
+		{
+			name: "a file without a mode: iptables, its section's periods",
+			args: []string{"--config=" + noMode},
+			check: func(t *testing.T, r *Resolved) {
+				if r.Mode != ModeIPTables || r.SyncPeriod != 12*time.Second {
 					t.Errorf("%+v", r)
 				}
 			},

@@ -4,6 +4,7 @@
 // --config, or kube-proxy's command-line flags when there is no file.
 // With --config the file wins, except for --hostname-override and the
 // log verbosity (--v), exactly as upstream. Defaults are upstream's
-// (SetDefaults_KubeProxyConfiguration), except that an empty mode means
-// nftables, svclab's default.
+// (SetDefaults_KubeProxyConfiguration), an empty mode included: it means
+// iptables, as on Linux upstream. svclab's clusters name their mode
+// (nftables unless asked otherwise) in the ConfigMap they write.
 package config

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -40,8 +41,10 @@ type Options struct {
 	APIServer string
 	// ClusterCIDR is the pod CIDR (clusterCIDR in config.conf).
 	ClusterCIDR string
-	// Mode is the proxy mode in config.conf ("" lets the proxier choose:
-	// nftables in svclab).
+	// Mode is the proxy mode config.conf names (default SvclabMode):
+	// svclab's clusters always name it, since an empty mode means
+	// iptables to kube-proxy (and may mean another mode after an
+	// upgrade).
 	Mode string
 	// ControlKey, when set, is the public key (control.EncodePublic) that
 	// guards the proxiers' teaching hooks: it goes into the ConfigMap as
@@ -60,9 +63,13 @@ func Config(opts Options) *kubeproxyconfig.KubeProxyConfiguration {
 		BindAddress:      "0.0.0.0",
 		ClientConnection: clientConnection(),
 		ClusterCIDR:      opts.ClusterCIDR,
-		Mode:             kubeproxyconfig.ProxyMode(opts.Mode),
+		Mode:             kubeproxyconfig.ProxyMode(cmp.Or(opts.Mode, SvclabMode)),
 	}
 }
+
+// SvclabMode is the mode of svclab's clusters when none is asked for:
+// nftables, which the material teaches first.
+const SvclabMode = config.ModeNFTables
 
 func clientConnection() componentbaseconfig.ClientConnectionConfiguration {
 	return componentbaseconfig.ClientConnectionConfiguration{Kubeconfig: ConfigDir + "/" + KubeconfigKey}

@@ -150,3 +150,13 @@ func TestObjectsNeedImageAndServer(t *testing.T) {
 		t.Errorf("%d objects, want 6", len(objs))
 	}
 }
+
+// svclab's clusters name their mode in config.conf: an empty one would be
+// iptables to the proxier, as to kube-proxy.
+func TestConfigNamesTheMode(t *testing.T) {
+	for _, tc := range []struct{ mode, want string }{{"", "nftables"}, {"nftables", "nftables"}, {"iptables", "iptables"}} {
+		if got := string(Config(Options{Mode: tc.mode}).Mode); got != tc.want {
+			t.Errorf("mode %q: config.conf says %q, want %q", tc.mode, got, tc.want)
+		}
+	}
+}
