@@ -120,15 +120,7 @@ const KindHealth = "health"
 func (l *Lab) checkHealth(ctx context.Context) Health {
 	h := Health{Checked: time.Now()}
 	api := HealthPart{ID: PartAPI, Title: "API server"}
-	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	var err error
-	if rc, ok := l.cs.Discovery().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		_, err = rc.Get().AbsPath("/readyz").DoRaw(actx)
-	} else {
-		_, err = l.cs.Discovery().ServerVersion() // a fake clientset has no REST client
-	}
-	cancel()
-	if err != nil {
+	if err := l.apiReady(ctx); err != nil {
 		api.Text, api.Detail = "The lab's Kubernetes API does not answer.", err.Error()
 	} else {
 		api.OK, api.Text = true, "answers"
@@ -211,6 +203,18 @@ func lowerFirstOne(s string) string {
 		return s
 	}
 	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// apiReady asks the API server whether it is ready (/readyz), within 3 s.
+func (l *Lab) apiReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if rc, ok := l.cs.Discovery().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		_, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}
+	_, err := l.cs.Discovery().ServerVersion() // a fake clientset has no REST client
+	return err
 }
 
 // healthReach is how health rounds reach the nodes: from their network

@@ -135,6 +135,12 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 		infos = append(infos, NodeInfo{Name: n.Name, IP: n.IP, Role: string(n.Role)})
 	}
 	l.bus.Publish(TopicNodes, infos, false)
+	// A dead API server is said in seconds, not after the informers'
+	// wait for their first list.
+	if err := l.apiReady(ctx); err != nil {
+		l.cancel()
+		return nil, fmt.Errorf("cluster %s: its API server does not answer: %w", cfg.Cluster.Name(), err)
+	}
 	if err := l.watchAPI(ctx); err != nil {
 		l.cancel()
 		return nil, err
