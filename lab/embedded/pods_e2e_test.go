@@ -804,6 +804,27 @@ spec:
 			if out, err := httpGet(url); err != nil || out != "published" {
 				t.Errorf("the first pod's hostPort after the rejection: %v %q", err, out)
 			}
+			// By address and protocol, as the kubelet admits them: the
+			// same hostPort on the node's address over TCP and over UDP
+			// are both admitted; on 0.0.0.0 beside them, rejected.
+			byAddr := func(name, proto string) string {
+				return `--overrides={"apiVersion":"v1","spec":{"nodeName":"` + pod.Spec.NodeName + `","containers":[{"name":"c","image":"registry.k8s.io/e2e-test-images/agnhost:2.53","args":["netexec","--http-port=8080","--udp-port=8080"],"ports":[{"containerPort":8080,"hostPort":8082,"hostIP":"` + pod.Status.HostIP + `","protocol":"` + proto + `"}]}]}}`
+			}
+			kubectl(t, c, "run", "by-addr-tcp", "--image=registry.k8s.io/e2e-test-images/agnhost:2.53", byAddr("by-addr-tcp", "TCP"))
+			kubectl(t, c, "run", "by-addr-udp", "--image=registry.k8s.io/e2e-test-images/agnhost:2.53", byAddr("by-addr-udp", "UDP"))
+			waitPodReady(t, cl, "by-addr-tcp", 30*time.Second)
+			waitPodReady(t, cl, "by-addr-udp", 30*time.Second)
+			addrURL := fmt.Sprintf("http://%s:8082/hostname", pod.Status.HostIP)
+			waitFor(t, 10*time.Second, "the hostPort on the node's address answering", func() (bool, error) {
+				out, err := httpGet(addrURL)
+				return err == nil && out == "by-addr-tcp", fmt.Errorf("%v %q", err, out)
+			})
+			kubectl(t, c, "run", "any-addr", "--image=busybox:1.36",
+				`--overrides={"apiVersion":"v1","spec":{"nodeName":"`+pod.Spec.NodeName+`","containers":[{"name":"any-addr","image":"busybox:1.36","command":["sleep","3600"],"ports":[{"containerPort":80,"hostPort":8082}]}]}}`)
+			waitFor(t, 20*time.Second, "the pod asking for 0.0.0.0 rejected", func() (bool, error) {
+				p := getPod(t, cl, "any-addr")
+				return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "NodePorts", fmt.Errorf("phase %s reason %q", p.Status.Phase, p.Status.Reason)
+			})
 			// Gone with the pod.
 			kubectl(t, c, "delete", "pod", "published", "--grace-period=1")
 			if out, err := httpGet(url); err == nil {

@@ -175,7 +175,7 @@ func TestAdmitHostPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := p.pods[podKey("default", "clash")].snapshot().Status
-	if st.Phase != corev1.PodFailed || st.Reason != "NodePorts" || !strings.Contains(st.Message, "8080/TCP is used by pod holder") {
+	if st.Phase != corev1.PodFailed || st.Reason != "NodePorts" || !strings.Contains(st.Message, "8080/TCP on 0.0.0.0 is used by pod holder") {
 		t.Errorf("clashing pod: phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
 	}
 	if ev := <-events.Events; !strings.Contains(ev, "Warning NodePorts Pod was rejected") {
@@ -253,5 +253,32 @@ func TestDeleteAndUpdateMatchTheUID(t *testing.T) {
 	}
 	if err := p.UpdatePod(context.Background(), pod("new")); err != nil {
 		t.Errorf("UpdatePod of the pod itself: %v", err)
+	}
+}
+
+// The conformance shape: pods with the same hostPort on different
+// addresses or protocols are all admitted; the same address and protocol
+// is not, nor 0.0.0.0 beside any address.
+func TestAdmitHostPortsByAddress(t *testing.T) {
+	withPort := func(name, uid, ip string, proto corev1.Protocol) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 54323, HostIP: ip, Protocol: proto}}}}}}
+	}
+	holder := testPodRun(t, withPort("pod1", "uid-1", "127.0.0.1", corev1.ProtocolTCP))
+	p := holder.p
+	p.pods[podKey("default", "pod1")] = holder
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{withPort("pod2", "uid-2", "172.29.1.3", corev1.ProtocolTCP), ""},
+		{withPort("pod3", "uid-3", "172.29.1.3", corev1.ProtocolUDP), ""},
+		{withPort("same", "uid-4", "127.0.0.1", corev1.ProtocolTCP), "54323/TCP on 127.0.0.1 is used by pod pod1"},
+		{withPort("any", "uid-5", "", corev1.ProtocolTCP), "54323/TCP on 127.0.0.1 is used by pod pod1"},
+	} {
+		got := p.admitLocked(tc.pod)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.pod.Name, got, tc.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -41,7 +42,8 @@ type podNetwork struct {
 	// Pod deleted a moment ago (EndpointSlices and conntrack entries that
 	// still name the old Pod would point at the new one).
 	last netip.Addr
-	// hostPorts holds each pod's elements of the hostport map.
+	// hostPorts holds each pod's elements of the hostport maps, as
+	// "MAP ELEMENT".
 	hostPorts      map[string][]string
 	hostPortsReady bool
 }
@@ -241,7 +243,21 @@ const hostPortTable = "svclab-hostports"
 type hostPort struct {
 	proto         string // tcp, udp, sctp
 	port, podPort int32
+	// hostIP is the node address the port is published on; "" means
+	// every address (0.0.0.0, as the kubelet reads an empty hostIP).
+	hostIP string
 }
+
+// conflicts says whether two hostPorts cannot both be published, by the
+// kubelet's rule (the scheduler's NodePorts: HostPortInfo.CheckConflict):
+// the same protocol and port on the same address, or on any address when
+// either is 0.0.0.0.
+func (h hostPort) conflicts(o hostPort) bool {
+	return h.proto == o.proto && h.port == o.port && (h.hostIP == "" || o.hostIP == "" || h.hostIP == o.hostIP)
+}
+
+// on says where h is published, for messages: "0.0.0.0" or the address.
+func (h hostPort) on() string { return cmp.Or(h.hostIP, "0.0.0.0") }
 
 // hostPortsOf returns the hostPorts pod's containers ask for.
 func hostPortsOf(pod *corev1.Pod) []hostPort {
@@ -255,7 +271,11 @@ func hostPortsOf(pod *corev1.Pod) []hostPort {
 			if proto == "" {
 				proto = "tcp"
 			}
-			out = append(out, hostPort{proto, p.HostPort, p.ContainerPort})
+			hostIP := p.HostIP
+			if hostIP == "0.0.0.0" {
+				hostIP = ""
+			}
+			out = append(out, hostPort{proto: proto, port: p.HostPort, podPort: p.ContainerPort, hostIP: hostIP})
 		}
 	}
 	return out
@@ -276,12 +296,19 @@ func (n *podNetwork) setHostPorts(ctx context.Context, uid string, ip netip.Addr
 		for _, cmd := range [][]string{
 			{"add", "table", "ip", hostPortTable},
 			{"add", "map", "ip", hostPortTable, "hostports", "{ type inet_proto . inet_service : ipv4_addr . inet_service ; }"},
+			// hostPorts on one node address (a hostIP).
+			{"add", "map", "ip", hostPortTable, "hostports-addr", "{ type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service ; }"},
 			{"add", "chain", "ip", hostPortTable, "prerouting", "{ type nat hook prerouting priority dstnat ; }"},
 			{"add", "chain", "ip", hostPortTable, "output", "{ type nat hook output priority -100 ; }"},
 			{"flush", "map", "ip", hostPortTable, "hostports"}, // an earlier agent's
+			{"flush", "map", "ip", hostPortTable, "hostports-addr"},
 			{"flush", "chain", "ip", hostPortTable, "prerouting"},
 			{"flush", "chain", "ip", hostPortTable, "output"},
+			// A lookup that finds nothing ends its rule, not the chain:
+			// an address's own ports first, then every address's.
+			{"add", "rule", "ip", hostPortTable, "prerouting", "fib daddr type local dnat ip to ip daddr . meta l4proto . th dport map @hostports-addr"},
 			{"add", "rule", "ip", hostPortTable, "prerouting", "fib daddr type local dnat ip to meta l4proto . th dport map @hostports"},
+			{"add", "rule", "ip", hostPortTable, "output", "fib daddr type local dnat ip to ip daddr . meta l4proto . th dport map @hostports-addr"},
 			{"add", "rule", "ip", hostPortTable, "output", "fib daddr type local dnat ip to meta l4proto . th dport map @hostports"},
 		} {
 			if err := n.nft(ctx, cmd...); err != nil {
@@ -291,11 +318,18 @@ func (n *podNetwork) setHostPorts(ctx context.Context, uid string, ip netip.Addr
 		n.hostPortsReady = true
 	}
 	for _, p := range ports {
-		elem := fmt.Sprintf("%s . %d : %s . %d", p.proto, p.port, ip, p.podPort)
-		if err := n.nft(ctx, "add", "element", "ip", hostPortTable, "hostports", "{ "+elem+" }"); err != nil {
-			return fmt.Errorf("publishing hostPort %d/%s: %w", p.port, p.proto, err)
+		set, elem := "hostports", fmt.Sprintf("%s . %d : %s . %d", p.proto, p.port, ip, p.podPort)
+		if p.hostIP != "" {
+			addr, err := netip.ParseAddr(p.hostIP)
+			if err != nil || !addr.Is4() {
+				return fmt.Errorf("publishing hostPort %d/%s on %s: the lab's nodes have IPv4 addresses only", p.port, p.proto, p.hostIP)
+			}
+			set, elem = "hostports-addr", fmt.Sprintf("%s . %s . %d : %s . %d", addr, p.proto, p.port, ip, p.podPort)
 		}
-		n.hostPorts[uid] = append(n.hostPorts[uid], elem)
+		if err := n.nft(ctx, "add", "element", "ip", hostPortTable, set, "{ "+elem+" }"); err != nil {
+			return fmt.Errorf("publishing hostPort %d/%s on %s: %w", p.port, p.proto, p.on(), err)
+		}
+		n.hostPorts[uid] = append(n.hostPorts[uid], set+" "+elem)
 	}
 	return nil
 }
@@ -304,9 +338,10 @@ func (n *podNetwork) setHostPorts(ctx context.Context, uid string, ip netip.Addr
 func (n *podNetwork) clearHostPorts(ctx context.Context, uid string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, elem := range n.hostPorts[uid] {
+	for _, rec := range n.hostPorts[uid] {
+		set, elem, _ := strings.Cut(rec, " ")
 		key, _, _ := strings.Cut(elem, " : ")
-		n.nft(ctx, "delete", "element", "ip", hostPortTable, "hostports", "{ "+key+" }")
+		n.nft(ctx, "delete", "element", "ip", hostPortTable, set, "{ "+key+" }")
 	}
 	delete(n.hostPorts, uid)
 }

@@ -143,10 +143,11 @@ func TestRoutesFor(t *testing.T) {
 func TestHostPorts(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
 		{Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8081}, {ContainerPort: 9090}}},
-		{Ports: []corev1.ContainerPort{{ContainerPort: 53, HostPort: 5353, Protocol: corev1.ProtocolUDP}}},
+		{Ports: []corev1.ContainerPort{{ContainerPort: 53, HostPort: 5353, Protocol: corev1.ProtocolUDP, HostIP: "0.0.0.0"}}},
+		{Ports: []corev1.ContainerPort{{ContainerPort: 9000, HostPort: 9001, HostIP: "172.29.1.3"}}},
 	}}}
 	ports := hostPortsOf(pod)
-	if want := []hostPort{{"tcp", 8081, 8080}, {"udp", 5353, 53}}; !slices.Equal(ports, want) {
+	if want := []hostPort{{proto: "tcp", port: 8081, podPort: 8080}, {proto: "udp", port: 5353, podPort: 53}, {proto: "tcp", port: 9001, podPort: 9000, hostIP: "172.29.1.3"}}; !slices.Equal(ports, want) {
 		t.Fatalf("hostPortsOf = %v, want %v", ports, want)
 	}
 	r := &recordingRunner{}
@@ -156,25 +157,43 @@ func TestHostPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	const nft = "ip netns exec node-ns nft "
-	if len(r.cmds) != 11 || r.cmds[0] != nft+"add table ip svclab-hostports" ||
-		r.cmds[4] != nft+"flush map ip svclab-hostports hostports" || // an earlier agent's elements
-		r.cmds[3] != nft+"add chain ip svclab-hostports output { type nat hook output priority -100 ; }" || // dstnat is prerouting's only
-		r.cmds[7] != nft+"add rule ip svclab-hostports prerouting fib daddr type local dnat ip to meta l4proto . th dport map @hostports" ||
-		r.cmds[9] != nft+"add element ip svclab-hostports hostports { tcp . 8081 : 10.244.1.5 . 8080 }" ||
-		r.cmds[10] != nft+"add element ip svclab-hostports hostports { udp . 5353 : 10.244.1.5 . 53 }" {
-		t.Errorf("commands:\n%s", strings.Join(r.cmds, "\n"))
+	want := []string{
+		"add table ip svclab-hostports",
+		"add map ip svclab-hostports hostports { type inet_proto . inet_service : ipv4_addr . inet_service ; }",
+		"add map ip svclab-hostports hostports-addr { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service ; }",
+		"add chain ip svclab-hostports prerouting { type nat hook prerouting priority dstnat ; }",
+		"add chain ip svclab-hostports output { type nat hook output priority -100 ; }", // dstnat is prerouting's only
+		"flush map ip svclab-hostports hostports", // an earlier agent's elements
+		"flush map ip svclab-hostports hostports-addr",
+		"flush chain ip svclab-hostports prerouting",
+		"flush chain ip svclab-hostports output",
+		// An address's own ports before every address's.
+		"add rule ip svclab-hostports prerouting fib daddr type local dnat ip to ip daddr . meta l4proto . th dport map @hostports-addr",
+		"add rule ip svclab-hostports prerouting fib daddr type local dnat ip to meta l4proto . th dport map @hostports",
+		"add rule ip svclab-hostports output fib daddr type local dnat ip to ip daddr . meta l4proto . th dport map @hostports-addr",
+		"add rule ip svclab-hostports output fib daddr type local dnat ip to meta l4proto . th dport map @hostports",
+		"add element ip svclab-hostports hostports { tcp . 8081 : 10.244.1.5 . 8080 }",
+		"add element ip svclab-hostports hostports { udp . 5353 : 10.244.1.5 . 53 }",
+		"add element ip svclab-hostports hostports-addr { 172.29.1.3 . tcp . 9001 : 10.244.1.5 . 9000 }",
+	}
+	for i := range want {
+		want[i] = nft + want[i]
+	}
+	if !slices.Equal(r.cmds, want) {
+		t.Errorf("commands:\n%s\nwant\n%s", strings.Join(r.cmds, "\n"), strings.Join(want, "\n"))
 	}
 	// The table is set up once; the next pod only adds its element.
 	r.cmds = nil
-	n.setHostPorts(context.Background(), "uid-2", netip.MustParseAddr("10.244.1.6"), []hostPort{{"tcp", 80, 80}})
+	n.setHostPorts(context.Background(), "uid-2", netip.MustParseAddr("10.244.1.6"), []hostPort{{proto: "tcp", port: 80, podPort: 80}})
 	if len(r.cmds) != 1 {
 		t.Errorf("second pod: %v", r.cmds)
 	}
 	// Teardown withdraws exactly the pod's elements.
 	r.cmds = nil
 	n.teardown(context.Background(), "uid-1")
-	want := []string{nft + "delete element ip svclab-hostports hostports { tcp . 8081 }", nft + "delete element ip svclab-hostports hostports { udp . 5353 }"}
-	if len(r.cmds) < 2 || !slices.Equal(r.cmds[:2], want) {
+	want = []string{nft + "delete element ip svclab-hostports hostports { tcp . 8081 }", nft + "delete element ip svclab-hostports hostports { udp . 5353 }",
+		nft + "delete element ip svclab-hostports hostports-addr { 172.29.1.3 . tcp . 9001 }"}
+	if len(r.cmds) < 3 || !slices.Equal(r.cmds[:3], want) {
 		t.Errorf("teardown: %v", r.cmds)
 	}
 }
@@ -273,5 +292,26 @@ func TestPodAddressesRoundRobin(t *testing.T) {
 	other.setCIDR(netip.MustParsePrefix("10.244.9.0/24"))
 	if got := alloc(other, "j"); got != "10.244.9.2" {
 		t.Errorf("in a new CIDR the first address is %s, want 10.244.9.2", got)
+	}
+}
+
+// hostPorts conflict as the kubelet decides: the same protocol and port
+// on the same address, or on any address when either is 0.0.0.0.
+func TestHostPortConflicts(t *testing.T) {
+	for _, tc := range []struct {
+		a, b hostPort
+		want bool
+	}{
+		{hostPort{proto: "tcp", port: 80}, hostPort{proto: "tcp", port: 80}, true},
+		{hostPort{proto: "tcp", port: 80}, hostPort{proto: "udp", port: 80}, false},
+		{hostPort{proto: "tcp", port: 80}, hostPort{proto: "tcp", port: 81}, false},
+		{hostPort{proto: "tcp", port: 80, hostIP: "127.0.0.1"}, hostPort{proto: "tcp", port: 80, hostIP: "172.29.1.3"}, false},
+		{hostPort{proto: "tcp", port: 80, hostIP: "127.0.0.1"}, hostPort{proto: "tcp", port: 80, hostIP: "127.0.0.1"}, true},
+		{hostPort{proto: "tcp", port: 80}, hostPort{proto: "tcp", port: 80, hostIP: "172.29.1.3"}, true}, // 0.0.0.0 overlaps every address
+		{hostPort{proto: "tcp", port: 80, hostIP: "172.29.1.3"}, hostPort{proto: "udp", port: 80, hostIP: "172.29.1.3"}, false},
+	} {
+		if got := tc.a.conflicts(tc.b); got != tc.want || tc.b.conflicts(tc.a) != tc.want {
+			t.Errorf("%+v vs %+v: conflict %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }

@@ -101,8 +101,9 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 
 // admitLocked checks pod against the pods the node runs, as the kubelet
 // does before running a pod that was bound to it directly (nodeName
-// bypasses the scheduler's checks): a hostPort another pod holds rejects
-// it. It returns the rejection's message, or "".
+// bypasses the scheduler's checks): a hostPort another pod holds on the
+// same address (or on every address, 0.0.0.0) with the same protocol
+// rejects it. It returns the rejection's message, or "".
 func (p *provider) admitLocked(pod *corev1.Pod) string {
 	want := hostPortsOf(pod)
 	if len(want) == 0 {
@@ -117,9 +118,9 @@ func (p *provider) admitLocked(pod *corev1.Pod) string {
 		}
 		for _, hp := range hostPortsOf(r.pod) {
 			for _, w := range want {
-				if hp.proto == w.proto && hp.port == w.port {
-					return fmt.Sprintf("Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (%d/%s is used by pod %s)",
-						w.port, strings.ToUpper(w.proto), r.pod.Name)
+				if hp.conflicts(w) {
+					return fmt.Sprintf("Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (%d/%s on %s is used by pod %s)",
+						w.port, strings.ToUpper(w.proto), hp.on(), r.pod.Name)
 				}
 			}
 		}
