@@ -808,7 +808,7 @@ spec:
 			// same hostPort on the node's address over TCP and over UDP
 			// are both admitted; on 0.0.0.0 beside them, rejected.
 			byAddr := func(name, proto string) string {
-				return `--overrides={"apiVersion":"v1","spec":{"nodeName":"` + pod.Spec.NodeName + `","containers":[{"name":"c","image":"registry.k8s.io/e2e-test-images/agnhost:2.53","args":["netexec","--http-port=8080","--udp-port=8080"],"ports":[{"containerPort":8080,"hostPort":8082,"hostIP":"` + pod.Status.HostIP + `","protocol":"` + proto + `"}]}]}}`
+				return `--overrides={"apiVersion":"v1","spec":{"nodeName":"` + pod.Spec.NodeName + `","containers":[{"name":"` + name + `","image":"registry.k8s.io/e2e-test-images/agnhost:2.53","args":["netexec","--http-port=8080","--udp-port=8080"],"ports":[{"containerPort":8080,"hostPort":8082,"hostIP":"` + pod.Status.HostIP + `","protocol":"` + proto + `"}]}]}}`
 			}
 			kubectl(t, c, "run", "by-addr-tcp", "--image=registry.k8s.io/e2e-test-images/agnhost:2.53", byAddr("by-addr-tcp", "TCP"))
 			kubectl(t, c, "run", "by-addr-udp", "--image=registry.k8s.io/e2e-test-images/agnhost:2.53", byAddr("by-addr-udp", "UDP"))
