@@ -832,6 +832,19 @@ spec:
 			}
 		})
 
+		t.Run("the pause image runs, and stops at SIGTERM", func(t *testing.T) {
+			t.Parallel()
+			kubectl(t, c, "run", "paused", "--image=registry.k8s.io/pause:3.10.2")
+			waitPodReady(t, cl, "paused", 30*time.Second)
+			start := time.Now()
+			kubectl(t, c, "delete", "pod", "paused", "--grace-period=30")
+			// pause exits 0 at SIGTERM: the deletion does not wait out the
+			// grace period.
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("deleting the pause Pod took %s", d)
+			}
+		})
+
 		t.Run("a liveness probe that cannot run restarts the container", func(t *testing.T) {
 			t.Parallel()
 			applyYAML(t, c, `apiVersion: v1

@@ -20,8 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/svclab/svclab/lab/images/agnhost"
-	"github.com/svclab/svclab/lab/images/webserver"
+	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/nodeagent"
 	proxierrun "github.com/svclab/svclab/lab/proxier/run"
 )
@@ -76,16 +75,22 @@ const supervisorArg0 = "svclab-supervisor"
 // Init must be called first thing in main (and in TestMain of tests that
 // create clusters): when the process was started in one of svclab's other
 // roles — a cluster supervisor, a node agent, or a program of a pod image
-// (agnhost, nginx, httpd, kube-proxy) — it runs that and exits.
+// (images.Applet: agnhost, pause, nginx, httpd; and kube-proxy) — it runs
+// that and exits.
 func Init() {
 	role := filepath.Base(os.Args[0])
-	switch role {
-	case supervisorArg0, nodeAgentArg0, "agnhost", "agnhost-2", "nginx", "httpd", "httpd-foreground", "kube-proxy":
+	applet, isApplet := images.Applet(role)
+	if role == supervisorArg0 || role == nodeAgentArg0 || role == "kube-proxy" || isApplet {
 		// Long-running lab processes: memory over CPU (see
 		// defaultGOGC), unless GOGC says otherwise.
 		if os.Getenv("GOGC") == "" {
 			debug.SetGCPercent(defaultGOGC)
 		}
+	}
+	// Inside containers the svclab binary stands in for the programs of
+	// the images it serves (package images says which).
+	if isApplet {
+		os.Exit(applet(os.Args[1:]))
 	}
 	switch role {
 	case supervisorArg0:
@@ -96,14 +101,6 @@ func Init() {
 		if len(os.Args) == 2 {
 			os.Exit(runNodeAgents(os.Args[1]))
 		}
-	// Inside containers the svclab binary stands in for the programs of
-	// the images it serves (see package images).
-	case "agnhost", "agnhost-2":
-		os.Exit(agnhost.Main(os.Args[1:]))
-	case "nginx":
-		os.Exit(webserver.Main("nginx", os.Args[1:]))
-	case "httpd", "httpd-foreground":
-		os.Exit(webserver.Main("httpd", os.Args[1:]))
 	case "kube-proxy":
 		cmd := proxierrun.NewRunCommand()
 		cmd.SetArgs(os.Args[1:])

@@ -164,6 +164,7 @@ func treeLayers() map[string][]entry {
 		layerAgnhost: {
 			symlink("/agnhost", svclabPath),
 			symlink("/agnhost-2", "agnhost"),
+			symlink("/pause", svclabPath), // registry.k8s.io/pause's program
 			dir("/uploads"),
 			{path: "/localhost.crt", mode: 0o644, data: "generated: self-signed localhost certificate v1", generate: crt},
 			{path: "/localhost.key", mode: 0o600, data: "generated: self-signed localhost key v1", generate: key},

@@ -60,6 +60,9 @@ var known = []struct {
 	{[]string{"curlimages/curl"}, variant{image: ImageTools, entrypoint: []string{"/entrypoint.sh"}, cmd: []string{"curl"}}},
 	{[]string{"nicolaka/netshoot"}, variant{image: ImageTools, cmd: []string{"bash"}}},
 	{[]string{"registry.k8s.io/e2e-test-images/agnhost"}, variant{image: ImageAgnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}}},
+	// The pause image (any tag: Pods in the Kubernetes docs and the e2e
+	// suites name many), its /pause from the agnhost image's files.
+	{[]string{"registry.k8s.io/pause", "gcr.io/google-containers/pause", "rancher/mirrored-pause"}, variant{image: ImageAgnhost, entrypoint: []string{"/pause"}}},
 	{[]string{"nginx"}, variant{image: ImageWeb, entrypoint: []string{"/docker-entrypoint.sh"}, cmd: []string{"nginx", "-g", "daemon off;"}, stopSignal: "SIGQUIT"}},
 	{[]string{"httpd"}, variant{image: ImageWeb, cmd: []string{"httpd-foreground"}, workingDir: "/usr/local/apache2",
 		env:        []string{"PATH=/usr/local/apache2/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + busyboxAppletDir, "HTTPD_PREFIX=/usr/local/apache2"},

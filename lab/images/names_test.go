@@ -62,6 +62,8 @@ func TestLookup(t *testing.T) {
 		{"curlimages/curl:8.10.1", ImageTools, []string{"/entrypoint.sh"}, []string{"curl"}},
 		{"nicolaka/netshoot", ImageTools, nil, []string{"bash"}},
 		{"registry.k8s.io/e2e-test-images/agnhost:2.53", ImageAgnhost, []string{"/agnhost"}, []string{"pause"}},
+		{"registry.k8s.io/pause:3.10.2", ImageAgnhost, []string{"/pause"}, nil},
+		{"k8s.gcr.io/pause:3.1", ImageAgnhost, []string{"/pause"}, nil},
 		{"nginx", ImageWeb, []string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}},
 		{"nginx:1.27-alpine", ImageWeb, []string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}},
 		{"httpd:2.4", ImageWeb, nil, []string{"httpd-foreground"}},
@@ -108,7 +110,7 @@ func TestAvailable(t *testing.T) {
 	s := NewStore(t.TempDir(), Options{System: newFakeSystem(), SvclabBin: "/nonexistent", Mirror: DefaultMirror})
 	got := s.Available()
 	want := []string{"busybox", "ubuntu", "debian", "alpine", "curlimages/curl", "nicolaka/netshoot",
-		"registry.k8s.io/e2e-test-images/agnhost", "nginx", "httpd", "registry.k8s.io/coredns/coredns", "registry.k8s.io/kube-proxy"}
+		"registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/pause", "nginx", "httpd", "registry.k8s.io/coredns/coredns", "registry.k8s.io/kube-proxy"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Available() = %q, want %q", got, want)
 	}
