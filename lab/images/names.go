@@ -52,10 +52,13 @@ var known = []struct {
 }{
 	// busybox's applets come first, so sh, wget and nslookup behave and
 	// print as in the busybox image.
-	{[]string{"busybox"}, variant{image: ImageTools, cmd: []string{"sh"},
+	{[]string{"busybox", "registry.k8s.io/e2e-test-images/busybox"}, variant{image: ImageTools, cmd: []string{"sh"},
 		env: []string{"PATH=" + busyboxAppletDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}},
 	{[]string{"ubuntu"}, variant{image: ImageTools, cmd: []string{"bash"}}},
 	{[]string{"debian"}, variant{image: ImageTools, cmd: []string{"bash"}}},
+	// The e2e suites' DNS queriers: Debian with dig and glibc's resolver
+	// (getent), as the tools image is.
+	{[]string{"registry.k8s.io/e2e-test-images/jessie-dnsutils", "registry.k8s.io/e2e-test-images/glibc-dns-testing"}, variant{image: ImageTools, cmd: []string{"bash"}}},
 	{[]string{"alpine"}, variant{image: ImageTools, cmd: []string{"/bin/sh"}}},
 	{[]string{"curlimages/curl"}, variant{image: ImageTools, entrypoint: []string{"/entrypoint.sh"}, cmd: []string{"curl"}}},
 	{[]string{"nicolaka/netshoot"}, variant{image: ImageTools, cmd: []string{"bash"}}},
@@ -63,8 +66,8 @@ var known = []struct {
 	// The pause image (any tag: Pods in the Kubernetes docs and the e2e
 	// suites name many), its /pause from the agnhost image's files.
 	{[]string{"registry.k8s.io/pause", "gcr.io/google-containers/pause", "rancher/mirrored-pause"}, variant{image: ImageAgnhost, entrypoint: []string{"/pause"}}},
-	{[]string{"nginx"}, variant{image: ImageWeb, entrypoint: []string{"/docker-entrypoint.sh"}, cmd: []string{"nginx", "-g", "daemon off;"}, stopSignal: "SIGQUIT"}},
-	{[]string{"httpd"}, variant{image: ImageWeb, cmd: []string{"httpd-foreground"}, workingDir: "/usr/local/apache2",
+	{[]string{"nginx", "registry.k8s.io/e2e-test-images/nginx"}, variant{image: ImageWeb, entrypoint: []string{"/docker-entrypoint.sh"}, cmd: []string{"nginx", "-g", "daemon off;"}, stopSignal: "SIGQUIT"}},
+	{[]string{"httpd", "registry.k8s.io/e2e-test-images/httpd"}, variant{image: ImageWeb, cmd: []string{"httpd-foreground"}, workingDir: "/usr/local/apache2",
 		env:        []string{"PATH=/usr/local/apache2/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + busyboxAppletDir, "HTTPD_PREFIX=/usr/local/apache2"},
 		stopSignal: "SIGWINCH"}},
 	// CoreDNS (a Go program like the others, but built into svclab-kube)

@@ -64,6 +64,8 @@ func TestLookup(t *testing.T) {
 		{"registry.k8s.io/e2e-test-images/agnhost:2.53", ImageAgnhost, []string{"/agnhost"}, []string{"pause"}},
 		{"registry.k8s.io/pause:3.10.2", ImageAgnhost, []string{"/pause"}, nil},
 		{"k8s.gcr.io/pause:3.1", ImageAgnhost, []string{"/pause"}, nil},
+		{"registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1", ImageTools, nil, []string{"bash"}},
+		{"registry.k8s.io/e2e-test-images/httpd:2.4.39-4", ImageWeb, nil, []string{"httpd-foreground"}},
 		{"nginx", ImageWeb, []string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}},
 		{"nginx:1.27-alpine", ImageWeb, []string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}},
 		{"httpd:2.4", ImageWeb, nil, []string{"httpd-foreground"}},
@@ -109,7 +111,7 @@ func TestLookupUnknown(t *testing.T) {
 func TestAvailable(t *testing.T) {
 	s := NewStore(t.TempDir(), Options{System: newFakeSystem(), SvclabBin: "/nonexistent", Mirror: DefaultMirror})
 	got := s.Available()
-	want := []string{"busybox", "ubuntu", "debian", "alpine", "curlimages/curl", "nicolaka/netshoot",
+	want := []string{"busybox", "ubuntu", "debian", "registry.k8s.io/e2e-test-images/jessie-dnsutils", "alpine", "curlimages/curl", "nicolaka/netshoot",
 		"registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/pause", "nginx", "httpd", "registry.k8s.io/coredns/coredns", "registry.k8s.io/kube-proxy"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Available() = %q, want %q", got, want)
