@@ -148,3 +148,31 @@ func TestLifecycleActions(t *testing.T) {
 		t.Errorf("a bad name: %d", code)
 	}
 }
+
+// While a start over runs, the scenario's page is its operation's: the
+// attempt it would show is being set up.
+func TestScenarioPageFollowsARunningStartOver(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	hold := make(chan struct{})
+	l.fa.mu.Lock()
+	l.fa.hold = hold
+	l.fa.mu.Unlock()
+	code, _ := post(t, l.url+"/scenarios/selector-typo/reset", url.Values{"confirmed": {"yes"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("reset: %d", code)
+	}
+	resp, err := noRedirect.Get(l.url + "/scenarios/selector-typo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/operations/") {
+		t.Errorf("the page during the start over: %d → %q", resp.StatusCode, loc)
+	}
+	close(hold)
+	l.s.ops.wait()
+	if page := get(t, l.url+"/scenarios/selector-typo"); !strings.Contains(page, `data-attempt="2"`) {
+		t.Error("after the start over the page does not show attempt 2")
+	}
+}

@@ -33,6 +33,9 @@ type fakeAttempts struct {
 	attempts []*Attempt
 	pass     atomic.Bool
 	started  chan string
+	// hold, when set, keeps Start waiting (after its attempt is recorded)
+	// until it is closed: a setup still running.
+	hold chan struct{}
 }
 
 func (f *fakeAttempts) Start(ctx context.Context, learner, scenarioID, clusterName string, p cluster.Progress) (*Attempt, error) {
@@ -41,6 +44,11 @@ func (f *fakeAttempts) Start(ctx context.Context, learner, scenarioID, clusterNa
 	defer f.mu.Unlock()
 	a := &Attempt{ID: int64(len(f.attempts) + 1), Learner: learner, ScenarioID: scenarioID, Cluster: clusterName, State: StateRunning, Started: time.Now()}
 	f.attempts = append(f.attempts, a)
+	if hold := f.hold; hold != nil {
+		f.mu.Unlock()
+		<-hold
+		f.mu.Lock()
+	}
 	return a, nil
 }
 
