@@ -1,13 +1,10 @@
 package faults
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"regexp"
@@ -26,90 +23,10 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/netcheck"
-	"github.com/svclab/svclab/lab/proxier/control"
+	proxierfaults "github.com/svclab/svclab/lab/proxier/faults"
+	"github.com/svclab/svclab/lab/proxierctl"
 	"github.com/svclab/svclab/lab/scenario"
 )
-
-// ProxierAddr is where the bundled proxier serves its metrics, proxy mode
-// and fault switches, in each node's network namespace.
-const ProxierAddr = "127.0.0.1:10249"
-
-// setSwitches posts a patch of the proxier's fault switches on node.
-func setSwitches(ctx context.Context, c cluster.Cluster, node string, patch map[string]any) error {
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	if _, err := ProxierRequest(ctx, c, node, http.MethodPost, "/faults", body); err != nil {
-		return fmt.Errorf("setting the proxier's fault switches %s on node %s (is kube-proxy running there? kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide): %w", body, node, err)
-	}
-	return nil
-}
-
-// ProxierRequest sends a request to the proxier's metrics port on node and
-// returns the answer's body: from svclab's own code in the node's network
-// namespace where the cluster allows it, else with curl on the node. An
-// answer other than 200 is an error.
-func ProxierRequest(ctx context.Context, c cluster.Cluster, node, method, path string, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	nc, ok := c.(cluster.NetnsCluster)
-	if !ok {
-		args := []string{"curl", "-sS", "-f", "-m", "5"}
-		if method != http.MethodGet {
-			args = append(args, "-X", method)
-		}
-		if body != nil {
-			args = append(args, "-H", "Content-Type: application/json", "-d", string(body))
-		}
-		out, err := run(ctx, c, node, append(args, "http://"+ProxierAddr+path)...)
-		return []byte(out), err
-	}
-	ns, err := nc.NodeNetns(node)
-	if err != nil {
-		return nil, err
-	}
-	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return ns.DialFrom(ctx, network, "", addr)
-	}}
-	defer tr.CloseIdleConnections()
-	if k, ok := c.(control.Keyed); ok && guarded(path) {
-		key, err := k.ProxierControlKey()
-		if err != nil {
-			return nil, err
-		}
-		return control.Do(ctx, &http.Client{Transport: tr}, key, "http://"+ProxierAddr, method, path, body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+ProxierAddr+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return control.Send(&http.Client{Transport: tr}, req)
-}
-
-// guarded tells whether path is a teaching hook the proxier keeps for
-// svclab (see package control).
-func guarded(path string) bool {
-	p, _, _ := strings.Cut(path, "?")
-	return p == "/faults" || p == "/sync"
-}
-
-// ProxyMode asks the proxier on node which mode it runs in (nftables or
-// iptables).
-func ProxyMode(ctx context.Context, c cluster.Cluster, node string) (string, error) {
-	out, err := ProxierRequest(ctx, c, node, http.MethodGet, "/proxyMode", nil)
-	if err != nil {
-		return "", fmt.Errorf("asking the proxier on node %s for its mode (is kube-proxy running there?): %w", node, err)
-	}
-	mode := strings.TrimSpace(string(out))
-	if mode != scenario.ProxyModeNFTables && mode != scenario.ProxyModeIPTables {
-		return "", fmt.Errorf("the proxier on node %s runs in mode %q; the lab knows nftables and iptables", node, mode)
-	}
-	return mode, nil
-}
 
 // proxierStuck keeps the proxier on a node running but stops its syncs.
 type proxierStuck struct{ scenario.FaultSpec }
@@ -119,7 +36,7 @@ func (f proxierStuck) Inject(ctx context.Context, c cluster.Cluster, p scenario.
 	if err != nil {
 		return err
 	}
-	return setSwitches(ctx, c, node, map[string]any{"stopSyncing": true})
+	return proxierctl.SetFaults(ctx, c, node, proxierfaults.Patch{StopSyncing: ptr(true)})
 }
 
 func (f proxierStuck) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
@@ -127,7 +44,7 @@ func (f proxierStuck) Revert(ctx context.Context, c cluster.Cluster, p scenario.
 	if err != nil {
 		return err
 	}
-	return setSwitches(ctx, c, node, map[string]any{"stopSyncing": false})
+	return proxierctl.SetFaults(ctx, c, node, proxierfaults.Patch{StopSyncing: ptr(false)})
 }
 
 // Names of the kube-proxy DaemonSet and its Pods' label.
@@ -259,7 +176,7 @@ func (f staleUDPConntrackDNS) Inject(ctx context.Context, c cluster.Cluster, p s
 	}
 	podIPs := map[string]bool{}
 	for _, n := range nodes {
-		if err := setSwitches(ctx, c, n.Name, map[string]any{"skipConntrackCleanup": true}); err != nil {
+		if err := proxierctl.SetFaults(ctx, c, n.Name, proxierfaults.Patch{SkipConntrackCleanup: ptr(true)}); err != nil {
 			return err
 		}
 		ip, err := pinDNSFlow(ctx, c, cs, n.Name, dns.Spec.ClusterIP)
@@ -476,7 +393,7 @@ func (f staleUDPConntrackDNS) Revert(ctx context.Context, c cluster.Cluster, p s
 		return err
 	}
 	for _, n := range nodes {
-		if err := setSwitches(ctx, c, n.Name, map[string]any{"skipConntrackCleanup": false}); err != nil {
+		if err := proxierctl.SetFaults(ctx, c, n.Name, proxierfaults.Patch{SkipConntrackCleanup: ptr(false)}); err != nil {
 			return err
 		}
 	}
@@ -505,7 +422,7 @@ func (f ruleDeleted) Inject(ctx context.Context, c cluster.Cluster, p scenario.P
 	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return fmt.Errorf("Service %s/%s has no ClusterIP, so no proxy rules to delete", ns, name)
 	}
-	mode, err := ProxyMode(ctx, c, node)
+	mode, err := proxierctl.Mode(ctx, c, node)
 	if err != nil {
 		return err
 	}
@@ -579,7 +496,7 @@ func (f ruleDeleted) Revert(ctx context.Context, c cluster.Cluster, p scenario.P
 		}
 		for _, pod := range pods.Items {
 			if !old[pod.Name] && pod.Status.Phase == corev1.PodRunning {
-				_, err := ProxyMode(ctx, c, node)
+				_, err := proxierctl.Mode(ctx, c, node)
 				return err == nil, nil
 			}
 		}
@@ -960,3 +877,5 @@ func (f hairpin) Revert(ctx context.Context, c cluster.Cluster, p scenario.Param
 	}
 	return errors.Join(errs...)
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -6,9 +6,9 @@
 //
 // Faults talk to a cluster only through the cluster.Cluster interface: API
 // faults through its clientset, dataplane faults by running commands on a
-// node (NodeExec) — sysctl, ip, nft, iptables, conntrack, and curl against
-// the bundled proxier's fault switches on 127.0.0.1:10249/faults — so the
-// same fault works on every backend.
+// node (NodeExec) — sysctl, ip, nft, iptables, conntrack — and the bundled
+// proxier's fault switches through lab/proxierctl, so the same fault works
+// on every backend.
 //
 // Two dataplane faults stand in for kernel settings that a lab node, being
 // a network namespace, cannot change on its own: conntrack-table-small caps

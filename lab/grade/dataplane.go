@@ -15,6 +15,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/faults"
+	"github.com/svclab/svclab/lab/proxierctl"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -400,7 +401,7 @@ func (g *Grader) askProxyMode(ctx context.Context, node string) (string, error) 
 		return "", err
 	}
 	defer release()
-	return faults.ProxyMode(ctx, g.Cluster, node)
+	return proxierctl.Mode(ctx, g.Cluster, node)
 }
 
 // conntrackMax tells whether node may track at least a.AtLeast connections.

@@ -18,6 +18,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/proxierctl"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -253,11 +254,11 @@ func checkProxyMode(ctx context.Context, c cluster.Cluster, want string) error {
 	// within seconds.
 	var got string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err = faults.ProxyMode(ctx, c, nodes[0].Name)
+		got, err = proxierctl.Mode(ctx, c, nodes[0].Name)
 		return err == nil, nil
 	})
 	if err != nil {
-		_, err = faults.ProxyMode(ctx, c, nodes[0].Name)
+		_, err = proxierctl.Mode(ctx, c, nodes[0].Name)
 		return err
 	}
 	if got != want {

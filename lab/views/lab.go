@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svclab/svclab/lab/cluster"
-	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/proxier/events"
+	"github.com/svclab/svclab/lab/proxierctl"
 )
 
 // Topics of the bus.
@@ -606,7 +606,7 @@ func (l *Lab) proxierEvents(ctx context.Context, node string) {
 	const path = "/events?replay=0"
 	nc, ok := l.cfg.Cluster.(cluster.NetnsCluster)
 	if !ok {
-		l.follow(ctx, node, []string{"curl", "-sSN", "--fail", "http://" + faults.ProxierAddr + path}, handle)
+		l.follow(ctx, node, []string{"curl", "-sSN", "--fail", "http://" + proxierctl.Addr() + path}, handle)
 		return
 	}
 	// svclab's own HTTP client, from the node's network namespace.
@@ -618,7 +618,7 @@ func (l *Lab) proxierEvents(ctx context.Context, node string) {
 		tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return ns.DialFrom(ctx, network, "", addr)
 		}}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+faults.ProxierAddr+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxierctl.Addr()+path, nil)
 		if err != nil {
 			return nil, nil, err
 		}

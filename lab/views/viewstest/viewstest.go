@@ -44,6 +44,25 @@ type Cluster struct {
 	execs   map[string]int
 	resizes []string
 	broken  map[string]bool
+	// mode is what the proxiers answer on /proxyMode ("" nftables);
+	// patches the fault switch patches posted to /faults, by node.
+	mode    string
+	patches []string
+}
+
+// SetMode makes every node's proxier say it runs in mode.
+func (c *Cluster) SetMode(mode string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mode = mode
+}
+
+// Patches are the fault switch patches posted to the proxiers, as
+// "NODE BODY".
+func (c *Cluster) Patches() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.patches...)
 }
 
 // Break breaks a part of the fake's health, as the health watch sees it:
@@ -221,6 +240,24 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 				}
 			}
 		}
+	case cmd[0] == "curl" && strings.HasSuffix(line, "/proxyMode"):
+		c.mu.Lock()
+		mode := c.mode
+		c.mu.Unlock()
+		if mode == "" {
+			mode = "nftables"
+		}
+		_, err := io.WriteString(out, mode)
+		return err
+	case cmd[0] == "curl" && strings.HasSuffix(line, "/faults"):
+		for i, a := range cmd {
+			if a == "-d" && i+1 < len(cmd) {
+				c.mu.Lock()
+				c.patches = append(c.patches, node+" "+cmd[i+1])
+				c.mu.Unlock()
+			}
+		}
+		return nil
 	case cmd[0] == "curl" && strings.Contains(line, "/events"):
 		ch := make(chan events.Event, 64)
 		c.mu.Lock()

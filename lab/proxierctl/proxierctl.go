@@ -1,0 +1,104 @@
+package proxierctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/proxier/config"
+	"github.com/svclab/svclab/lab/proxier/control"
+	"github.com/svclab/svclab/lab/proxier/faults"
+)
+
+// Addr is where the bundled proxier serves its metrics, mode, fault
+// switches and syncs, in each node's network namespace.
+func Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(config.ProxyStatusPort)) }
+
+// Proxy modes the lab knows.
+const (
+	ModeNFTables = config.ModeNFTables
+	ModeIPTables = config.ModeIPTables
+)
+
+// Request sends a request to the proxier on node and returns the answer's
+// body; an answer other than 200 is an error. The teaching hooks (/faults,
+// /sync) are signed with the cluster's control key when it has one.
+func Request(ctx context.Context, c cluster.Cluster, node, method, path string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	base := "http://" + Addr()
+	nc, ok := c.(cluster.NetnsCluster)
+	if !ok {
+		args := []string{"curl", "-sS", "-f", "-m", "5"}
+		if method != http.MethodGet {
+			args = append(args, "-X", method)
+		}
+		if body != nil {
+			args = append(args, "-H", "Content-Type: application/json", "-d", string(body))
+		}
+		out, err := cluster.DataplaneOutput(ctx, c, node, append(args, base+path)...)
+		return []byte(out), err
+	}
+	ns, err := nc.NodeNetns(node)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return ns.DialFrom(ctx, network, "", addr)
+	}}
+	defer tr.CloseIdleConnections()
+	if k, ok := c.(control.Keyed); ok && guarded(path) {
+		key, err := k.ProxierControlKey()
+		if err != nil {
+			return nil, err
+		}
+		return control.Do(ctx, &http.Client{Transport: tr}, key, base, method, path, body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return control.Send(&http.Client{Transport: tr}, req)
+}
+
+// guarded tells whether path is a teaching hook the proxier keeps for
+// svclab (see package control).
+func guarded(path string) bool {
+	p, _, _ := strings.Cut(path, "?")
+	return p == "/faults" || p == "/sync"
+}
+
+// Mode asks the proxier on node which mode it runs in.
+func Mode(ctx context.Context, c cluster.Cluster, node string) (string, error) {
+	out, err := Request(ctx, c, node, http.MethodGet, "/proxyMode", nil)
+	if err != nil {
+		return "", fmt.Errorf("asking the proxier on node %s for its mode (is kube-proxy running there?): %w", node, err)
+	}
+	mode := strings.TrimSpace(string(out))
+	if mode != ModeNFTables && mode != ModeIPTables {
+		return "", fmt.Errorf("the proxier on node %s runs in mode %q; the lab knows nftables and iptables", node, mode)
+	}
+	return mode, nil
+}
+
+// SetFaults applies patch to the fault switches of the proxier on node.
+func SetFaults(ctx context.Context, c cluster.Cluster, node string, patch faults.Patch) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if _, err := Request(ctx, c, node, http.MethodPost, "/faults", body); err != nil {
+		return fmt.Errorf("setting the proxier's fault switches %s on node %s (is kube-proxy running there? kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide): %w", body, node, err)
+	}
+	return nil
+}
