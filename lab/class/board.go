@@ -34,11 +34,11 @@ type CheckResult struct {
 
 // CheckRun is the last check run of a learner on a scenario.
 type CheckRun struct {
-	At      time.Time     `json:"at"`
-	Score   float64       `json:"score"`
-	Passed  bool          `json:"passed"`
+	At     time.Time `json:"at"`
+	Score  float64   `json:"score"`
+	Passed bool      `json:"passed"`
 	// Text is the score as svclab writes scores (grade.FormatScore).
-	Text string `json:"text"`
+	Text    string        `json:"text"`
 	Results []CheckResult `json:"results"`
 }
 

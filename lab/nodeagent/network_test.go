@@ -163,7 +163,7 @@ func TestHostPorts(t *testing.T) {
 		"add map ip svclab-hostports hostports-addr { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service ; }",
 		"add chain ip svclab-hostports prerouting { type nat hook prerouting priority dstnat ; }",
 		"add chain ip svclab-hostports output { type nat hook output priority -100 ; }", // dstnat is prerouting's only
-		"flush map ip svclab-hostports hostports", // an earlier agent's elements
+		"flush map ip svclab-hostports hostports",                                       // an earlier agent's elements
 		"flush map ip svclab-hostports hostports-addr",
 		"flush chain ip svclab-hostports prerouting",
 		"flush chain ip svclab-hostports output",
