@@ -236,7 +236,7 @@ func TestBrowserLiveViews(t *testing.T) {
 		click(`#hint`),
 		waitText(`#hints`, "Does the Service have any endpoints?"),
 		click(`#check`),
-		waitText(`#check-results`, "not there yet"),
+		waitText(`#check-results`, "Not there yet. Score: "),
 		sh.take("check-failed"),
 	)
 	if err != nil {

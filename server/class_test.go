@@ -587,7 +587,7 @@ func TestClassExam(t *testing.T) {
 		t.Fatalf("finishing the exam: %d %s", code, h.Get("Location"))
 	}
 	code, review, _ := ann.do(http.MethodGet, "/class/"+id+"/review", nil)
-	for _, want := range []string{"0 of 2 points (0%)", `data-scenario="selector-typo"`, `data-scenario="targetport-mismatch"`, "kubectl", "Reference solution", "not checked"} {
+	for _, want := range []string{"0% (0 of 2 points)", `data-scenario="selector-typo"`, `data-scenario="targetport-mismatch"`, "kubectl", "Reference solution", "not checked"} {
 		if code != http.StatusOK || !strings.Contains(review, want) {
 			t.Errorf("Ann's review (%d) lacks %q", code, want)
 		}
