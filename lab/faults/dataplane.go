@@ -801,12 +801,33 @@ func deleteTable(ctx context.Context, c cluster.Cluster, node, family, table str
 	return nil
 }
 
-// hairpin drops the packets a node would send back out of the Pod veth
-// they came in on, as a bridge port without hairpin mode does: a Pod that
-// reaches its own Service and is load-balanced to itself gets no answer,
-// while every other client is unaffected. It covers the Pods of the
-// Service's endpoints on the node(s) when injected.
+// hairpin drops the packets a node would send back to the Pod they came
+// from, as a bridge port without hairpin mode does: a Pod that reaches its
+// own Service and is load-balanced to itself gets no answer, while every
+// other client is unaffected. It holds for every Pod of the node(s), those
+// created later included (deleting the Pods does not get round it): a
+// forwarded packet records its source twice in a set, and one whose
+// destination (after the Service's DNAT, before masquerade) is its source
+// is dropped — nft cannot compare two fields of a packet, a set lookup of
+// the pair can.
 type hairpin struct{ scenario.FaultSpec }
+
+// hairpinScript is the fault's table.
+const hairpinScript = `table inet ` + hairpinTable + ` {
+	comment "emulates Pod veths on a bridge without hairpin mode: a packet never goes back to the Pod it came from"
+	set self {
+		type ipv4_addr . ipv4_addr
+		flags dynamic,timeout
+		timeout 10m
+		size 65536
+	}
+	chain forward {
+		type filter hook forward priority filter - 10; policy accept;
+		update @self { ip saddr . ip saddr }
+		ip saddr . ip daddr @self counter drop comment "no hairpin"
+	}
+}
+`
 
 func (f hairpin) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
 	nodes, err := nodesOrAll(ctx, c, p)
@@ -825,35 +846,20 @@ func (f hairpin) Inject(ctx context.Context, c cluster.Cluster, p scenario.Param
 	if err != nil {
 		return fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, name, err)
 	}
-	byNode := map[string][]string{}
+	hasEndpoint := map[string]bool{}
 	for _, s := range eps.Items {
 		for _, ep := range s.Endpoints {
 			if ep.NodeName != nil && len(ep.Addresses) > 0 {
-				byNode[*ep.NodeName] = append(byNode[*ep.NodeName], ep.Addresses[0])
+				hasEndpoint[*ep.NodeName] = true
 			}
 		}
 	}
 	covered := 0
 	for _, n := range nodes {
-		ips := byNode[n.Name]
-		if len(ips) == 0 {
+		if !hasEndpoint[n.Name] {
 			continue
 		}
-		var rules strings.Builder
-		for _, ip := range ips {
-			// The route to a Pod names its veth on the node.
-			out, err := run(ctx, c, n.Name, "ip", "-o", "route", "get", ip)
-			if err != nil {
-				return fmt.Errorf("finding the veth of Pod %s on node %s: %w", ip, n.Name, err)
-			}
-			dev := routeDevRE.FindStringSubmatch(out)
-			if dev == nil {
-				return fmt.Errorf("no device in the route to Pod %s on node %s: %q", ip, n.Name, out)
-			}
-			fmt.Fprintf(&rules, "\t\tiifname %q oifname %q counter drop comment \"no hairpin: %s\"\n", dev[1], dev[1], ip)
-		}
-		script := fmt.Sprintf("table inet %s {\n\tcomment \"emulates Pod veths on a bridge without hairpin mode: a packet never leaves by the port it came in\"\n\tchain forward {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n%s\t}\n}\n", hairpinTable, rules.String())
-		if _, err := run(ctx, c, n.Name, "bash", "-c", "nft -f - <<'EOF'\n"+script+"EOF\n"); err != nil {
+		if _, err := run(ctx, c, n.Name, "bash", "-c", "nft -f - <<'EOF'\n"+hairpinScript+"EOF\n"); err != nil {
 			return fmt.Errorf("turning hairpin off on node %s: %w", n.Name, err)
 		}
 		covered++
@@ -863,8 +869,6 @@ func (f hairpin) Inject(ctx context.Context, c cluster.Cluster, p scenario.Param
 	}
 	return nil
 }
-
-var routeDevRE = regexp.MustCompile(`\bdev (\S+)`)
 
 func (f hairpin) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
 	nodes, err := nodesOrAll(ctx, c, p)
