@@ -239,7 +239,6 @@ function connect(root) {
     else if (t === "probes") renderProbes(f.data);
     else if (t === "timeline") renderTimeline(f.data);
     else if (t === "path") renderPath(f.data);
-    else if (t === "error") status.textContent = "not live";
   };
   const form = $("#path-form");
   if (form) form.onsubmit = (e) => {
