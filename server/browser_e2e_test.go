@@ -67,7 +67,7 @@ func TestBrowserSelectorTypo(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Server{
-		Clusters: p, Log: log, Background: ctx, Catalog: m.Catalog(), Attempts: AttemptManager{M: m},
+		Clusters: p, Log: log, Background: ctx, Catalog: m.Catalog(), Attempts: AttemptManager{M: m}, Owners: owners,
 		Learner: store.LocalLearner, DefaultCluster: name, Timeline: st,
 		KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
 		PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },

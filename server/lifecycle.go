@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,6 +114,13 @@ func (s *Server) startDelete(w http.ResponseWriter, r *http.Request, name string
 				// The cluster goes anyway, and with it what the attempt
 				// left; the attempt is recorded as ended.
 				s.Log.Warn("ending an attempt before deleting its cluster", "attempt", a.ID, "err", err)
+			}
+		}
+		// Somebody else's (an exercise run, another server's learner):
+		// refused as `svclab cluster delete` refuses it.
+		if s.Owners != nil {
+			if err := s.Owners.Busy(ctx, cmp.Or(s.Backend, "embedded"), name); err != nil {
+				return err
 			}
 		}
 		done := op.Start("Deleting cluster " + name)

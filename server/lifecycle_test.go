@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/views"
 )
 
@@ -174,5 +175,42 @@ func TestScenarioPageFollowsARunningStartOver(t *testing.T) {
 	l.s.ops.wait()
 	if page := get(t, l.url+"/scenarios/selector-typo"); !strings.Contains(page, `data-attempt="2"`) {
 		t.Error("after the start over the page does not show attempt 2")
+	}
+}
+
+// Deleting a cluster another process holds is refused, as the command
+// line refuses it, and says who holds it.
+func TestDeleteRefusesAClusterSomebodyHolds(t *testing.T) {
+	l := newLabServer(t)
+	dir := t.TempDir()
+	mine, err := owner.New(owner.Options{Dir: dir, Command: "svclab serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.s.Owners = mine
+	other, _ := owner.New(owner.Options{Dir: dir, Command: "svclab exercise run"})
+	lease, err := other.Acquire(t.Context(), owner.Claim{Backend: "embedded", Cluster: "lab"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	code, _ := post(t, l.url+"/clusters/lab/delete", url.Values{"confirmed": {"yes"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("delete: %d", code)
+	}
+	l.s.ops.wait()
+	if l.s.Clusters.(fakeClusters).gone.Load() {
+		t.Fatal("a cluster another process holds was deleted")
+	}
+	op, _ := l.s.ops.get("1")
+	_, done, raw, summary := op.Snapshot()
+	if !done || !strings.Contains(summary, "Cluster lab is in use by svclab exercise run") {
+		t.Errorf("the operation: done %v, %q (%s)", done, summary, raw)
+	}
+	lease.Close()
+	post(t, l.url+"/clusters/lab/delete", url.Values{"confirmed": {"yes"}})
+	l.s.ops.wait()
+	if !l.s.Clusters.(fakeClusters).gone.Load() {
+		t.Error("the cluster was not deleted once free")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/svclab/svclab/lab/class"
 	"github.com/svclab/svclab/lab/class/ratelimit"
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/views"
 	"github.com/svclab/svclab/web"
@@ -66,6 +67,12 @@ type Server struct {
 	// /scenarios): a server for classes must not let learners reach any
 	// cluster but their own.
 	ClassesOnly bool
+	// Owners are the machine's claims on clusters (nil: not checked):
+	// Delete refuses a cluster another process or attempt holds.
+	Owners *owner.Registry
+	// Backend is the backend of Clusters as the claims name it (default
+	// "embedded").
+	Backend string
 	// Access says which names the server answers to and whether a token
 	// is needed (nil: loopback names only, no token).
 	Access *Access

@@ -61,7 +61,7 @@ their clusters; the classes stay open for the next start.`,
 				return err
 			}
 			s := &server.Server{
-				Clusters: p, Log: log, Background: cmd.Context(),
+				Clusters: p, Log: log, Background: cmd.Context(), Owners: owners,
 				Catalog: m.Catalog(), Attempts: server.AttemptManager{M: m}, Learner: store.LocalLearner, Timeline: st,
 				KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },

@@ -185,3 +185,15 @@ func Generation(c Cluster) (string, error) {
 	sum := sha256.Sum256(ca)
 	return hex.EncodeToString(sum[:6]), nil
 }
+
+// APIReady asks the cluster's API server whether it is ready (/readyz),
+// within ctx. A clientset without a REST client (client-go's fake) is asked
+// for its version instead.
+func APIReady(ctx context.Context, cs kubernetes.Interface) error {
+	if rc, ok := cs.Discovery().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		_, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}
+	_, err := cs.Discovery().ServerVersion()
+	return err
+}

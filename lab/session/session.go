@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/faults"
@@ -122,10 +121,8 @@ func alive(ctx context.Context, c cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	if rc, ok := cs.Discovery().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		if _, err := rc.Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-			return fmt.Errorf("its API server: %w", err)
-		}
+	if err := cluster.APIReady(ctx, cs); err != nil {
+		return fmt.Errorf("its API server: %w", err)
 	}
 	nodes, err := c.Nodes(ctx)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/netcheck"
@@ -209,12 +208,7 @@ func lowerFirstOne(s string) string {
 func (l *Lab) apiReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if rc, ok := l.cs.Discovery().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		_, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	}
-	_, err := l.cs.Discovery().ServerVersion() // a fake clientset has no REST client
-	return err
+	return cluster.APIReady(ctx, l.cs)
 }
 
 // healthReach is how health rounds reach the nodes: from their network
