@@ -446,6 +446,53 @@ func TestProbeScriptRuns(t *testing.T) {
 	}
 }
 
+// A probe that judges who answered sends its first attempt alone, so that
+// what it leaves behind (a ClientIP affinity entry) holds for the others;
+// other probes send every attempt at once. The stub curl pins the client to
+// the first answer it recorded, as an affinity set does, and picks anew
+// while nothing is recorded.
+func TestProbeScriptFirstAttemptAlone(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for _, tc := range []struct {
+		name       string
+		responders bool
+		wantPods   func(int) bool
+	}{
+		{"judges responders: pinned after the first", true, func(n int) bool { return n == 1 }},
+		{"outcome only: all at once", false, func(n int) bool { return n > 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pin := filepath.Join(dir, "pinned")
+			body := `if [ -f ` + pin + ` ]; then cat ` + pin + `; exit 0; fi; sleep 0.3; printf 'pod-%s' "$$" > ` + pin + `; printf 'pod-%s' "$$"`
+			if err := os.WriteFile(filepath.Join(dir, "curl"), []byte("#!"+sh+"\n"+body+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p := &scenario.ProbeCheck{Protocol: "http", Path: "/hostname", Expect: scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess}}
+			if tc.responders {
+				p.Expect.Responders = &scenario.Responders{PodSelector: "app=web", AtLeast: 2}
+			}
+			cmd := exec.Command(sh, "-c", probeScript(p, probeTarget{host: "10.0.0.9", port: 80}, false, 6, time.Second, time.Second))
+			cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin"}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			as := parseAttempts(string(out), "http")
+			pods := map[string]bool{}
+			for _, a := range as {
+				pods[a.body] = true
+			}
+			if len(as) != 6 || !tc.wantPods(len(pods)) {
+				t.Errorf("%d attempts answered by %d pods (%v):\n%s", len(as), len(pods), pods, out)
+			}
+		})
+	}
+}
+
 func TestProbeTimeouts(t *testing.T) {
 	for _, tc := range []struct {
 		protocol, outcome, timeout string

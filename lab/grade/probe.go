@@ -342,19 +342,36 @@ func (g *Grader) probeInNetns(ctx context.Context, nc cluster.NetnsCluster, p *s
 		}
 		as[i] = attempt{outcome: r.Outcome, body: r.Body, raw: raw}
 	}
-	// Attempts run in parallel, unless they share a source port.
+	// Attempts run in parallel, unless they share a source port; a
+	// probe that judges who answered sends its first attempt alone.
 	if p.SourcePort != 0 {
 		for i := range as {
 			one(i)
 		}
 		return as, nil
 	}
+	first := 0
+	if firstAlone(p) {
+		one(0)
+		first = 1
+	}
 	var wg sync.WaitGroup
-	for i := range as {
+	for i := first; i < len(as); i++ {
 		wg.Go(func() { one(i) })
 	}
 	wg.Wait()
 	return as, nil
+}
+
+// firstAlone tells whether a probe's first attempt goes before the others
+// rather than with them: when the probe judges which Pods answered, the
+// first connection stands for a client that has talked before, so that
+// the state it leaves in the dataplane (a ClientIP affinity entry above
+// all) is there for the rest. Thirty connections racing from nowhere would
+// each pick an endpoint before any of them recorded its choice, and a
+// Service that pins its clients would look as if it spread them.
+func firstAlone(p *scenario.ProbeCheck) bool {
+	return p.Expect.Responders != nil
 }
 
 // resolveFrom looks name up as the source would: a node asks the cluster's
@@ -454,18 +471,24 @@ func probeScript(p *scenario.ProbeCheck, t probeTarget, fromNode bool, n int, ti
 		fmt.Fprintf(&b, "  if command -v dig >/dev/null 2>&1; then dig %s+short +time=\"$TS\" +tries=1 -p \"$P\" @\"$H\" %s; else timeout $((TS+1)) nslookup %s \"$H\"; fi\n", bind, shq(p.Query), shq(p.Query))
 	}
 	b.WriteString("}\n")
-	// Attempts run in parallel, unless they share a source port.
+	// Attempts run in parallel, unless they share a source port; a
+	// probe that judges who answered sends its first attempt alone.
 	bg := "&"
 	if p.SourcePort != 0 {
-		bg = ""
+		bg = ";"
 	}
-	fmt.Fprintf(&b, `i=0
+	first := `""`
+	if firstAlone(p) {
+		first = `"$i" -eq 1`
+	}
+	fmt.Fprintf(&b, `run() { out=$(one 2>&1); rc=$?; printf '@@ %%s %%s %%s\n' "$1" "$rc" "$(printf '%%s' "$out" | tr '\n' ' ')"; }
+i=0
 while [ "$i" -lt %d ]; do
   i=$((i+1))
-  ( out=$(one 2>&1); rc=$?; printf '@@ %%s %%s %%s\n' "$i" "$rc" "$(printf '%%s' "$out" | tr '\n' ' ')" ) %s
+  if [ %s ]; then run "$i"; else run "$i" %s fi
 done
 wait
-`, n, bg)
+`, n, first, bg)
 	return b.String()
 }
 

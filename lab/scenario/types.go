@@ -192,7 +192,7 @@ type ProbeCheck struct {
 	Target     ProbeTarget `yaml:"target" rule:"required" doc:"Where the probes go."`
 	Path       string      `yaml:"path" rule:"pattern=httpPath" doc:"The HTTP path (http only; default /). agnhost netexec answers /hostname and /clientip."`
 	Query      string      `yaml:"query" doc:"The name to resolve (dns only)."`
-	Attempts   int         `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10)."`
+	Attempts   int         `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10), at once; when responders are judged, the first goes alone so that the state it leaves (a ClientIP affinity entry) holds for the rest."`
 	SourcePort int         `yaml:"sourcePort" rule:"min=1,max=65535" doc:"dns probes from a node: send from this UDP source port, as a resolver that keeps its socket does; the attempts then run one after the other."`
 	Timeout    string      `yaml:"timeout" rule:"pattern=duration" doc:"Each attempt's timeout, such as 2s (default 2s; 1s when the attempts should be refused or time out). The TCP handshake of http and tcp attempts gets at most 1s of it."`
 	Expect     ProbeExpect `yaml:"expect" rule:"required" doc:"The expected outcome."`
