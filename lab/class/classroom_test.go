@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/class/internal/fakecluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/grade"
 
@@ -20,7 +20,7 @@ type room struct {
 	*Classroom
 	clk        *clock
 	db         *DB
-	p          *fakecluster.Provider
+	p          *clustertest.Provider
 	instructor Principal
 	ann, bob   Principal
 	annTok     string
@@ -32,7 +32,7 @@ func openRoom(t *testing.T, b pgtest.Backend, spec Spec, customize ...func(*Opti
 	clk := newClock()
 	db := openTestDB(t, b, clk.Now)
 	created := newClass(t, db, spec)
-	p := fakecluster.NewProvider()
+	p := clustertest.NewProvider()
 	o := Options{
 		DB: db, Provider: p, Catalog: catalog(t), Now: clk.Now,
 		Labs: labs.Config{Memory: func() (uint64, error) { return 64 << 30, nil }, TickInterval: time.Hour},
@@ -526,7 +526,7 @@ func testExamGradedAfterACrash(t *testing.T, b pgtest.Backend) {
 	}
 	// kill -9: nothing is shut down. An hour later svclab starts again.
 	r.clk.Advance(61 * time.Minute)
-	p := fakecluster.NewProvider(leftover)
+	p := clustertest.NewProvider(leftover)
 	sel := catalog(t).Get("selector-typo")
 	var gradedWhile []string
 	o := Options{DB: r.db, Provider: p, Catalog: catalog(t), Now: r.clk.Now,

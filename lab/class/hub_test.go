@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/class/internal/fakecluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/class/labs"
 
 	"github.com/svclab/svclab/internal/pgtest"
@@ -23,7 +23,7 @@ func testHub(t *testing.T, be pgtest.Backend) {
 	b := newClass(t, db, Spec{Name: "b", Scenarios: []string{"selector-typo"}, PoolSize: 0})
 	old := newClass(t, db, Spec{Name: "old", Scenarios: []string{"selector-typo"}})
 	db.CloseClass(ctx, old.Class.ID)
-	p := fakecluster.NewProvider()
+	p := clustertest.NewProvider()
 	h := NewHub(Options{DB: db, Provider: p, Catalog: catalog(t), Now: clk.Now,
 		Labs: labs.Config{Memory: func() (uint64, error) { return 64 << 30, nil }, TickInterval: time.Hour}})
 	if err := h.OpenAll(ctx); err != nil {

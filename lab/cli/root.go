@@ -78,7 +78,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 		"keep learners, attempts and classes in this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DATABASE) instead of svclab.db in the state directory (env "+store.EnvDatabaseURL+")")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	o.limits.AddFlags(root.PersistentFlags())
-	root.AddCommand(newClusterCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
+	root.AddCommand(newClusterCommand(o), newConformanceCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
 	scenarioCmd := scenario.NewCommand()
 	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.stateDir }, DatabaseURL: func() string { return o.databaseURL }, Provider: func() (cluster.Provider, error) { return o.provider("") }, Log: o.logger})
 	root.AddCommand(scenarioCmd)

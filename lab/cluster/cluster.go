@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -196,4 +197,23 @@ func APIReady(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	_, err := cs.Discovery().ServerVersion()
 	return err
+}
+
+// FreeName is prefix and five random letters and digits, naming no cluster
+// of p: a name for a cluster a run makes for itself, which never lands on
+// somebody's lab.
+func FreeName(ctx context.Context, p Provider, prefix string) (string, error) {
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	for range 10 {
+		b := make([]byte, 5)
+		rand.Read(b)
+		for i := range b {
+			b[i] = letters[int(b[i])%len(letters)]
+		}
+		name := prefix + string(b)
+		if _, err := p.Get(ctx, name); errors.Is(err, ErrNotFound) {
+			return name, nil
+		}
+	}
+	return "", errors.New("could not find a free cluster name for the run: pass --cluster NAME")
 }

@@ -35,6 +35,37 @@ const EnvCacheDir = "SVCLAB_CACHE_DIR"
 // modulePath is the module path of the lab/kube module.
 const modulePath = "github.com/svclab/svclab/lab/kube"
 
+// Artifact is a program svclab builds from a Go module of its own source
+// tree into the per-user cache, keyed by the module's sources: svclab-kube,
+// or the conformance suite's test binary.
+type Artifact struct {
+	// Name is the built file's name.
+	Name string
+	// Dir is the module's directory in the svclab tree, Module its path.
+	Dir, Module string
+	// Test builds the module's test binary (go test -c) rather than its
+	// program.
+	Test bool
+	// Cache is the artifact's directory in svclab's cache.
+	Cache string
+	// Env names an environment variable pointing at a prebuilt file,
+	// which wins over everything else.
+	Env string
+	// Cold is how long a cold build takes, for the progress line.
+	Cold string
+}
+
+var (
+	// Kube is svclab-kube, the Kubernetes components (lab/kube).
+	Kube = Artifact{Name: BinaryName, Dir: "lab/kube", Module: modulePath, Cache: "kube", Env: EnvBinary,
+		Cold: "10-35 minutes on 2 cores"}
+	// E2E is upstream Kubernetes' end-to-end suite cut to its
+	// [sig-network] specs (lab/conformance/e2e), which svclab's
+	// conformance run drives.
+	E2E = Artifact{Name: "e2e.test", Dir: "lab/conformance/e2e", Module: "github.com/svclab/svclab/lab/conformance/e2e",
+		Test: true, Cache: "e2e", Env: "SVCLAB_E2E_BIN", Cold: "about 15 minutes on 2 cores after svclab-kube"}
+)
+
 // BuildInfo is stored next to each cached binary.
 type BuildInfo struct {
 	Version   string        `json:"version"`
@@ -47,34 +78,40 @@ type BuildInfo struct {
 	Packages int `json:"packages"`
 }
 
-// DefaultCacheDir is $SVCLAB_CACHE_DIR, or svclab/kube in the user's cache
+// DefaultCacheDir is svclab-kube's cache directory (Kube.CacheDir).
+func DefaultCacheDir() (string, error) { return Kube.CacheDir() }
+
+// CacheDir is $SVCLAB_CACHE_DIR/CACHE, or svclab/CACHE in the user's cache
 // directory.
-func DefaultCacheDir() (string, error) {
+func (a Artifact) CacheDir() (string, error) {
 	if d := os.Getenv(EnvCacheDir); d != "" {
-		return filepath.Join(d, "kube"), nil
+		return filepath.Join(d, a.Cache), nil
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("finding the user cache directory: %w (set %s)", err, EnvCacheDir)
 	}
-	return filepath.Join(d, "svclab", "kube"), nil
+	return filepath.Join(d, "svclab", a.Cache), nil
 }
 
-// FindSource walks up from dir looking for the lab/kube module and returns
-// its directory.
-func FindSource(dir string) (string, error) {
+// FindSource finds the lab/kube module above dir (Kube.FindSource).
+func FindSource(dir string) (string, error) { return Kube.FindSource(dir) }
+
+// FindSource walks up from dir looking for the artifact's module and
+// returns its directory.
+func (a Artifact) FindSource(dir string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
 	for {
-		cand := filepath.Join(dir, "lab", "kube")
-		if b, err := os.ReadFile(filepath.Join(cand, "go.mod")); err == nil && bytes.Contains(b, []byte("module "+modulePath+"\n")) {
+		cand := filepath.Join(dir, filepath.FromSlash(a.Dir))
+		if b, err := os.ReadFile(filepath.Join(cand, "go.mod")); err == nil && bytes.Contains(b, []byte("module "+a.Module+"\n")) {
 			return cand, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no lab/kube module found above the current directory")
+			return "", fmt.Errorf("no %s module found above the current directory", a.Dir)
 		}
 		dir = parent
 	}
@@ -119,9 +156,11 @@ func SourceKey(dir, goVersion string) (string, error) {
 	return cluster.KubernetesVersion + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// Builder builds svclab-kube into the cache.
+// Builder builds an artifact into the cache.
 type Builder struct {
-	// Source is the lab/kube module directory.
+	// Artifact is what to build; Kube when zero.
+	Artifact Artifact
+	// Source is the artifact's module directory.
 	Source string
 	// CacheDir holds one directory per key.
 	CacheDir string
@@ -134,6 +173,13 @@ type Builder struct {
 	ProgressEvery time.Duration
 	// GoCache, when set, is the GOCACHE the build uses.
 	GoCache string
+}
+
+func (b *Builder) art() Artifact {
+	if b.Artifact.Name == "" {
+		return Kube
+	}
+	return b.Artifact
 }
 
 // MeasureCold builds svclab-kube from scratch — with an empty Go build
@@ -155,7 +201,7 @@ func (b *Builder) MeasureCold(ctx context.Context) (BuildInfo, error) {
 	cold := *b
 	cold.CacheDir = scratch
 	cold.GoCache = filepath.Join(scratch, "gocache")
-	done := cluster.OrNop(b.Progress).Start(fmt.Sprintf("Building %s from scratch with an empty Go build cache (10-35 minutes on 2 cores)", BinaryName))
+	done := cluster.OrNop(b.Progress).Start(fmt.Sprintf("Building %s from scratch with an empty Go build cache (%s)", b.art().Name, b.art().Cold))
 	info, err := cold.build(ctx, "cold", goVersion)
 	done(err)
 	if err != nil {
@@ -173,7 +219,7 @@ func (b *Builder) goCmd() string {
 }
 
 // Path returns where the binary for key lives in the cache.
-func (b *Builder) Path(key string) string { return filepath.Join(b.CacheDir, key, BinaryName) }
+func (b *Builder) Path(key string) string { return filepath.Join(b.CacheDir, key, b.art().Name) }
 
 // Ensure returns the cached binary for the current sources, building it
 // first when it is missing.
@@ -202,7 +248,7 @@ func (b *Builder) Ensure(ctx context.Context) (string, error) {
 	if _, err := os.Stat(bin); err == nil { // built by someone else while we waited
 		return bin, b.linkCurrent(key)
 	}
-	done := p.Start(fmt.Sprintf("Building %s %s from source (cold: 10-35 minutes on 2 cores, cached afterwards)", BinaryName, cluster.KubernetesVersion))
+	done := p.Start(fmt.Sprintf("Building %s %s from source (cold: %s, cached afterwards)", b.art().Name, cluster.KubernetesVersion, b.art().Cold))
 	info, err := b.build(ctx, key, goVersion)
 	done(err)
 	if err != nil {
@@ -215,7 +261,7 @@ func (b *Builder) Ensure(ctx context.Context) (string, error) {
 func (b *Builder) goVersion(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, b.goCmd(), "env", "GOVERSION").Output()
 	if err != nil {
-		return "", fmt.Errorf("the Go toolchain is needed to build %s: %w", BinaryName, err)
+		return "", fmt.Errorf("the Go toolchain is needed to build %s: %w", b.art().Name, err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -243,37 +289,28 @@ func LDFlags(version string, buildDate time.Time) string {
 }
 
 func (b *Builder) build(ctx context.Context, key, goVersion string) (BuildInfo, error) {
-	p := cluster.OrNop(b.Progress)
 	start := time.Now()
 	total := b.countPackages(ctx)
 	dir := filepath.Join(b.CacheDir, key)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return BuildInfo{}, err
 	}
-	tmp := filepath.Join(dir, BinaryName+".tmp")
-	cmd := exec.CommandContext(ctx, b.goCmd(), "build", "-v", "-trimpath",
-		"-ldflags", LDFlags(cluster.KubernetesVersion, start), "-o", tmp, ".")
-	cmd.Dir = b.Source
-	if b.GoCache != "" {
-		cmd.Env = append(os.Environ(), "GOCACHE="+b.GoCache)
+	tmp := filepath.Join(dir, b.art().Name+".tmp")
+	ldflags := LDFlags(cluster.KubernetesVersion, start)
+	// go build -v names each package it compiles, which is the progress;
+	// go test -c names none, so a test binary's dependencies are compiled
+	// by a go build first and the test binary is linked from the cache.
+	args := []string{"build", "-v", "-trimpath", "-ldflags", ldflags, "-o", tmp, "."}
+	if b.art().Test {
+		args = append([]string{"build", "-v", "-trimpath"}, b.testDeps(ctx)...)
 	}
-	stderr, err := cmd.StderrPipe()
+	compiled, err := b.goBuild(ctx, start, total, args)
+	if err == nil && b.art().Test {
+		_, err = b.goBuild(ctx, start, total, []string{"test", "-c", "-trimpath", "-ldflags", ldflags, "-o", tmp, "."})
+	}
 	if err != nil {
-		return BuildInfo{}, err
-	}
-	if err := cmd.Start(); err != nil {
-		return BuildInfo{}, fmt.Errorf("starting go build: %w", err)
-	}
-	every := b.ProgressEvery
-	if every == 0 {
-		every = 15 * time.Second
-	}
-	compiled, tail := countLines(stderr, func(n int) {
-		p.Infof("compiled %s packages (%s elapsed)", ofTotal(n, total), time.Since(start).Round(time.Second))
-	}, every)
-	if err := cmd.Wait(); err != nil {
 		os.Remove(tmp)
-		return BuildInfo{}, fmt.Errorf("go build in %s failed: %w\n%s", b.Source, err, strings.Join(tail, "\n"))
+		return BuildInfo{}, err
 	}
 	if err := os.Rename(tmp, b.Path(key)); err != nil {
 		return BuildInfo{}, err
@@ -291,6 +328,49 @@ func (b *Builder) build(ctx context.Context, key, goVersion string) (BuildInfo, 
 		}
 	}
 	return info, nil
+}
+
+// goBuild runs the go command with args in the module, counting the
+// packages it names on its standard error, and returns that count; an error
+// carries the compiler's last words.
+func (b *Builder) goBuild(ctx context.Context, start time.Time, total int, args []string) (int, error) {
+	p := cluster.OrNop(b.Progress)
+	cmd := exec.CommandContext(ctx, b.goCmd(), args...)
+	cmd.Dir = b.Source
+	if b.GoCache != "" {
+		cmd.Env = append(os.Environ(), "GOCACHE="+b.GoCache)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting go %s: %w", args[0], err)
+	}
+	every := b.ProgressEvery
+	if every == 0 {
+		every = 15 * time.Second
+	}
+	compiled, tail := countLines(stderr, func(n int) {
+		p.Infof("compiled %s packages (%s elapsed)", ofTotal(n, total), time.Since(start).Round(time.Second))
+	}, every)
+	if err := cmd.Wait(); err != nil {
+		return compiled, fmt.Errorf("go %s in %s failed: %w\n%s", args[0], b.Source, err, strings.Join(tail, "\n"))
+	}
+	return compiled, nil
+}
+
+// testDeps lists the packages a test binary of the module is linked from,
+// but for the module's own test-only package and the standard library.
+func (b *Builder) testDeps(ctx context.Context) []string {
+	cmd := exec.CommandContext(ctx, b.goCmd(), "list", "-deps", "-test", "-f",
+		`{{if not (or .Standard .ForTest (eq .Name "main") (eq .ImportPath "`+b.art().Module+`"))}}{{.ImportPath}}{{end}}`, ".")
+	cmd.Dir = b.Source
+	out, err := cmd.Output()
+	if err != nil {
+		return []string{"."} // let go build say what is wrong
+	}
+	return strings.Fields(string(out))
 }
 
 // coldThreshold is how many compiled packages make a build count as cold
@@ -316,7 +396,11 @@ func ofTotal(n, total int) string {
 
 // countPackages counts the packages the build may compile; 0 when unknown.
 func (b *Builder) countPackages(ctx context.Context) int {
-	cmd := exec.CommandContext(ctx, b.goCmd(), "list", "-deps", ".")
+	args := []string{"list", "-deps", "."}
+	if b.art().Test {
+		args = []string{"list", "-deps", "-test", "."}
+	}
+	cmd := exec.CommandContext(ctx, b.goCmd(), args...)
 	cmd.Dir = b.Source
 	out, err := cmd.Output()
 	if err != nil {
@@ -373,28 +457,33 @@ func Info(bin string) (BuildInfo, error) {
 	return info, json.Unmarshal(b, &info)
 }
 
-// Locate finds svclab-kube: $SVCLAB_KUBE_BIN; else, when run inside the
-// svclab source tree, the binary for the current sources (built if missing);
-// else the most recently built binary in the cache.
+// Locate finds svclab-kube (Kube.Locate).
 func Locate(ctx context.Context, progress cluster.Progress) (string, error) {
-	if bin := os.Getenv(EnvBinary); bin != "" {
+	return Kube.Locate(ctx, progress)
+}
+
+// Locate finds the artifact: the file its environment variable names;
+// else, when run inside the svclab source tree, the build of the current
+// sources (built if missing); else the most recent build in the cache.
+func (a Artifact) Locate(ctx context.Context, progress cluster.Progress) (string, error) {
+	if bin := os.Getenv(a.Env); a.Env != "" && bin != "" {
 		if _, err := os.Stat(bin); err != nil {
-			return "", fmt.Errorf("%s points at %s: %w", EnvBinary, bin, err)
+			return "", fmt.Errorf("%s points at %s: %w", a.Env, bin, err)
 		}
 		return bin, nil
 	}
-	cache, err := DefaultCacheDir()
+	cache, err := a.CacheDir()
 	if err != nil {
 		return "", err
 	}
 	wd, _ := os.Getwd()
-	if src, err := FindSource(wd); err == nil {
-		b := &Builder{Source: src, CacheDir: cache, Progress: progress}
+	if src, err := a.FindSource(wd); err == nil {
+		b := &Builder{Artifact: a, Source: src, CacheDir: cache, Progress: progress}
 		return b.Ensure(ctx)
 	}
-	bin := filepath.Join(cache, "current", BinaryName)
+	bin := filepath.Join(cache, "current", a.Name)
 	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("%s is not built yet: run 'go tool task build' in the svclab source tree, or set %s", BinaryName, EnvBinary)
+		return "", fmt.Errorf("%s is not built yet: run svclab from the svclab source tree once (go tool task build), or set %s", a.Name, a.Env)
 	}
 	return bin, nil
 }

@@ -119,17 +119,19 @@ func TestCountLines(t *testing.T) {
 // A fake go command (a shell script) stands in for the toolchain: it
 // prints two compiled packages and writes the -o file.
 const fakeGo = `#!/bin/sh
+[ -n "$LOG" ] && echo "$*" >> "$LOG"
 case "$1" in
 env) echo go1.26.8 ;;
 list) printf 'a\nb\nc\n' ;;
-build)
+build|test)
+  cmd=$1; out=
   while [ $# -gt 0 ]; do
     if [ "$1" = -o ]; then out=$2; fi
     shift
   done
-  echo example.com/a >&2; echo example.com/b >&2
+  [ "$cmd" = build ] && { echo example.com/a >&2; echo example.com/b >&2; }
   [ -n "$FAIL" ] && { echo "main.go:1:1: boom" >&2; exit 1; }
-  echo binary > "$out" ;;
+  if [ -n "$out" ]; then echo "$cmd binary" > "$out"; fi ;;
 esac
 `
 
@@ -147,7 +149,7 @@ func TestEnsure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(bin); string(data) != "binary\n" {
+	if data, _ := os.ReadFile(bin); string(data) != "build binary\n" {
 		t.Fatalf("binary %q", data)
 	}
 	info, err := Info(bin)
@@ -175,6 +177,51 @@ func TestEnsure(t *testing.T) {
 	matches, _ := filepath.Glob(filepath.Join(cache, "v*", BinaryName+"*"))
 	if len(matches) != 1 {
 		t.Errorf("binaries in cache after a failed build: %v", matches)
+	}
+}
+
+// A test binary's dependencies are compiled by go build (whose package
+// names are the progress), then go test -c links it from the cache.
+func TestEnsureTestBinary(t *testing.T) {
+	a := Artifact{Name: "e2e.test", Dir: "lab/conformance/e2e", Module: "example.com/e2e", Test: true, Cache: "e2e"}
+	root := t.TempDir()
+	src := filepath.Join(root, "lab", "conformance", "e2e")
+	writeModule(t, src, map[string]string{"go.mod": "module example.com/e2e\n", "e2e_test.go": "package e2e\n"})
+	if found, err := a.FindSource(filepath.Join(root, "lab")); err != nil || found != src {
+		t.Fatalf("FindSource = %q, %v", found, err)
+	}
+	goBin := filepath.Join(t.TempDir(), "go")
+	if err := os.WriteFile(goBin, []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	t.Setenv("LOG", log)
+	var steps []string
+	b := &Builder{Artifact: a, Source: src, CacheDir: t.TempDir(), Go: goBin, Progress: recorder{&steps}}
+	bin, err := b.Ensure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(bin) != "e2e.test" {
+		t.Errorf("built %s", bin)
+	}
+	if data, _ := os.ReadFile(bin); string(data) != "test binary\n" {
+		t.Errorf("binary %q", data)
+	}
+	calls, _ := os.ReadFile(log)
+	var build, test bool
+	for _, line := range strings.Split(string(calls), "\n") {
+		build = build || strings.HasPrefix(line, "build -v -trimpath a b c")
+		test = test || strings.HasPrefix(line, "test -c -trimpath") && strings.HasSuffix(line, " .")
+	}
+	if !build || !test {
+		t.Errorf("go was called with:\n%s", calls)
+	}
+	if len(steps) != 1 || !strings.Contains(steps[0], "Building e2e.test") {
+		t.Errorf("steps %v", steps)
+	}
+	if info, err := Info(bin); err != nil || info.Packages != 2 {
+		t.Errorf("info %+v %v", info, err)
 	}
 }
 

@@ -2,8 +2,6 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
 
 	"github.com/svclab/svclab/lab/cluster"
@@ -31,17 +29,5 @@ func claimCluster(ctx context.Context, owners *owner.Registry, backend, name str
 // when it is given none: "ex-" and five random letters and digits, which
 // name no cluster p has (so that a run never lands on somebody's lab).
 func ownClusterBase(ctx context.Context, p cluster.Provider) (string, error) {
-	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
-	for range 10 {
-		b := make([]byte, 5)
-		rand.Read(b)
-		for i := range b {
-			b[i] = letters[int(b[i])%len(letters)]
-		}
-		name := "ex-" + string(b)
-		if _, err := p.Get(ctx, name); errors.Is(err, cluster.ErrNotFound) {
-			return name, nil
-		}
-	}
-	return "", errors.New("could not find a free cluster name for the run: pass --cluster NAME")
+	return cluster.FreeName(ctx, p, "ex-")
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/class/internal/fakecluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/class/stream"
 )
 
@@ -91,7 +91,7 @@ func (m *fakeMemory) set(v uint64) {
 
 type rig struct {
 	t      *testing.T
-	p      *fakecluster.Provider
+	p      *clustertest.Provider
 	ledger *fakeLedger
 	clock  *fakeClock
 	mem    *fakeMemory
@@ -101,7 +101,7 @@ type rig struct {
 
 func newRig(t *testing.T, cfg Config, existing ...string) *rig {
 	t.Helper()
-	r := &rig{t: t, p: fakecluster.NewProvider(existing...), ledger: newFakeLedger(), clock: &fakeClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}, mem: &fakeMemory{avail: 16 << 30}}
+	r := &rig{t: t, p: clustertest.NewProvider(existing...), ledger: newFakeLedger(), clock: &fakeClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}, mem: &fakeMemory{avail: 16 << 30}}
 	cfg.Provider, cfg.Ledger, cfg.Now, cfg.Memory = r.p, r.ledger, r.clock.Now, r.mem.read
 	if cfg.Prefix == "" {
 		cfg.Prefix = "cls1"

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/class/internal/fakecluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/cluster"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	p, l := fakecluster.NewProvider(), newFakeLedger()
+	p, l := clustertest.NewProvider(), newFakeLedger()
 	for _, tc := range []struct {
 		name string
 		cfg  Config

@@ -1,8 +1,8 @@
-// Package fakecluster is a hand-written cluster.Provider for the unit tests
-// of the classroom packages: clusters are names in a map, creation can be
-// held (SetGate) or made to fail (FailWith), and a cancelled creation rolls
-// back as the real backends do.
-package fakecluster
+// Package clustertest is the hand-written cluster.Provider that unit tests
+// share: clusters are names in a map, creation can be held (SetGate) or made
+// to fail (FailWith), and a cancelled creation rolls back as the real
+// backends do.
+package clustertest
 
 import (
 	"context"
@@ -42,11 +42,14 @@ func NewProvider(existing ...string) *Provider {
 	return p
 }
 
-// Cluster is a cluster of the fake Provider: a name.
+// Cluster is a cluster of the fake Provider: a name, and a kubeconfig
+// that names it (and reaches no server).
 type Cluster struct{ name string }
 
-func (c Cluster) Name() string                          { return c.name }
-func (c Cluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake") }
+func (c Cluster) Name() string { return c.name }
+func (c Cluster) Kubeconfig() ([]byte, error) {
+	return []byte("apiVersion: v1\nkind: Config\n# the fake cluster " + c.name + "\n"), nil
+}
 func (c Cluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake") }
 func (c Cluster) Client() (kubernetes.Interface, error) { return nil, errors.New("fake") }
 func (c Cluster) Nodes(context.Context) ([]cluster.Node, error) {
@@ -139,7 +142,7 @@ func (p *Provider) Delete(_ context.Context, name string) error {
 }
 
 func (p *Provider) DeleteAll(context.Context, func(string) bool) error {
-	return errors.New("a class must never delete every cluster")
+	return errors.New("clustertest: DeleteAll refused: nothing under test may delete every cluster")
 }
 
 // FailDelete makes every Delete of name fail with err (nil: succeed

@@ -1,0 +1,323 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
+	"github.com/svclab/svclab/lab/kubebin"
+)
+
+// The focuses a run is usually given.
+const (
+	// AllFocus selects every [sig-network] Conformance spec (47 in
+	// v1.37.2).
+	AllFocus = `\[sig-network\].*\[Conformance\]`
+	// ServicesFocus selects the [sig-network] Services Conformance specs
+	// (15 in v1.37.2).
+	ServicesFocus = `\[sig-network\] Services .*\[Conformance\]`
+)
+
+// Options say what to run where.
+type Options struct {
+	// Provider makes the run's cluster; Backend names it in claims and
+	// in the summary (default embedded).
+	Provider cluster.Provider
+	Backend  string
+	// Owners claims the cluster while the run uses it (nil: no claim).
+	Owners *owner.Registry
+	// Cluster names the cluster the run creates (default "cf-" and five
+	// random letters and digits); it must not exist: the suite runs on a
+	// fresh cluster. Keep leaves it running afterwards.
+	Cluster string
+	Keep    bool
+	// Workers is the number of worker nodes (default 2); ProxyMode the
+	// kube-proxy mode (default nftables).
+	Workers   int
+	ProxyMode string
+	// Focus and Skip are the suite's --ginkgo.focus and --ginkgo.skip
+	// (default AllFocus, nothing skipped).
+	Focus, Skip string
+	// ReportDir receives the JUnit report, the suite's log and the
+	// cluster's kubeconfig. Required.
+	ReportDir string
+	// Timeout bounds the suite (default 2h).
+	Timeout time.Duration
+	// Suite finds the suite's test binary (default kubebin.E2E.Locate,
+	// which builds it when it is missing); KubeBin finds svclab-kube, whose
+	// kubectl the suite runs (default kubebin.Locate).
+	Suite   func(context.Context, cluster.Progress) (string, error)
+	KubeBin func(context.Context, cluster.Progress) (string, error)
+	// Progress receives the run's steps and a line per finished spec.
+	Progress cluster.Progress
+	Log      *slog.Logger
+}
+
+// Result is what a run showed.
+type Result struct {
+	Cluster, Backend string
+	Focus            string
+	// Specs are the specs that ran, in the report's order; Skipped counts
+	// the suite's other specs; Setup holds the suite's own nodes that
+	// failed (its set-up, before any spec).
+	Specs    []Spec
+	Skipped  int
+	Setup    []Spec
+	Duration time.Duration
+	// JUnit and Log are the report's and the suite's output's paths.
+	JUnit, Log string
+}
+
+// Failed returns the specs that did not pass.
+func (r *Result) Failed() []Spec {
+	var out []Spec
+	for _, s := range r.Specs {
+		if !s.Passed() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// OK says whether every spec passed and the suite's set-up did too.
+func (r *Result) OK() bool {
+	return len(r.Specs) > 0 && len(r.Failed()) == 0 && len(r.Setup) == 0
+}
+
+// Summary is the run in one line: "sig-network conformance: 47 of 47
+// specs passed in 24m13s on embedded cluster cf-1a2b3 (JUnit: …)".
+func (r *Result) Summary() string {
+	passed := len(r.Specs) - len(r.Failed())
+	line := fmt.Sprintf("sig-network conformance: %d of %d specs passed in %s on %s cluster %s", passed, len(r.Specs),
+		r.Duration.Round(time.Second), r.Backend, r.Cluster)
+	if len(r.Setup) > 0 {
+		line += fmt.Sprintf("; the suite's set-up failed (%s)", r.Setup[0].Name)
+	}
+	return line + " (JUnit: " + r.JUnit + ")"
+}
+
+// Run creates a fresh cluster, runs the suite's focused specs on it,
+// deletes the cluster and returns what the suite reported. An error is
+// about the run itself (no suite, no cluster, no report); failed specs
+// are in the result.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Provider == nil {
+		return nil, errors.New("conformance: no cluster provider")
+	}
+	if o.ReportDir == "" {
+		return nil, errors.New("conformance: no report directory")
+	}
+	if o.Backend == "" {
+		o.Backend = "embedded"
+	}
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.Focus == "" {
+		o.Focus = AllFocus
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Hour
+	}
+	if o.Suite == nil {
+		o.Suite = kubebin.E2E.Locate
+	}
+	if o.KubeBin == nil {
+		o.KubeBin = kubebin.Locate
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	p := cluster.OrNop(o.Progress)
+	if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the report directory: %w", err)
+	}
+	reportDir, err := filepath.Abs(o.ReportDir)
+	if err != nil {
+		return nil, err
+	}
+	suite, err := o.Suite(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("the conformance suite: %w", err)
+	}
+	kube, err := o.KubeBin(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if o.Cluster == "" {
+		if o.Cluster, err = cluster.FreeName(ctx, o.Provider, "cf-"); err != nil {
+			return nil, err
+		}
+	}
+	if o.Owners != nil {
+		lease, err := o.Owners.Acquire(ctx, owner.Claim{Backend: o.Backend, Cluster: o.Cluster}, false)
+		if err != nil {
+			return nil, err
+		}
+		defer lease.Release()
+	}
+	if _, err := o.Provider.Get(ctx, o.Cluster); err == nil {
+		return nil, fmt.Errorf("cluster %s exists: the suite runs on a fresh cluster of its own (leave --cluster out, or delete it first)", o.Cluster)
+	} else if !errors.Is(err, cluster.ErrNotFound) {
+		return nil, err
+	}
+	c, err := o.Provider.Create(ctx, cluster.CreateOptions{Name: o.Cluster, Workers: o.Workers, ProxyMode: o.ProxyMode, Progress: p})
+	if err != nil {
+		return nil, fmt.Errorf("creating cluster %s: %w", o.Cluster, err)
+	}
+	if !o.Keep {
+		defer func() {
+			done := p.Start("Deleting cluster " + o.Cluster)
+			done(o.Provider.Delete(context.WithoutCancel(ctx), o.Cluster))
+		}()
+	}
+	res := &Result{Cluster: o.Cluster, Backend: o.Backend, Focus: o.Focus,
+		JUnit: filepath.Join(reportDir, "junit_01.xml"), Log: filepath.Join(reportDir, "e2e.log")}
+	start := time.Now()
+	runErr := runSuite(ctx, o, c, suite, kube, reportDir, res.Log, p)
+	res.Duration = time.Since(start)
+	specs, skipped, setup, err := readJUnit(res.JUnit)
+	if err != nil {
+		if runErr != nil {
+			return res, fmt.Errorf("the suite did not finish (%w); its output is in %s", runErr, res.Log)
+		}
+		return res, fmt.Errorf("the suite wrote no report: %w; its output is in %s", err, res.Log)
+	}
+	res.Specs, res.Skipped, res.Setup = specs, skipped, setup
+	if runErr != nil && ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// runSuite runs the suite's binary against c, its output to logPath and
+// a progress line per finished spec.
+func runSuite(ctx context.Context, o Options, c cluster.Cluster, suite, kube, reportDir, logPath string, p cluster.Progress) error {
+	kc, err := c.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(reportDir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	// The suite runs kubectl (kubectl exec above all): svclab-kube is
+	// kubectl when called by that name.
+	binDir := filepath.Join(reportDir, "bin")
+	kubectl := filepath.Join(binDir, "kubectl")
+	os.RemoveAll(binDir)
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(kube, kubectl); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(reportDir, "junit_01.xml"))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	srv, url, err := serveProgress(p)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	args := suiteArgs(o, kubeconfig, kubectl, reportDir, url)
+	o.Log.Info("running the conformance suite", "suite", suite, "args", strings.Join(args, " "))
+	done := p.Start(fmt.Sprintf("Running the specs matching %s (one after another; the suite's output goes to %s)", o.Focus, logPath))
+	cmd := exec.CommandContext(ctx, suite, args...)
+	cmd.Dir = reportDir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Interrupted, the suite still writes its report: ask it as a
+	// terminal's Ctrl-C does, and kill it if it does not stop.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = 2 * time.Minute
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && ctx.Err() == nil {
+		err = nil // failed specs: the report says which
+	}
+	done(err)
+	return err
+}
+
+// suiteArgs are the suite's flags: upstream's skeleton provider (a cluster
+// that is reached through its kubeconfig and nothing else), the report
+// directory, the focus, and the progress address.
+func suiteArgs(o Options, kubeconfig, kubectl, reportDir, progressURL string) []string {
+	args := []string{
+		"--provider=skeleton",
+		"--kubeconfig=" + kubeconfig,
+		"--kubectl-path=" + kubectl,
+		"--report-dir=" + reportDir,
+		"--e2e-output-dir=" + reportDir,
+		"--progress-report-url=" + progressURL,
+		"--ginkgo.focus=" + o.Focus,
+		"--ginkgo.timeout=" + o.Timeout.String(),
+		"--ginkgo.no-color",
+		"--ginkgo.v",
+	}
+	if o.Skip != "" {
+		args = append(args, "--ginkgo.skip="+o.Skip)
+	}
+	return args
+}
+
+// progressUpdate is what upstream's e2e progress reporter posts
+// (test/e2e/reporters.ProgressReporter).
+type progressUpdate struct {
+	Msg       string `json:"msg"`
+	Total     int    `json:"total"`
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+}
+
+// serveProgress listens on a loopback port for the suite's progress posts
+// and turns each into a progress line. Posts may arrive out of order (the
+// reporter sends each from a goroutine of its own): a post older than one
+// already shown is dropped.
+func serveProgress(p cluster.Progress) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("listening for the suite's progress: %w", err)
+	}
+	var mu sync.Mutex
+	seen := -1
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var u progressUpdate
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&u); err != nil {
+			http.Error(w, "bad progress update", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done := u.Completed + u.Failed
+		if done <= seen || u.Total == 0 {
+			return
+		}
+		seen = done
+		line := fmt.Sprintf("%d of %d specs done", done, u.Total)
+		if u.Failed > 0 {
+			line += fmt.Sprintf(", %d failed", u.Failed)
+		}
+		p.Infof("%s: %s", line, u.Msg)
+	})}
+	go srv.Serve(ln)
+	return srv, "http://" + ln.Addr().String() + "/", nil
+}
