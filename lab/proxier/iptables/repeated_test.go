@@ -118,3 +118,28 @@ func TestSyncProxyRulesRepeated(t *testing.T) {
 		prev = snap
 	}
 }
+
+// A partial sync still rewrites the whole of KUBE-SERVICES (and
+// KUBE-NODEPORTS), as upstream's does: a Service's jump rule that someone
+// deleted by hand comes back with the next sync of any other Service. (The
+// nftables mode's partial syncs write only what changed, which is why the
+// rule-deleted-resync scenario runs in nftables mode: see its explanation.)
+func TestPartialSyncRewritesServicesChain(t *testing.T) {
+	svc1 := yamlClusterIP("ns1", "svc1", "172.30.0.41", "p80", 80) + yamlSlice("ns1", "svc1", "p80", 80, "10.0.1.1")
+	svc2 := yamlClusterIP("ns2", "svc2", "172.30.0.42", "p8080", 8080) + yamlSlice("ns2", "svc2", "p8080", 8080, "10.0.2.1")
+	var names NameCache
+	first := decodeSnapshot(t, "first", svc1)
+	res := render(t, upstreamConfig(), first, Options{Names: &names})
+	opts := Options{Names: &names, ExistingNATChains: natChains(res.Restore)}
+	second := decodeSnapshot(t, "second", svc1+svc2)
+	opts.Changed = model.ChangedServices(first, second)
+	if len(opts.Changed) != 1 {
+		t.Fatalf("changed %v, want only ns2/svc2", opts.Changed)
+	}
+	partial := render(t, upstreamConfig(), second, opts).Restore
+	for _, want := range []string{":KUBE-SERVICES - [0:0]", ":KUBE-NODEPORTS - [0:0]", `-A KUBE-SERVICES -m comment --comment "ns1/svc1:p80 cluster IP"`} {
+		if !strings.Contains(partial, want) {
+			t.Errorf("the partial sync (only ns2/svc2 changed) has no %q:\n%s", want, partial)
+		}
+	}
+}
