@@ -711,6 +711,38 @@ func TestCheckErrors(t *testing.T) {
 	}
 }
 
+// A rightFix rule on a labelSelector holds every matching object: one Pod
+// of a DaemonSet that restarted, or was replaced, breaks it.
+func TestRightFixSelectsEveryObject(t *testing.T) {
+	ctx := context.Background()
+	pod := func(name, uid string, restarts int32) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "monitor", UID: types.UID(uid), Labels: map[string]string{"app": "ledger"}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "ledger", RestartCount: restarts}}}}
+	}
+	check := &scenario.Check{ID: "kept", Weight: 1, FailMessage: "m", RightFix: &scenario.RightFixCheck{
+		Object: scenario.ObjectRef{Kind: "Pod", Namespace: "monitor", LabelSelector: "app=ledger"},
+		Rule:   scenario.RightFixUnchanged, JSONPath: "{.metadata.name} {.status.containerStatuses[0].restartCount}"}}
+	s := &scenario.Scenario{ID: "x", Checks: []scenario.Check{*check}}
+	base, err := newGrader(nil, nil, pod("ledger-a", "a", 0), pod("ledger-b", "b", 0)).Record(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		pods []runtime.Object
+		pass bool
+	}{
+		{"both as they were", []runtime.Object{pod("ledger-a", "a", 0), pod("ledger-b", "b", 0)}, true},
+		{"the second one restarted", []runtime.Object{pod("ledger-a", "a", 0), pod("ledger-b", "b", 1)}, false},
+		{"the first one replaced", []runtime.Object{pod("ledger-b", "b", 0), pod("ledger-c", "c", 0)}, false},
+	} {
+		r := newGrader(nil, nil, tc.pods...).Check(ctx, check, base)
+		if r.Passed != tc.pass || r.Error != "" {
+			t.Errorf("%s: %+v", tc.name, r)
+		}
+	}
+}
+
 func TestBaselineRoundTrip(t *testing.T) {
 	b := &Baseline{Scenario: "x", Taken: time.Unix(100, 0).UTC(), Checks: map[string]Snapshot{"a": {Exists: true, UID: "u", Value: "v"}}}
 	path := filepath.Join(t.TempDir(), "baseline.json")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/svclab/svclab/lab/scenario"
@@ -51,9 +52,15 @@ func (g *Grader) snapshot(ctx context.Context, r *scenario.RightFixCheck) (Snaps
 	if len(objs) == 0 {
 		return Snapshot{}, nil
 	}
-	s := Snapshot{Exists: true, UID: string(objs[0].GetUID())}
+	// A labelSelector's objects count together, in the API's order (by
+	// name): one of them replaced or changed changes the snapshot.
+	uids := make([]string, len(objs))
+	for i, o := range objs {
+		uids[i] = string(o.GetUID())
+	}
+	s := Snapshot{Exists: true, UID: strings.Join(uids, " ")}
 	if r.JSONPath != "" {
-		s.Value, _, err = joinValues(objs[:1], r.JSONPath)
+		s.Value, _, err = joinValues(objs, r.JSONPath)
 		if err != nil {
 			return Snapshot{}, err
 		}

@@ -26,6 +26,7 @@ var brokenCases = []struct {
 	{name: "bad-fault"},
 	{name: "bad-check"},
 	{name: "bad-top"},
+	{name: "bad-solutions"},
 }
 
 func brokenSources(t *testing.T, name string, roots []string) []Source {

@@ -25,7 +25,7 @@ var enums = map[string][]string{
 	"proxyModes":       {ProxyModeNFTables, ProxyModeIPTables},
 	"apiOps":           {OpEquals, OpNotEquals, OpContains, OpNotContains, OpMatches, OpExists, OpAbsent, OpCountAtLeast, OpCountEquals},
 	"protocols":        {"http", "tcp", "udp", "dns"},
-	"vias":             {ViaClusterIP, ViaDNSName, ViaNodePort},
+	"vias":             {ViaClusterIP, ViaDNSName, ViaNodePort, ViaLoadBalancer},
 	"outcomes":         {OutcomeSuccess, OutcomeRefused, OutcomeTimeout},
 	"clientIPs":        {"preserved", "masqueraded"},
 	"traffics":         {"internal", "external"},

@@ -31,6 +31,7 @@ type Scenario struct {
 	Checks           []Check      `yaml:"checks" rule:"required,minItems=1" doc:"The weighted checks that grade the learner's fix."`
 	Solution         []string     `yaml:"solution" rule:"required,minItems=1,nonblank" doc:"The reference solution: the shell commands a learner would type, in order (kubectl is on the PATH)."`
 	Explanation      string       `yaml:"explanation" rule:"required,nonblank" doc:"Shown after solving (Markdown): ties the fault to the mechanism, which EndpointSlices and rules changed and why."`
+	OtherSolutions   []Solution   `yaml:"otherSolutions" doc:"Other right fixes, each of which must pass every check as the reference solution does (svclab exercise run --solve tries each on the broken scenario): a grader must not fail a learner who fixed it another right way."`
 	WrongFixes       []WrongFix   `yaml:"wrongFixes" doc:"Plausible wrong fixes that the checks must reject (svclab exercise run --wrong-fixes tries each on the broken scenario)."`
 
 	// Dir is the scenario's directory as shown in messages (not part of
@@ -198,9 +199,11 @@ type ProbeCheck struct {
 	Expect     ProbeExpect `yaml:"expect" rule:"required" doc:"The expected outcome."`
 }
 
-// ProbeSource is a node, a named pod, or any pod matching a selector.
+// ProbeSource is a node, a named pod, any pod matching a selector, or a
+// client outside the cluster.
 type ProbeSource struct {
 	Node        string `yaml:"node" doc:"A node's short name (control-plane, worker, worker2, ...)."`
+	Outside     bool   `yaml:"outside" doc:"A client outside the cluster, in front of its load balancer: connections to a load-balancer address go through the lab's load balancer, as any outside client's would (embedded clusters)."`
 	Pod         string `yaml:"pod" rule:"pattern=name" doc:"A pod's name."`
 	PodSelector string `yaml:"podSelector" doc:"A label selector: any one matching pod."`
 	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pod's namespace (default: default)."`
@@ -212,6 +215,9 @@ const (
 	ViaClusterIP = "clusterIP"
 	ViaDNSName   = "dnsName"
 	ViaNodePort  = "nodePort"
+	// ViaLoadBalancer is the Service's load-balancer address (its
+	// status.loadBalancer.ingress), at the Service port.
+	ViaLoadBalancer = "loadBalancer"
 )
 
 // ProbeTarget is a Service (reached through its ClusterIP, its DNS name or
@@ -219,7 +225,7 @@ const (
 type ProbeTarget struct {
 	Service   string `yaml:"service" rule:"pattern=name" doc:"A Service's name."`
 	Namespace string `yaml:"namespace" rule:"pattern=name" doc:"The Service's namespace (default: default)."`
-	Via       string `yaml:"via" rule:"enum=vias" doc:"How to reach the Service (default clusterIP); nodePort needs node."`
+	Via       string `yaml:"via" rule:"enum=vias" doc:"How to reach the Service (default clusterIP); nodePort needs node; loadBalancer is the address the lab's load balancer gave it (a client outside the cluster reaches it through the load balancer)."`
 	Node      string `yaml:"node" doc:"A node's short name: its address is the target (with via: nodePort, the Service's NodePort on it)."`
 	Host      string `yaml:"host" doc:"A literal IP address or DNS name."`
 	Address   string `yaml:"address" rule:"enum=nodeAddresses" doc:"With node: which of the node's addresses: primary (its InternalIP, default) or secondary (another address on the same interface)."`
@@ -318,9 +324,16 @@ const (
 // recreated (uidUnchanged), a field was left alone (unchanged, with
 // JSONPath), or the object still exists (exists).
 type RightFixCheck struct {
-	Object   ObjectRef `yaml:"object" rule:"required" doc:"The object the rule is about."`
+	Object   ObjectRef `yaml:"object" rule:"required" doc:"The object the rule is about; with a labelSelector, every matching object (a DaemonSet's Pods, say): one of them replaced or changed breaks the rule."`
 	Rule     string    `yaml:"rule" rule:"required,enum=rightFixRules" doc:"uidUnchanged, unchanged or exists."`
 	JSONPath string    `yaml:"jsonPath" doc:"With unchanged: the field that must keep its value, such as {.spec.template.metadata.labels}."`
+}
+
+// Solution is another right fix than the reference solution.
+type Solution struct {
+	ID          string   `yaml:"id" rule:"required,pattern=name" doc:"The solution's id, unique among the scenario's other solutions."`
+	Description string   `yaml:"description" rule:"required,nonblank" doc:"What the learner does (\"Restart kube-proxy on the worker\")."`
+	Commands    []string `yaml:"commands" rule:"required,minItems=1,nonblank" doc:"The commands, in order."`
 }
 
 // WrongFix is a plausible wrong fix: shell commands a learner might type

@@ -60,6 +60,16 @@ func (v *validator) validate() {
 		v.check(p, c)
 	}
 	v.commands("solution", s.Solution)
+	solutionIDs := map[string]int{}
+	for i, o := range s.OtherSolutions {
+		p := fmt.Sprintf("otherSolutions[%d]", i)
+		if j, dup := solutionIDs[o.ID]; dup && o.ID != "" {
+			v.bad(p+".id", "%q is also the id of otherSolutions[%d]; solution ids must be unique", o.ID, j)
+		} else {
+			solutionIDs[o.ID] = i
+		}
+		v.commands(p+".commands", o.Commands)
+	}
 	wrongIDs := map[string]int{}
 	for i, w := range s.WrongFixes {
 		p := fmt.Sprintf("wrongFixes[%d]", i)
@@ -320,8 +330,11 @@ func count(flags ...bool) int {
 
 func (v *validator) probe(p string, pr *ProbeCheck) {
 	from := pr.From
-	if count(from.Node != "", from.Pod != "", from.PodSelector != "") != 1 {
-		v.bad(p+".from", "set exactly one of node, pod and podSelector")
+	if count(from.Node != "", from.Pod != "", from.PodSelector != "", from.Outside) != 1 {
+		v.bad(p+".from", "set exactly one of node, pod, podSelector and outside")
+	}
+	if from.Outside && from.Namespace != "" {
+		v.bad(p+".from.namespace", "a client outside the cluster has no namespace")
 	}
 	v.node(p+".from.node", from.Node)
 	v.node(p+".from.onNode", from.OnNode)
@@ -399,6 +412,9 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 	}
 	if e.ClientIP != "" && pr.Path != "/clientip" {
 		v.bad(p+".path", "must be /clientip to learn the client address the backend saw")
+	}
+	if r := e.Responders; r != nil && (r.SameNode || r.SameZone) && from.Outside {
+		v.bad(p+".expect.responders", "sameNode and sameZone need a source on a node: a client outside the cluster is on none")
 	}
 	if e.Responders != nil && e.ClientIP != "" {
 		v.bad(p+".expect", "set responders or clientIP, not both: they need different paths")

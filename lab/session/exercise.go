@@ -407,16 +407,37 @@ func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c
 			return fmt.Sprintf("every check passes (graded in %s)", rep.Duration.Round(100*time.Millisecond)), rep, nil
 		})
 	}
-	for _, w := range resets {
-		if !step("reset for wrong fix "+w.ID, func() (string, *grade.Report, error) {
+	reset := func(what string) bool {
+		return step("reset for "+what, func() (string, *grade.Report, error) {
 			if _, _, err := tearDown(true)(); err != nil {
 				return "", nil, err
 			}
 			return setUp()
-		}) {
+		})
+	}
+	for _, w := range resets {
+		if !reset("wrong fix " + w.ID) {
 			break
 		}
 		step("wrong fix "+w.ID, func() (string, *grade.Report, error) { return tryWrongFix(ctx, ses, w, bin) })
+	}
+	if o.Solve {
+		for _, sol := range s.OtherSolutions {
+			if !reset("solution " + sol.ID) {
+				break
+			}
+			step("solution "+sol.ID, func() (string, *grade.Report, error) {
+				var buf bytes.Buffer
+				if err := ses.SolveWith(ctx, bin, sol.Commands, &buf); err != nil {
+					return "", nil, fmt.Errorf("%w\n%s", err, buf.String())
+				}
+				rep := ses.GradeUntilPassed(ctx, SolveGradeTimeout)
+				if !rep.Passed {
+					return "", rep, fmt.Errorf("%s, a right fix, scores %.0f%%; its output:\n%s", sol.Description, rep.Score, buf.String())
+				}
+				return fmt.Sprintf("%s: every check passes (graded in %s)", sol.Description, rep.Duration.Round(100*time.Millisecond)), rep, nil
+			})
+		}
 	}
 	step("tear down", tearDown(false))
 	return out

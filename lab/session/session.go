@@ -290,7 +290,13 @@ func (s *Session) GradeUntilPassed(ctx context.Context, timeout time.Duration) *
 // Solve runs the scenario's reference solution (RunCommands) and waits
 // for the workloads to settle.
 func (s *Session) Solve(ctx context.Context, kubeBin string, out io.Writer) error {
-	if err := s.RunCommands(ctx, kubeBin, s.Scenario.Solution, out); err != nil {
+	return s.SolveWith(ctx, kubeBin, s.Scenario.Solution, out)
+}
+
+// SolveWith runs the commands of a right fix (the reference solution or
+// another of the scenario's solutions) and waits for what they started.
+func (s *Session) SolveWith(ctx context.Context, kubeBin string, cmds []string, out io.Writer) error {
+	if err := s.RunCommands(ctx, kubeBin, cmds, out); err != nil {
 		return err
 	}
 	cs, err := s.Cluster.Client()
