@@ -41,6 +41,16 @@ type NetnsCluster interface {
 	PodNetns(pod *corev1.Pod) (Netns, error)
 }
 
+// LoadBalancerCluster is implemented by clusters with a load balancer in
+// front of their nodes (package loadbalancer; the embedded backend).
+type LoadBalancerCluster interface {
+	// OutsideNetns returns the network namespace of the lab's load
+	// balancer, entered from the host, and its address: a client there
+	// stands outside the cluster, and its connections to a load-balancer
+	// address go through the load balancer as an outside client's do.
+	OutsideNetns() (ns Netns, ip string, err error)
+}
+
 // MaxDataplaneOutput bounds what svclab reads from one dataplane command
 // (a rule or conntrack listing): a learner who fills a node with rules or
 // connections gets an error, not a server that reads without end.

@@ -180,7 +180,11 @@ func Components(st *State, dir string) []Component {
 			HealthCA: "ca",
 		},
 	}
-	return append(comps, NodeAgentsComponent(dir))
+	comps = append(comps, NodeAgentsComponent(dir))
+	if st.LB != nil {
+		comps = append(comps, LoadBalancerComponent(dir))
+	}
+	return comps
 }
 
 // Leader election of kube-controller-manager and kube-scheduler: they keep

@@ -41,6 +41,22 @@ func (c *Cluster) PodNetns(pod *corev1.Pod) (cluster.Netns, error) {
 	return c.netns(nodeagent.PodNetnsName(podNetnsPrefix(c.st.Name), string(pod.UID)))
 }
 
+var _ cluster.LoadBalancerCluster = (*Cluster)(nil)
+
+// OutsideNetns returns the load balancer's network namespace, the host's
+// own (no user namespace of the lab's).
+func (c *Cluster) OutsideNetns() (cluster.Netns, string, error) {
+	lb := c.st.LB
+	if lb == nil {
+		return nil, "", fmt.Errorf("cluster %s was made before labs had a load balancer: delete it and create it again", c.st.Name)
+	}
+	path := filepath.Join("/run/netns", lb.Netns)
+	if _, err := os.Stat(path); err != nil {
+		return nil, "", fmt.Errorf("the load balancer's network namespace %s is gone: %w", lb.Netns, err)
+	}
+	return nsenter.Netns{Path: path}, lb.IP, nil
+}
+
 func (c *Cluster) netns(name string) (cluster.Netns, error) {
 	path := filepath.Join("/run/netns", name)
 	if _, err := os.Stat(path); err != nil {

@@ -117,6 +117,26 @@ func fabricUp(ctx context.Context, r Runner, st *State, userns string) error {
 			}
 		}
 	}
+	if lb := st.LB; lb != nil {
+		// The load balancer's own namespace is the host's, not the lab's:
+		// nothing a learner does in the lab changes where it sends traffic.
+		cmds := [][]string{
+			{"ip", "netns", "add", lb.Netns},
+			{"ip", "link", "add", lb.HostVeth, "type", "veth", "peer", "name", "eth0", "netns", lb.Netns},
+			{"ip", "link", "set", lb.HostVeth, "master", st.Bridge, "up"},
+			{"ip", "-n", lb.Netns, "link", "set", "lo", "up"},
+			{"ip", "-n", lb.Netns, "addr", "add", lb.IP + "/" + plen, "dev", "eth0"},
+			{"ip", "-n", lb.Netns, "link", "set", "eth0", "up"},
+			// Spread connections over the nodes by their addresses and
+			// ports, as a cloud network load balancer hashes them.
+			{"ip", "netns", "exec", lb.Netns, "sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"},
+		}
+		for _, c := range cmds {
+			if err := run(ctx, r, c[0], c[1:]...); err != nil {
+				return fmt.Errorf("setting up the load balancer: %w", err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -196,6 +216,14 @@ func fabricDown(ctx context.Context, r Runner, st *State) error {
 			continue
 		}
 		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", n.HostVeth)); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if lb := st.LB; lb != nil {
+		if err := deleteNetns(ctx, r, lb.Netns); err != nil {
+			errs = append(errs, err.Error())
+		}
+		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", lb.HostVeth)); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}

@@ -179,9 +179,20 @@ func TestRoutePrefixes(t *testing.T) {
 }
 
 func TestLeftovers(t *testing.T) {
-	links := "1: lo: <LOOPBACK> mtu 65536\n7: svlbr3: <BROADCAST> mtu 1500\n8: svl3-0@if2: <BROADCAST> mtu 1500\n9: svlx: <BROADCAST>\n10: eth0: <UP>\n"
-	if got := strings.Join(leftoverLinks(links), ","); got != "svlbr3,svl3-0" {
+	links := "1: lo: <LOOPBACK> mtu 65536\n7: svlbr3: <BROADCAST> mtu 1500\n8: svl3-0@if2: <BROADCAST> mtu 1500\n9: svlx: <BROADCAST>\n10: eth0: <UP>\n11: svl3-lb@if2: <BROADCAST>\n12: svl3-lbx: <UP>\n"
+	if got := strings.Join(leftoverLinks(links), ","); got != "svlbr3,svl3-0,svl3-lb" {
 		t.Errorf("links %q", got)
+	}
+	if linkIndex("svl3-lb") != 3 {
+		t.Errorf("svl3-lb is of index %d", linkIndex("svl3-lb"))
+	}
+	for ns, want := range map[string]string{
+		"svclab-lab-control-plane": "lab", "svclab-lab-worker2": "lab", "svclab-lab-pod-0a1b": "lab", "svclab-lab-lb": "lab",
+		"svclab-my-lb-worker": "my-lb", "svclab-my-lb-lb": "my-lb", "svclab--lb": "", "other-lab-lb": "",
+	} {
+		if got := netnsCluster(ns); got != want {
+			t.Errorf("netnsCluster(%q) = %q, want %q", ns, got, want)
+		}
 	}
 	tables := "table inet filter\ntable inet svclab-lab\ntable ip svclab-x\ntable inet svclab-e2e-1\n"
 	if got := strings.Join(leftoverTables(tables), ","); got != "svclab-lab,svclab-e2e-1" {

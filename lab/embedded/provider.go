@@ -588,7 +588,7 @@ func stopSupervisor(dir string) {
 // clusterNetns lists the network namespaces named like the nodes and Pods
 // of cluster name.
 func clusterNetns(name string) []string {
-	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+)$`)
+	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+|lb)$`)
 	var out []string
 	for _, ns := range listNetns() {
 		if re.MatchString(ns) {
@@ -744,11 +744,14 @@ func liveClusters() live {
 }
 
 // netnsCluster is the cluster a network namespace of svclab's belongs to
-// (svclab-NAME-control-plane, -workerN, -pod-HASH), or "".
+// (svclab-NAME-control-plane, -workerN, -pod-HASH, -lb), or "".
 func netnsCluster(ns string) string {
 	rest, ok := strings.CutPrefix(ns, netnsPrefix)
 	if !ok {
 		return ""
+	}
+	if name, ok := strings.CutSuffix(rest, lbSuffix); ok && name != "" {
+		return name
 	}
 	for _, sep := range []string{"-pod-", "-control-plane", "-worker"} {
 		if i := strings.LastIndex(rest, sep); i > 0 {
@@ -795,7 +798,7 @@ func markedSupervisors() []string {
 }
 
 var linkName = regexp.MustCompile(`^\d+:\s+([^:@\s]+)`)
-var svclabLink = regexp.MustCompile(`^(svlbr\d+|svl\d+-\d+)$`)
+var svclabLink = regexp.MustCompile(`^(svlbr\d+|svl\d+-\d+|svl\d+-lb)$`)
 
 // leftoverLinks picks svclab's bridges and veths out of `ip -o link show`.
 func leftoverLinks(out string) []string {

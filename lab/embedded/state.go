@@ -45,6 +45,16 @@ type NodeSpec struct {
 	Labels   map[string]string `json:"labels,omitempty"`
 }
 
+// LBSpec is the lab's load balancer (package loadbalancer): its network
+// namespace on the fabric, owned by the host (the learner has no say in
+// it), and the pool it hands LoadBalancer addresses out of.
+type LBSpec struct {
+	Netns    string `json:"netns"`
+	HostVeth string `json:"hostVeth"`
+	IP       string `json:"ip"`
+	Pool     string `json:"pool"`
+}
+
 // State is what svclab records about an embedded cluster; it is enough to
 // find and remove every resource the cluster owns.
 type State struct {
@@ -63,7 +73,9 @@ type State struct {
 	// ProxyMode is kube-proxy's mode (nftables or iptables).
 	ProxyMode string     `json:"proxyMode"`
 	Nodes     []NodeSpec `json:"nodes"`
-	Created   time.Time  `json:"created"`
+	// LB is the lab's load balancer (nil in clusters made before it).
+	LB      *LBSpec   `json:"lb,omitempty"`
+	Created time.Time `json:"created"`
 	// IDs is the lab's claim on its range of host ids, which its user
 	// namespace maps.
 	IDs *userns.Claim `json:"ids,omitempty"`
@@ -126,6 +138,10 @@ func (s *State) Node(name string) (NodeSpec, bool) {
 	return NodeSpec{}, false
 }
 
+// lbSuffix ends the names of a lab's load-balancer network namespace and
+// host veth.
+const lbSuffix = "-lb"
+
 const (
 	// fabricBase is the /16 the cluster fabrics are carved from, one /24
 	// per cluster.
@@ -179,6 +195,11 @@ func NewState(opts cluster.CreateOptions, index int) (*State, error) {
 			Labels:   opts.NodeLabels[name],
 		})
 	}
+	// The load balancer at .254, its pool .224/28 (.225-.238): far from
+	// the nodes, which count up from .2.
+	lbIP := netip.AddrFrom4([4]byte{subnet.Addr().As4()[0], subnet.Addr().As4()[1], subnet.Addr().As4()[2], 254})
+	pool := netip.PrefixFrom(netip.AddrFrom4([4]byte{subnet.Addr().As4()[0], subnet.Addr().As4()[1], subnet.Addr().As4()[2], 224}), 28)
+	st.LB = &LBSpec{Netns: netnsPrefix + opts.Name + lbSuffix, HostVeth: fmt.Sprintf("svl%d%s", index, lbSuffix), IP: lbIP.String(), Pool: pool.String()}
 	for name := range opts.NodeLabels {
 		if _, ok := st.Node(name); !ok {
 			return nil, fmt.Errorf("labels given for node %q, which this cluster does not have (its nodes: %v)", name, cluster.NodeNames(opts.Name, opts.Workers))

@@ -80,7 +80,7 @@ const supervisorArg0 = "svclab-supervisor"
 func Init() {
 	role := filepath.Base(os.Args[0])
 	applet, isApplet := images.Applet(role)
-	if role == supervisorArg0 || role == nodeAgentArg0 || role == "kube-proxy" || isApplet {
+	if role == supervisorArg0 || role == nodeAgentArg0 || role == lbArg0 || role == "kube-proxy" || isApplet {
 		// Long-running lab processes: memory over CPU (see
 		// defaultGOGC), unless GOGC says otherwise.
 		if os.Getenv("GOGC") == "" {
@@ -100,6 +100,10 @@ func Init() {
 	case nodeAgentArg0:
 		if len(os.Args) == 2 {
 			os.Exit(runNodeAgents(os.Args[1]))
+		}
+	case lbArg0:
+		if len(os.Args) == 2 {
+			os.Exit(runLoadBalancer(os.Args[1]))
 		}
 	case "kube-proxy":
 		cmd := proxierrun.NewRunCommand()

@@ -79,7 +79,9 @@ type probeSource struct {
 	podObj         *corev1.Pod
 	ip             string // the source address backends see when not masqueraded
 	nodeName       string // the node the probe starts on
-	desc           string
+	// outside, for a client outside the cluster, is its network namespace.
+	outside cluster.Netns
+	desc    string
 }
 
 // probeTarget is where a probe goes.
@@ -120,7 +122,7 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 	if err != nil {
 		return "", err
 	}
-	if nc, ok := g.Cluster.(cluster.NetnsCluster); ok {
+	if nc, ok := g.Cluster.(cluster.NetnsCluster); ok || src.outside != nil {
 		attempts, err := g.probeInNetns(ctx, nc, p, src, tgt, n, timeout, connect)
 		if err != nil {
 			return "", err
@@ -145,6 +147,17 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 }
 
 func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from scenario.ProbeSource) (probeSource, error) {
+	if from.Outside {
+		lc, ok := g.Cluster.(cluster.LoadBalancerCluster)
+		if !ok {
+			return probeSource{}, fmt.Errorf("cluster %s has no client outside it (no load balancer in front of its nodes): this check needs an embedded cluster", g.Cluster.Name())
+		}
+		ns, ip, err := lc.OutsideNetns()
+		if err != nil {
+			return probeSource{}, err
+		}
+		return probeSource{outside: ns, ip: ip, desc: "a client outside the cluster (" + ip + ")"}, nil
+	}
 	if from.Node != "" {
 		name := scenario.NodeName(g.Cluster.Name(), from.Node)
 		nodes, err := g.Cluster.Nodes(ctx)
@@ -270,6 +283,19 @@ func (g *Grader) probeTarget(ctx context.Context, cs kubernetes.Interface, p *sc
 		}
 		return probeTarget{host: ip, port: int(sp.NodePort),
 			desc: fmt.Sprintf("NodePort %d of Service %s/%s on node %s (%s)", sp.NodePort, ns, t.Service, scenario.NodeName(g.Cluster.Name(), t.Node), ip)}, nil
+	case scenario.ViaLoadBalancer:
+		var ip string
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				ip = in.IP
+				break
+			}
+		}
+		if ip == "" {
+			return probeTarget{}, failf("Service %s/%s has no load-balancer address (it is of type %s; kubectl get service shows EXTERNAL-IP <pending> while a LoadBalancer Service waits for one)", ns, t.Service, svcType(svc))
+		}
+		return probeTarget{host: ip, port: t.Port,
+			desc: fmt.Sprintf("Service %s/%s on its load-balancer address %s:%d", ns, t.Service, ip, t.Port)}, nil
 	case scenario.ViaDNSName:
 		name := fmt.Sprintf("%s.%s.svc.%s", t.Service, ns, cluster.DefaultDNSDomain)
 		tgt := probeTarget{host: name, port: t.Port, desc: fmt.Sprintf("%s:%d", name, t.Port)}
@@ -306,9 +332,12 @@ func (g *Grader) probeInNetns(ctx context.Context, nc cluster.NetnsCluster, p *s
 	}
 	defer release()
 	var ns cluster.Netns
-	if src.node != "" {
+	switch {
+	case src.outside != nil:
+		ns = src.outside
+	case src.node != "":
 		ns, err = nc.NodeNetns(src.node)
-	} else {
+	default:
 		ns, err = nc.PodNetns(src.podObj)
 	}
 	if err != nil {
