@@ -49,6 +49,10 @@ type LoadBalancerCluster interface {
 	// stands outside the cluster, and its connections to a load-balancer
 	// address go through the load balancer as an outside client's do.
 	OutsideNetns() (ns Netns, ip string, err error)
+	// LoadBalancerRoutes returns where the load balancer sends the
+	// traffic of each of its addresses: the node addresses of its healthy
+	// set (none: it drops it).
+	LoadBalancerRoutes(ctx context.Context) (map[string][]string, error)
 }
 
 // MaxDataplaneOutput bounds what svclab reads from one dataplane command

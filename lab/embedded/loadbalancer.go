@@ -190,12 +190,17 @@ func parseRoutes(out []byte) (map[netip.Addr][]netip.Addr, error) {
 	return m, nil
 }
 
+// probeTimeout bounds a health check, as a cloud load balancer's timeout
+// does (GCP's default is 5 s; a lab node answers in milliseconds, but a
+// busy machine can take a second).
+const probeTimeout = 2 * time.Second
+
 // netnsProber asks nodes over HTTP from the load balancer's namespace.
 type netnsProber struct{ ns cluster.Netns }
 
 func (p netnsProber) Probe(ctx context.Context, node netip.Addr, port int, path string) (bool, string) {
 	client := &http.Client{
-		Timeout: time.Second,
+		Timeout: probeTimeout,
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
 				return p.ns.DialFrom(ctx, network, "", address)
@@ -208,7 +213,7 @@ func (p netnsProber) Probe(ctx context.Context, node netip.Addr, port int, path 
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return false, "no answer within 1s"
+			return false, fmt.Sprintf("no answer within %s", probeTimeout)
 		}
 		if strings.Contains(err.Error(), "connection refused") {
 			return false, "connection refused"

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,6 +56,26 @@ func (c *Cluster) OutsideNetns() (cluster.Netns, string, error) {
 		return nil, "", fmt.Errorf("the load balancer's network namespace %s is gone: %w", lb.Netns, err)
 	}
 	return nsenter.Netns{Path: path}, lb.IP, nil
+}
+
+// LoadBalancerRoutes reads the load balancer's routes.
+func (c *Cluster) LoadBalancerRoutes(ctx context.Context) (map[string][]string, error) {
+	if c.st.LB == nil {
+		return nil, fmt.Errorf("cluster %s was made before labs had a load balancer: delete it and create it again", c.st.Name)
+	}
+	routes, err := routePlane{netns: c.st.LB.Netns, r: ExecRunner{}}.Routes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for a, nodes := range routes {
+		to := []string{}
+		for _, n := range nodes {
+			to = append(to, n.String())
+		}
+		out[a.String()] = to
+	}
+	return out, nil
 }
 
 func (c *Cluster) netns(name string) (cluster.Netns, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,8 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (str
 				a.line, a.pass, a.err = g.conntrack(ctx, node, d.Conntrack)
 			case d.ConntrackMax != nil:
 				a.line, a.pass, a.err = g.conntrackMax(ctx, node, d.ConntrackMax)
+			case d.LoadBalancer != nil:
+				a.line, a.pass, a.err = g.loadBalancer(ctx, node, nodes, d.LoadBalancer)
 			default:
 				a.line, a.pass = g.proxyMode(ctx, node, d.ProxyMode)
 			}
@@ -423,4 +426,72 @@ func (g *Grader) conntrackMax(ctx context.Context, node string, a *scenario.Conn
 		line += fmt.Sprintf("; it must hold at least %d", a.AtLeast)
 	}
 	return line, l.Max >= a.AtLeast, nil
+}
+
+// loadBalancer says whether the lab's load balancer sends the traffic of
+// a's Service to node.
+func (g *Grader) loadBalancer(ctx context.Context, node string, nodes []cluster.Node, a *scenario.LoadBalancerAssertion) (string, bool, error) {
+	lc, ok := g.Cluster.(cluster.LoadBalancerCluster)
+	if !ok {
+		return "", false, fmt.Errorf("cluster %s has no load balancer in front of its nodes: this check needs an embedded cluster", g.Cluster.Name())
+	}
+	cs, err := g.client()
+	if err != nil {
+		return "", false, err
+	}
+	ns := a.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, a.Service, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("there is no Service %s/%s", ns, a.Service), false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading Service %s/%s: %w", ns, a.Service, err)
+	}
+	var addr string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			addr = in.IP
+			break
+		}
+	}
+	if addr == "" {
+		return fmt.Sprintf("Service %s/%s has no load-balancer address", ns, a.Service), false, nil
+	}
+	routes, err := lc.LoadBalancerRoutes(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("reading the load balancer's routes: %w", err)
+	}
+	names := map[string]string{}
+	var ip string
+	for _, n := range nodes {
+		names[n.IP] = n.Name
+		if n.Name == node {
+			ip = n.IP
+		}
+	}
+	to, routed := routes[addr]
+	sends := slices.Contains(to, ip)
+	var line string
+	switch {
+	case sends:
+		line = fmt.Sprintf("the load balancer sends %s's traffic here", addr)
+	case !routed:
+		line = fmt.Sprintf("the load balancer does not handle %s yet", addr)
+	case len(to) == 0:
+		line = fmt.Sprintf("the load balancer drops %s's traffic: no node passes its health check", addr)
+	default:
+		var others []string
+		for _, t := range to {
+			if n := names[t]; n != "" {
+				others = append(others, n)
+			} else {
+				others = append(others, t)
+			}
+		}
+		line = fmt.Sprintf("the load balancer sends none of %s's traffic here (it goes to %s)", addr, strings.Join(others, ", "))
+	}
+	return line, sends == (a.Expect == scenario.LoadBalancerSends), nil
 }

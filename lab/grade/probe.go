@@ -708,7 +708,20 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 		if len(seen) < atLeast {
 			return "", failf("%s; only %d Pod answered (%s), expected at least %d different Pods", what, len(seen), strings.Join(seen, ", "), atLeast)
 		}
+		var onNodes []string
+		for _, pod := range seen {
+			if n := podNode[pod]; !slices.Contains(onNodes, n) {
+				onNodes = append(onNodes, n)
+			}
+		}
+		slices.Sort(onNodes)
+		if len(onNodes) < r.Nodes {
+			return "", failf("%s; the answers came from Pods on %s only, expected Pods on at least %d different nodes", what, strings.Join(onNodes, ", "), r.Nodes)
+		}
 		what += "; answered by " + strings.Join(seen, ", ")
+		if r.Nodes > 1 {
+			what += " on " + strings.Join(onNodes, ", ")
+		}
 	}
 	if e.ClientIP != "" {
 		var ips []string

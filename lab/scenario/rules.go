@@ -33,6 +33,7 @@ var enums = map[string][]string{
 	"ruleVerdicts":     {RulesEndpoints, RulesReject, RulesDrop, RulesAbsent},
 	"l4protocols":      {"tcp", "udp"},
 	"conntrackExpects": {ConntrackNoStaleEntries, ConntrackNoEntries},
+	"loadBalancerExpects": {LoadBalancerSends, LoadBalancerSkips},
 	"rightFixRules":    {RightFixUIDUnchanged, RightFixUnchanged, RightFixExists},
 }
 

@@ -256,17 +256,36 @@ type Responders struct {
 	// trafficDistribution.
 	SameNode bool `yaml:"sameNode" doc:"Every answer must come from a Pod on the node the probe starts from (its node, or the source Pod's node)."`
 	SameZone bool `yaml:"sameZone" doc:"Every answer must come from a Pod on a node in the zone (topology.kubernetes.io/zone) of the node the probe starts from."`
+	// Nodes is how many nodes the answering Pods must span.
+	Nodes int `yaml:"nodes" rule:"min=1" doc:"The answers must come from Pods on at least this many different nodes."`
 }
 
-// DataplaneCheck asserts on the rules or conntrack tables of nodes, or on
-// the mode their proxier runs in. Exactly one of Rules, Conntrack,
-// ConntrackMax and ProxyMode is set.
+// DataplaneCheck asserts on the rules or conntrack tables of nodes, on the
+// mode their proxier runs in, or on whether the lab's load balancer sends
+// them traffic. Exactly one of Rules, Conntrack, ConntrackMax, ProxyMode and
+// LoadBalancer is set.
 type DataplaneCheck struct {
 	Nodes        []string               `yaml:"nodes" rule:"unique" doc:"Nodes' short names (default: every node)."`
 	Rules        *RulesAssertion        `yaml:"rules" doc:"What the node's proxy rules do with a Service's traffic."`
 	Conntrack    *ConntrackAssertion    `yaml:"conntrack" doc:"What the node's conntrack table holds."`
 	ConntrackMax *ConntrackMaxAssertion `yaml:"conntrackMax" doc:"How many connections the node's conntrack table may hold."`
 	ProxyMode    string                 `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The mode the node's kube-proxy runs in (it answers on 127.0.0.1:10249/proxyMode)."`
+	LoadBalancer *LoadBalancerAssertion `yaml:"loadBalancer" doc:"Whether the lab's load balancer sends a Service's traffic to the node (embedded clusters)."`
+}
+
+// Load-balancer expectations.
+const (
+	LoadBalancerSends = "sends"
+	LoadBalancerSkips = "skips"
+)
+
+// LoadBalancerAssertion says whether the lab's load balancer sends the
+// traffic of a Service's load-balancer address to a node (sends) or not
+// (skips): whether the node is in its healthy set.
+type LoadBalancerAssertion struct {
+	Service   string `yaml:"service" rule:"required,pattern=name" doc:"The LoadBalancer Service's name."`
+	Namespace string `yaml:"namespace" rule:"pattern=name" doc:"The Service's namespace (default: default)."`
+	Expect    string `yaml:"expect" rule:"required,enum=loadBalancerExpects" doc:"sends or skips."`
 }
 
 // ConntrackMaxAssertion says how many connections a node's conntrack table
