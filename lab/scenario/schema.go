@@ -13,8 +13,8 @@ const SchemaID = "https://svclab.dev/schemas/scenario.json"
 // be set.
 var oneOfGroups = map[reflect.Type][]string{
 	reflect.TypeFor[Check]():          {CheckAPI, CheckProbe, CheckDataplane, CheckRightFix},
-	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "conntrackMax", "proxyMode"},
-	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector"},
+	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "conntrackMax", "proxyMode", "loadBalancer"},
+	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector", "outside"},
 }
 
 type obj = map[string]any
@@ -79,7 +79,12 @@ func (g *schemaGen) structSchema(t reflect.Type) obj {
 	if group, ok := oneOfGroups[t]; ok {
 		var alts []any
 		for _, name := range group {
-			alts = append(alts, obj{"required": []string{name}})
+			alt := obj{"required": []string{name}}
+			if p, ok := props[name].(obj); ok && p["type"] == "boolean" {
+				// A flag counts when it is set: outside: false is no source.
+				alt["properties"] = obj{name: obj{"const": true}}
+			}
+			alts = append(alts, alt)
 		}
 		s["oneOf"] = alts
 	}
