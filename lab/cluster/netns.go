@@ -53,6 +53,9 @@ type LoadBalancerCluster interface {
 	// traffic of each of its addresses: the node addresses of its healthy
 	// set (none: it drops it).
 	LoadBalancerRoutes(ctx context.Context) (map[string][]string, error)
+	// WaitLoadBalancer returns once the load balancer has checked the
+	// nodes often enough, after the call, to act on what it found.
+	WaitLoadBalancer(ctx context.Context) error
 }
 
 // MaxDataplaneOutput bounds what svclab reads from one dataplane command

@@ -91,11 +91,6 @@ func runLoadBalancer(dir string) int {
 		log.Error("opening the health socket", "err", err)
 		return 1
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
-	defer srv.Close()
 	ns := nsenter.Netns{Path: filepath.Join("/run/netns", st.LB.Netns)}
 	ctrl := &loadbalancer.Controller{
 		Client: client,
@@ -104,6 +99,12 @@ func runLoadBalancer(dir string) int {
 		Prober: netnsProber{ns: ns},
 		Log:    log,
 	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
+	mux.HandleFunc("/rounds", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, ctrl.Rounds()) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	defer srv.Close()
 	if err := ctrl.Run(ctx); err != nil {
 		log.Error("load balancer", "err", err)
 		return 1
@@ -230,4 +231,53 @@ func (p netnsProber) Probe(ctx context.Context, node netip.Addr, port int, path 
 		detail += " " + b
 	}
 	return resp.StatusCode == http.StatusOK, detail
+}
+
+// WaitLoadBalancer returns once the load balancer has checked the nodes
+// often enough, after it was called, to act on what it finds: graders
+// then see the traffic go where the load balancer will send it.
+func (c *Cluster) WaitLoadBalancer(ctx context.Context) error {
+	if c.st.LB == nil {
+		return nil
+	}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", paths{c.dir}.lbSocket())
+		},
+	}}
+	rounds := func() (int64, error) {
+		resp, err := client.Get("http://load-balancer/rounds")
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var n int64
+		_, err = fmt.Fscan(resp.Body, &n)
+		return n, err
+	}
+	// The round under way may have begun before the call: wait for the
+	// ones after it.
+	want := int64(-1)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := rounds()
+		switch {
+		case err == nil && want < 0:
+			want = n + loadbalancer.RoundsToAct + 1
+		case err == nil && n >= want:
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("the lab's load balancer does not answer (see 'svclab cluster list'): %w", err)
+			}
+			return fmt.Errorf("the lab's load balancer did not check the nodes again within 30s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/proxier/healthcheck"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -640,4 +641,56 @@ func wrongProbePort(ctr *corev1.Container, port int) error {
 	}
 	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(int32(port))
 	return nil
+}
+
+// nodeMarkedForDeletion leaves the cluster autoscaler's
+// ToBeDeletedByClusterAutoscaler taint on a node, as an autoscaler that
+// stopped halfway through a scale-down does: nothing new is scheduled
+// there, and kube-proxy on the node answers /healthz with 503 (KEP-3836)
+// so that load balancers drain it — for good, since nobody deletes it.
+type nodeMarkedForDeletion struct{ scenario.FaultSpec }
+
+func (f nodeMarkedForDeletion) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	return updateNode(ctx, c, node, func(n *corev1.Node) {
+		if !slices.ContainsFunc(n.Spec.Taints, isToBeDeleted) {
+			// The autoscaler's value is the time it decided, in seconds.
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: healthcheck.ToBeDeletedTaint,
+				Value: fmt.Sprint(time.Now().Unix()), Effect: corev1.TaintEffectNoSchedule})
+		}
+	})
+}
+
+// Revert takes the taint off: it outlives the scenario's namespaces.
+func (f nodeMarkedForDeletion) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return err
+	}
+	return updateNode(ctx, c, node, func(n *corev1.Node) {
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, isToBeDeleted)
+	})
+}
+
+func isToBeDeleted(t corev1.Taint) bool { return t.Key == healthcheck.ToBeDeletedTaint }
+
+// updateNode changes a Node, retrying on conflicts (the node agent
+// updates its Node's status all the time).
+func updateNode(ctx context.Context, c cluster.Cluster, name string, mutate func(*corev1.Node)) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading node %s: %w", name, err)
+		}
+		mutate(n)
+		_, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }

@@ -55,6 +55,7 @@ func Library() []Fault {
 		rolloutRestart{spec("rollout-restart")},
 		defaultDeny{spec("default-deny-networkpolicy")},
 		networkPolicyAndOr{spec("networkpolicy-and-or")},
+		nodeMarkedForDeletion{spec("node-marked-for-deletion")},
 		// Dataplane level.
 		proxierStuck{spec("proxier-stuck")},
 		proxierDead{spec("proxier-dead")},

@@ -12,16 +12,17 @@ import (
 
 // api evaluates an API assertion.
 func (g *Grader) api(ctx context.Context, a *scenario.APICheck) (string, error) {
-	objs, err := g.Objects.Get(ctx, a.Object)
+	ref := a.Object.Resolve(g.Cluster.Name())
+	objs, err := g.Objects.Get(ctx, ref)
 	if err != nil {
 		return "", err
 	}
-	what := describeRef(a.Object)
+	what := describeRef(ref)
 	if len(objs) == 0 {
 		if a.Op == scenario.OpAbsent || (a.Op == scenario.OpCountEquals && string(a.Value) == "0") {
 			return fmt.Sprintf("there are no %s", what), nil
 		}
-		if a.Object.Name != "" {
+		if ref.Name != "" {
 			return "", failf("there is no %s", what)
 		}
 		if a.Op != scenario.OpCountAtLeast && a.Op != scenario.OpCountEquals {

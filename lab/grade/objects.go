@@ -97,8 +97,14 @@ func refNamespace(ref scenario.ObjectRef) string {
 // describeRef names the objects of ref for the learner: "Service shop/web"
 // or "EndpointSlices in shop with kubernetes.io/service-name=web".
 func describeRef(ref scenario.ObjectRef) string {
-	if ref.Name != "" {
+	scoped := scenario.ClusterScoped(ref.Kind)
+	switch {
+	case ref.Name != "" && scoped:
+		return fmt.Sprintf("%s %s", ref.Kind, ref.Name)
+	case ref.Name != "":
 		return fmt.Sprintf("%s %s/%s", ref.Kind, refNamespace(ref), ref.Name)
+	case scoped:
+		return fmt.Sprintf("%ss with %s", ref.Kind, ref.LabelSelector)
 	}
 	return fmt.Sprintf("%ss in %s with %s", ref.Kind, refNamespace(ref), ref.LabelSelector)
 }

@@ -45,7 +45,7 @@ func (g *Grader) Record(ctx context.Context, s *scenario.Scenario) (*Baseline, e
 }
 
 func (g *Grader) snapshot(ctx context.Context, r *scenario.RightFixCheck) (Snapshot, error) {
-	objs, err := g.Objects.Get(ctx, r.Object)
+	objs, err := g.Objects.Get(ctx, r.Object.Resolve(g.Cluster.Name()))
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -93,7 +93,7 @@ func LoadBaseline(path string) (*Baseline, error) {
 // rightFix compares an object with its baseline.
 func (g *Grader) rightFix(ctx context.Context, c *scenario.Check, base *Baseline) (string, error) {
 	r := c.RightFix
-	what := describeRef(r.Object)
+	what := describeRef(r.Object.Resolve(g.Cluster.Name()))
 	var before Snapshot
 	var ok bool
 	if base != nil {

@@ -6,7 +6,7 @@
 // overlayfs:
 //
 //   - svclab/tools: Debian bookworm (debootstrap's minbase variant) with
-//     bash, busybox, curl, wget, dig/nslookup, nc, ip, nft, iptables,
+//     bash, busybox, curl, wget, dig/nslookup, nc, socat, ip, nft, iptables,
 //     conntrack, tcpdump, ping and ps. It serves busybox, ubuntu, debian,
 //     alpine, curlimages/curl and nicolaka/netshoot, with each upstream
 //     image's default command, and every busybox applet is on PATH after

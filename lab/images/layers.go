@@ -93,7 +93,7 @@ exec "$@"
 const apkShim = `#!/bin/sh
 # svclab: this lab's alpine image is Debian-based and has its tools
 # installed already; pods cannot reach a package registry.
-installed=" bash bind-tools busybox busybox-extras ca-certificates conntrack-tools coreutils curl drill iproute2 iptables iputils iputils-ping netcat-openbsd nftables procps tcpdump wget "
+installed=" bash bind-tools busybox busybox-extras ca-certificates conntrack-tools coreutils curl drill iproute2 iptables iputils iputils-ping netcat-openbsd nftables procps socat tcpdump wget "
 cmd="$1"
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -112,7 +112,7 @@ add)
 update|upgrade|cache)
   echo "OK: nothing to do (svclab's images are Debian-based and complete)"; exit 0 ;;
 *)
-  echo "apk: svclab's images are Debian-based; the tools are installed already (curl, wget, dig, nslookup, nc, ip, nft, iptables, conntrack, tcpdump)" >&2
+  echo "apk: svclab's images are Debian-based; the tools are installed already (curl, wget, dig, nslookup, nc, socat, ip, nft, iptables, conntrack, tcpdump)" >&2
   exit 1 ;;
 esac
 `

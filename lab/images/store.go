@@ -259,7 +259,7 @@ type layerInfo struct {
 
 // LayerTitle says what each layer is, for progress lines.
 var layerTitles = map[string]string{
-	layerTools:       "the tools image (Debian " + Suite + " with bash, busybox, curl, dig, nc, ip, nft, iptables, conntrack, tcpdump)",
+	layerTools:       "the tools image (Debian " + Suite + " with bash, busybox, curl, dig, nc, socat, ip, nft, iptables, conntrack, tcpdump)",
 	layerToolsConfig: "the tools image's configuration",
 	layerSvclab:      "the svclab binary layer (agnhost, nginx/httpd, kube-proxy)",
 	layerKube:        "the " + kubebin.BinaryName + " layer (CoreDNS)",

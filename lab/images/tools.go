@@ -27,7 +27,7 @@ func ToolsPackages() []string {
 	return []string{
 		"bash", "busybox", "ca-certificates", "conntrack", "curl", "dnsutils",
 		"iproute2", "iptables", "iputils-ping", "netcat-openbsd", "nftables",
-		"procps", "tcpdump", "wget",
+		"procps", "socat", "tcpdump", "wget",
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ type Controller struct {
 	Plane  Plane
 	Prober Prober
 	// Interval is how often it checks the nodes and reconciles (default
-	// 2s).
+	// 1s: a lab's load balancer is quicker than a cloud's).
 	Interval time.Duration
 	Log      *slog.Logger
 	// Now is the clock of events (default time.Now).
@@ -60,7 +61,17 @@ type Controller struct {
 	sent map[netip.Addr][]netip.Addr
 	// seq tells apart the names of events recorded at the same moment.
 	seq int64
+	// rounds counts the reconciliations done.
+	rounds atomic.Int64
 }
+
+// Rounds is how many reconciliations the controller has done. A change
+// made before round r began is acted on by round r + RoundsToAct - 1.
+func (c *Controller) Rounds() int64 { return c.rounds.Load() }
+
+// RoundsToAct is how many reconciliations that begin after a change take
+// to act on it: a node that stops passing leaves after failuresToLeave.
+const RoundsToAct = failuresToLeave
 
 // failuresToLeave is how many failed checks in a row take a node out.
 const failuresToLeave = 2
@@ -69,7 +80,7 @@ const failuresToLeave = 2
 func (c *Controller) Run(ctx context.Context) error {
 	every := c.Interval
 	if every == 0 {
-		every = 2 * time.Second
+		every = time.Second
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -108,6 +119,7 @@ func balanced(s *corev1.Service) bool {
 // checks their nodes, routes each address to its healthy nodes and drops
 // the addresses of Services that are gone.
 func (c *Controller) Reconcile(ctx context.Context) error {
+	defer c.rounds.Add(1)
 	if c.failures == nil {
 		c.failures = map[netip.Addr]map[netip.Addr]int{}
 		c.sent = map[netip.Addr][]netip.Addr{}

@@ -329,6 +329,8 @@ var FaultSpecs = []FaultSpec{
 	{FaultName: "networkpolicy-and-or", Level: "api", Summary: "turn a NetworkPolicy's from rule between AND (one element) and OR (two elements)",
 		Params: []ParamSpec{paramNamespace,
 			{Name: "policy", Type: ParamObject, Kind: "NetworkPolicy", Required: true, Doc: "the NetworkPolicy"}}},
+	{FaultName: "node-marked-for-deletion", Level: "api", Summary: "leave the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint on a node, as an autoscaler that stopped halfway through a scale-down does: its kube-proxy fails /healthz and load balancers skip it",
+		Params: []ParamSpec{nodeParam(true, "the node")}},
 	// Dataplane level.
 	{FaultName: "stale-udp-conntrack-dns", Level: "dataplane", Summary: "keep a UDP conntrack entry pinning DNS to a CoreDNS pod that was deleted",
 		Params: []ParamSpec{nodeParam(false, "the node whose clients keep the stale entry (default: every node)")}, Disturbs: []string{HealthDNS}},

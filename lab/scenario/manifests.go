@@ -78,6 +78,9 @@ func splitDocuments(data []byte) []document {
 	return docs
 }
 
+// ClusterScoped says whether objects of kind have no namespace.
+func ClusterScoped(kind string) bool { return clusterScoped[kind] }
+
 // clusterScoped are the kinds a scenario may create that have no namespace.
 var clusterScoped = map[string]bool{
 	"Namespace": true, "Node": true, "ClusterRole": true, "ClusterRoleBinding": true,

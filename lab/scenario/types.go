@@ -161,6 +161,16 @@ type ObjectRef struct {
 	Namespace     string `yaml:"namespace" rule:"pattern=name" doc:"The namespace (default: default)."`
 	Name          string `yaml:"name" doc:"The object's name (or use labelSelector)."`
 	LabelSelector string `yaml:"labelSelector" doc:"A label selector such as kubernetes.io/service-name=web (or use name)."`
+	Node          string `yaml:"node" doc:"With kind Node: the node's short name (control-plane, worker, worker2, ...), whatever the cluster is called (or use name)."`
+}
+
+// Resolve names the object a Node reference's short name stands for in
+// cluster clusterName.
+func (r ObjectRef) Resolve(clusterName string) ObjectRef {
+	if r.Node != "" {
+		r.Name, r.Node = NodeName(clusterName, r.Node), ""
+	}
+	return r
 }
 
 // API check operators.

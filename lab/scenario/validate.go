@@ -248,6 +248,16 @@ func (v *validator) objectRef(p string, r ObjectRef, byNameOnly bool) {
 			v.bad(p+".kind", "%v", err)
 		}
 	}
+	if r.Node != "" {
+		if r.Kind != "Node" {
+			v.bad(p+".node", "goes with kind: Node")
+		}
+		if r.Name != "" || r.LabelSelector != "" {
+			v.bad(p, "set node, name or labelSelector, only one")
+		}
+		v.node(p+".node", r.Node)
+		return
+	}
 	switch {
 	case r.Name != "" && r.LabelSelector != "":
 		v.bad(p, "set name or labelSelector, not both")

@@ -538,7 +538,7 @@ func (s *Session) afterCommands(ctx context.Context) error {
 	if err := settle(ctx, cs, s.Scenario, false, s.opts.SettleTimeout); err != nil {
 		return err
 	}
-	return waitProxySync(ctx)
+	return waitDataplane(ctx, s.Cluster, cs)
 }
 
 type indentWriter struct{ w io.Writer }

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/faults"
@@ -216,7 +219,7 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 			if err := faults.Settle(ctx, c, opts.Faults, s.Faults); err != nil {
 				return err
 			}
-			return waitProxySync(ctx)
+			return waitDataplane(ctx, c, cs)
 		}},
 		{Name: "Recording the state the grader compares with", Run: func(ctx context.Context) error {
 			ses.Baseline, err = ses.Grader.Record(ctx, s)
@@ -227,6 +230,29 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 		return ses, fmt.Errorf("setting up scenario %s on cluster %s: %w", s.ID, c.Name(), err)
 	}
 	return ses, nil
+}
+
+// waitDataplane waits for the dataplane to follow the API: the proxiers'
+// sync, then the lab's load balancer, when a LoadBalancer Service is there
+// for it to act on.
+func waitDataplane(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface) error {
+	if err := waitProxySync(ctx); err != nil {
+		return err
+	}
+	lc, ok := c.(cluster.LoadBalancerCluster)
+	if !ok {
+		return nil
+	}
+	svcs, err := cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing Services: %w", err)
+	}
+	for _, svc := range svcs.Items {
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			return lc.WaitLoadBalancer(ctx)
+		}
+	}
+	return nil
 }
 
 // waitProxySync gives the proxiers time to render the last EndpointSlice
