@@ -9,11 +9,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -640,4 +642,79 @@ func wrongProbePort(ctr *corev1.Container, port int) error {
 	}
 	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(int32(port))
 	return nil
+}
+
+// topologyModeAnnotation is the annotation of Topology Aware Routing.
+const topologyModeAnnotation = "service.kubernetes.io/topology-mode"
+
+// topologyModeSettleTimeout bounds how long Settle waits for the
+// EndpointSlice controller to take the hints off.
+const topologyModeSettleTimeout = time.Minute
+
+// topologyModeAnnotationFault annotates a Service with
+// service.kubernetes.io/topology-mode. The EndpointSlice controller then
+// ignores the Service's trafficDistribution and lets its topology cache
+// decide the hints; where its safeguards trip (too few endpoints for the
+// zones' share of CPU, nodes without a zone or CPU), it removes them all.
+type topologyModeAnnotationFault struct{ scenario.FaultSpec }
+
+func (f topologyModeAnnotationFault) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	value := p.String("value", "Auto")
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Annotations[topologyModeAnnotation] == value {
+			return fmt.Errorf("it has the annotation %s=%s already", topologyModeAnnotation, value)
+		}
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[topologyModeAnnotation] = value
+		return nil
+	})
+}
+
+// Settle waits until no endpoint of the Service's EndpointSlices carries a
+// hint: the controller has reconciled the Service under the annotation and
+// its safeguards turned the hints off.
+func (f topologyModeAnnotationFault) Settle(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("service", "")
+	hinted := 0
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, topologyModeSettleTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := hintedEndpoints(ctx, cs, ns, name)
+		if err != nil {
+			return false, err
+		}
+		hinted = n
+		return n == 0, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case wait.Interrupted(err) && ctx.Err() == nil:
+		return fmt.Errorf("%d endpoint(s) of Service %s/%s still carry hints %s after the annotation %s: the controller's safeguards did not turn Topology Aware Routing off (kubectl -n %s get events --field-selector involvedObject.name=%s)",
+			hinted, ns, name, topologyModeSettleTimeout, topologyModeAnnotation, ns, name)
+	default:
+		return err
+	}
+}
+
+// hintedEndpoints counts the endpoints of Service ns/name that carry
+// topology hints.
+func hintedEndpoints(ctx context.Context, cs kubernetes.Interface, ns, name string) (int, error) {
+	slices, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return 0, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, name, err)
+	}
+	n := 0
+	for _, s := range slices.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Hints != nil && (len(ep.Hints.ForZones) > 0 || len(ep.Hints.ForNodes) > 0) {
+				n++
+			}
+		}
+	}
+	return n, nil
 }

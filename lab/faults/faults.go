@@ -51,6 +51,7 @@ func Library() []Fault {
 		headlessConfusion{spec("headless-clusterip-confusion")},
 		externalName{spec("external-name")},
 		trafficPolicy{spec("traffic-policy")},
+		topologyModeAnnotationFault{spec("topology-mode-annotation")},
 		stuckRollout{spec("stuck-rollout")},
 		rolloutRestart{spec("rollout-restart")},
 		defaultDeny{spec("default-deny-networkpolicy")},

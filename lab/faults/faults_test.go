@@ -307,6 +307,16 @@ func TestAPIFaults(t *testing.T) {
 					t.Errorf("template annotations %v", d.Spec.Template.Annotations)
 				}
 			}},
+		{name: "topology-mode annotation", fault: "topology-mode-annotation",
+			params: scenario.Params{"service": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Annotations[topologyModeAnnotation]; got != "Auto" {
+					t.Errorf("annotation %q", got)
+				}
+			}},
+		{name: "topology-mode annotation already there", fault: "topology-mode-annotation",
+			svc:    func(s *corev1.Service) { s.Annotations = map[string]string{topologyModeAnnotation: "auto"} },
+			params: scenario.Params{"service": "web", "namespace": "shop", "value": "auto"}, wantErr: "has the annotation service.kubernetes.io/topology-mode=auto already"},
 		{name: "default deny", fault: "default-deny-networkpolicy",
 			params: scenario.Params{"namespace": "shop"},
 			check: func(t *testing.T, f *fakeCluster) {
@@ -659,5 +669,61 @@ func TestHairpinScript(t *testing.T) {
 	}
 	if strings.Contains(hairpinScript, "iifname") || strings.Contains(hairpinScript, "10.244.") {
 		t.Error("the hairpin table names interfaces or addresses")
+	}
+}
+
+func TestTopologyModeSettle(t *testing.T) {
+	zoneHint := &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
+	for _, tc := range []struct {
+		name   string
+		hints  *discoveryv1.EndpointHints
+		unhint bool // the controller takes the hints off while Settle waits
+	}{
+		{name: "no hints: settled at once"},
+		{name: "hints taken off later", hints: zoneHint, unhint: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slice := webSlice()
+			slice.Endpoints[0].Hints = tc.hints
+			f := newFake(webService(nil), slice)
+			fault, err := Lookup(Registry(), "topology-mode-annotation")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.unhint {
+				go func() {
+					time.Sleep(700 * time.Millisecond)
+					s := webSlice()
+					if _, err := f.cs.DiscoveryV1().EndpointSlices("shop").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := fault.(Settler).Settle(ctx, f, scenario.Params{"service": "web", "namespace": "shop"}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := hintedEndpoints(ctx, f.cs, "shop", "web"); err != nil || n != 0 {
+				t.Errorf("hinted endpoints = %d, %v", n, err)
+			}
+		})
+	}
+}
+
+func TestHintedEndpoints(t *testing.T) {
+	node := "lab-worker"
+	slice := func(name, svc string, hints ...*discoveryv1.EndpointHints) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{discoveryv1.LabelServiceName: svc}}}
+		for _, h := range hints {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1.5"}, NodeName: &node, Hints: h})
+		}
+		return s
+	}
+	zone := &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
+	nodeHint := &discoveryv1.EndpointHints{ForNodes: []discoveryv1.ForNode{{Name: node}}}
+	f := newFake(slice("web-1", "web", zone, nil, nodeHint), slice("web-2", "web", zone, &discoveryv1.EndpointHints{}), slice("api-1", "api", zone))
+	if n, err := hintedEndpoints(context.Background(), f.cs, "shop", "web"); err != nil || n != 3 {
+		t.Errorf("hinted endpoints of web = %d, %v; want 3 (empty hints do not count, other Services' slices neither)", n, err)
 	}
 }
