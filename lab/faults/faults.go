@@ -65,6 +65,7 @@ func Library() []Fault {
 		nodePortPrimaryIPOnly{spec("nodeport-primary-ip-only")},
 		conntrackTableSmall{spec("conntrack-table-small")},
 		hairpin{spec("hairpin")},
+		kubeProxyConfig{spec("kube-proxy-config")},
 	}
 }
 

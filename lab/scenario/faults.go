@@ -350,6 +350,12 @@ var FaultSpecs = []FaultSpec{
 		Params: []ParamSpec{nodeParam(true, "the node")}, Disturbs: []string{HealthDNS}},
 	{FaultName: "rule-deleted", Level: "dataplane", Summary: "delete a Service's rules by hand on a node; only the proxier's next full resync repairs them",
 		Params: []ParamSpec{paramService, paramNamespace, nodeParam(true, "the node")}},
+	{FaultName: "kube-proxy-config", Level: "api", Summary: "edit config.conf in the kube-proxy ConfigMap (its mode, its mode's minSyncPeriod and syncPeriod) and restart the kube-proxy Pods so that they read it",
+		Params: []ParamSpec{
+			{Name: "mode", Type: ParamString, Enum: []string{"nftables", "iptables", "ipvs", "blank"}, Doc: "the mode to write (blank writes mode: \"\", which kube-proxy on Linux runs as iptables); default: keep the mode"},
+			{Name: "minSyncPeriod", Type: ParamString, Doc: "the minimum time between syncs, such as 10m, in the section of the mode config.conf names (iptables for a blank mode)"},
+			{Name: "syncPeriod", Type: ParamString, Doc: "the retry and resync period, such as 10m (kube-proxy refuses a minSyncPeriod above it)"}},
+		Disturbs: []string{HealthProxier, HealthDNS}},
 	{FaultName: "hairpin", Level: "dataplane", Summary: "break hairpin traffic: a pod reaching itself through its own Service",
 		Params: []ParamSpec{paramService, paramNamespace, nodeParam(false, "the node whose bridge ports lose hairpin mode (default: every node)")}},
 }
