@@ -145,5 +145,9 @@ func IPVSAvailableIn(genlFamily func(name string) error) func() error {
 	}
 }
 
-// errIPVSUnsupported is kube-proxy's reason when the kernel has no IPVS.
-var errIPVSUnsupported = errors.New("ipvs not supported by the kernel")
+// errIPVSUnsupported is kube-proxy's reason when the kernel has no IPVS:
+// its IPVS library opens a generic netlink socket without error even then,
+// so kube-proxy adds a dummy virtual server, lists none back and says
+// "ipvs not supported" (checked with github.com/moby/ipvs v1.1.0 on a
+// kernel without CONFIG_IP_VS).
+var errIPVSUnsupported = errors.New("ipvs not supported")

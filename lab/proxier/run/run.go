@@ -464,8 +464,8 @@ func watchConfigFile(ctx context.Context, logger *slog.Logger, path string, canc
 	}
 }
 
-// refuseIPVS does what kube-proxy v1.37 does in ipvs mode on a kernel
-// without IPVS: it first cleans up the rules of the modes that ipvs mode
+// refuseIPVS does what kube-proxy v1.37 (its image, which ships ipset)
+// does in ipvs mode on a kernel without IPVS: it first cleans up the rules of the modes that ipvs mode
 // does not use (the nftables tables: ipvs mode is iptables-based, so the
 // iptables chains stay), then fails to create the proxier and exits. The
 // node is left without nftables rules. svclab's proxier implements no ipvs

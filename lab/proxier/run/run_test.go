@@ -73,7 +73,7 @@ func TestRefuseIPVS(t *testing.T) {
 		wantErr   string
 	}{
 		{name: "kernel without IPVS", available: daemon.IPVSAvailableIn(func(string) error { return errors.New("no such family") }),
-			wantErr: "can't use the IPVS proxier: ipvs not supported by the kernel"},
+			wantErr: "can't use the IPVS proxier: ipvs not supported"},
 		{name: "kernel with IPVS", available: daemon.IPVSAvailableIn(func(string) error { return nil }),
 			wantErr: "can't use the IPVS proxier: svclab's proxier implements the nftables and iptables modes only"},
 	} {
@@ -90,7 +90,7 @@ func TestRefuseIPVS(t *testing.T) {
 				nfts = append(nfts, fake)
 			}
 			err := refuseIPVS(context.Background(), slog.New(slog.DiscardHandler), nfts, tc.available)
-			if err == nil || err.Error() != tc.wantErr && !strings.HasPrefix(err.Error(), tc.wantErr) {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
 				t.Fatalf("err %v, want %q", err, tc.wantErr)
 			}
 			for _, nft := range nfts {
