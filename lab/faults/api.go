@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -717,4 +719,82 @@ func hintedEndpoints(ctx context.Context, cs kubernetes.Interface, ns, name stri
 		}
 	}
 	return n, nil
+}
+
+// labelClientBackendTimeout bounds how long the fault waits for the
+// client's log to name a Pod of the Service.
+const labelClientBackendTimeout = 90 * time.Second
+
+// labelClientBackend labels the Pod of a Service that answers a client
+// Pod, as a monitoring system flags a hot replica. The client prints what
+// the Service answers (agnhost netexec's /hostname: the Pod's name); the
+// fault reads the client's log for the last line that names one of the
+// Service's Pods. With ClientIP session affinity that Pod is the one the
+// client is pinned to.
+type labelClientBackend struct{ scenario.FaultSpec }
+
+func (f labelClientBackend) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	key, value, ok := strings.Cut(p.String("label", "load=high"), "=")
+	if !ok || key == "" {
+		return fmt.Errorf("label: %q is not key=value", p.String("label", ""))
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name, client := namespace(p), p.String("service", ""), p.String("client", "")
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return getErr("Service", ns, name, err)
+	}
+	if len(svc.Spec.Selector) == 0 {
+		return fmt.Errorf("Service %s/%s has no selector: %s labels one of the Pods it selects", ns, name, f.Name())
+	}
+	var backend, last string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, labelClientBackendTimeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		names := map[string]bool{}
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp == nil {
+				names[pod.Name] = true
+			}
+		}
+		tail := int64(50)
+		out, err := cs.CoreV1().Pods(ns).GetLogs(client, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(ctx)
+		if err != nil {
+			last = fmt.Sprintf("reading the log of Pod %s/%s: %v", ns, client, err)
+			return false, nil
+		}
+		backend = lastNamed(string(out), names)
+		if backend == "" {
+			last = fmt.Sprintf("the log of Pod %s/%s names no Pod of Service %s yet", ns, client, name)
+		}
+		return backend != "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("finding the Pod that answers %s/%s (%s): %w", ns, client, last, err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().Pods(ns).Patch(ctx, backend, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("labelling Pod %s/%s %s=%s: %w", ns, backend, key, value, err)
+	}
+	return nil
+}
+
+// lastNamed is the last line of log that is one of names.
+func lastNamed(log string, names map[string]bool) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); names[l] {
+			return l
+		}
+	}
+	return ""
 }

@@ -47,6 +47,7 @@ func Library() []Fault {
 		itpLocalNoLocalReplica{spec("itp-local-no-local-replica")},
 		trafficDistribution{spec("traffic-distribution")},
 		sessionAffinitySNAT{spec("session-affinity-snat")},
+		labelClientBackend{spec("label-client-backend")},
 		statefulSetNotReadyPeers{spec("statefulset-not-ready-peers")},
 		headlessConfusion{spec("headless-clusterip-confusion")},
 		externalName{spec("external-name")},

@@ -727,3 +727,50 @@ func TestHintedEndpoints(t *testing.T) {
 		t.Errorf("hinted endpoints of web = %d, %v; want 3 (empty hints do not count, other Services' slices neither)", n, err)
 	}
 }
+
+func TestLastNamed(t *testing.T) {
+	names := map[string]bool{"render-a": true, "render-b": true}
+	for _, tc := range []struct {
+		name, log, want string
+	}{
+		{name: "the last answer counts", log: "render-a\nrender-b\nrender-a\n", want: "render-a"},
+		{name: "errors and blank lines are skipped", log: "render-b\nwget: download timed out\n\n", want: "render-b"},
+		{name: "a Pod that is gone does not count", log: "render-b\nrender-old\n", want: "render-b"},
+		{name: "no answer yet", log: "wget: bad address 'render'\n", want: ""},
+		{name: "padded lines", log: "  render-a  \r\n", want: "render-a"},
+	} {
+		if got := lastNamed(tc.log, names); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLabelClientBackendErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		svc     func(*corev1.Service)
+		params  scenario.Params
+		wantErr string
+	}{
+		{name: "a label without a value", params: scenario.Params{"service": "web", "namespace": "shop", "client": "c", "label": "load"},
+			wantErr: `label: "load" is not key=value`},
+		{name: "a Service without selector", svc: func(s *corev1.Service) { s.Spec.Selector = nil },
+			params: scenario.Params{"service": "web", "namespace": "shop", "client": "c"}, wantErr: "Service shop/web has no selector"},
+		{name: "a missing Service", params: scenario.Params{"service": "api", "namespace": "shop", "client": "c"},
+			wantErr: "there is no Service shop/api"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(webService(tc.svc))
+			fault, err := Lookup(Registry(), "label-client-backend")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fault.Validate(tc.params); err != nil {
+				t.Fatalf("params do not validate: %v", err)
+			}
+			if err := fault.Inject(context.Background(), f, tc.params); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
