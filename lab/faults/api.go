@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,11 +10,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -641,6 +645,159 @@ func wrongProbePort(ctr *corev1.Container, port int) error {
 	}
 	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(int32(port))
 	return nil
+}
+
+// topologyModeAnnotation is the annotation of Topology Aware Routing.
+const topologyModeAnnotation = "service.kubernetes.io/topology-mode"
+
+// topologyModeSettleTimeout bounds how long Settle waits for the
+// EndpointSlice controller to take the hints off.
+const topologyModeSettleTimeout = time.Minute
+
+// topologyModeAnnotationFault annotates a Service with
+// service.kubernetes.io/topology-mode. The EndpointSlice controller then
+// ignores the Service's trafficDistribution and lets its topology cache
+// decide the hints; where its safeguards trip (too few endpoints for the
+// zones' share of CPU, nodes without a zone or CPU), it removes them all.
+type topologyModeAnnotationFault struct{ scenario.FaultSpec }
+
+func (f topologyModeAnnotationFault) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	value := p.String("value", "Auto")
+	return updateService(ctx, c, p, func(svc *corev1.Service) error {
+		if svc.Annotations[topologyModeAnnotation] == value {
+			return fmt.Errorf("it has the annotation %s=%s already", topologyModeAnnotation, value)
+		}
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[topologyModeAnnotation] = value
+		return nil
+	})
+}
+
+// Settle waits until no endpoint of the Service's EndpointSlices carries a
+// hint: the controller has reconciled the Service under the annotation and
+// its safeguards turned the hints off.
+func (f topologyModeAnnotationFault) Settle(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name := namespace(p), p.String("service", "")
+	hinted := 0
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, topologyModeSettleTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := hintedEndpoints(ctx, cs, ns, name)
+		if err != nil {
+			return false, err
+		}
+		hinted = n
+		return n == 0, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case wait.Interrupted(err) && ctx.Err() == nil:
+		return fmt.Errorf("%d endpoint(s) of Service %s/%s still carry hints %s after the annotation %s: the controller's safeguards did not turn Topology Aware Routing off (kubectl -n %s get events --field-selector involvedObject.name=%s)",
+			hinted, ns, name, topologyModeSettleTimeout, topologyModeAnnotation, ns, name)
+	default:
+		return err
+	}
+}
+
+// hintedEndpoints counts the endpoints of Service ns/name that carry
+// topology hints.
+func hintedEndpoints(ctx context.Context, cs kubernetes.Interface, ns, name string) (int, error) {
+	slices, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return 0, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, name, err)
+	}
+	n := 0
+	for _, s := range slices.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Hints != nil && (len(ep.Hints.ForZones) > 0 || len(ep.Hints.ForNodes) > 0) {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// labelClientBackendTimeout bounds how long the fault waits for the
+// client's log to name a Pod of the Service.
+const labelClientBackendTimeout = 90 * time.Second
+
+// labelClientBackend labels the Pod of a Service that answers a client
+// Pod, as a monitoring system flags a hot replica. The client prints what
+// the Service answers (agnhost netexec's /hostname: the Pod's name); the
+// fault reads the client's log for the last line that names one of the
+// Service's Pods. With ClientIP session affinity that Pod is the one the
+// client is pinned to.
+type labelClientBackend struct{ scenario.FaultSpec }
+
+func (f labelClientBackend) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	key, value, ok := strings.Cut(p.String("label", "load=high"), "=")
+	if !ok || key == "" {
+		return fmt.Errorf("label: %q is not key=value", p.String("label", ""))
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	ns, name, client := namespace(p), p.String("service", ""), p.String("client", "")
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return getErr("Service", ns, name, err)
+	}
+	if len(svc.Spec.Selector) == 0 {
+		return fmt.Errorf("Service %s/%s has no selector: %s labels one of the Pods it selects", ns, name, f.Name())
+	}
+	var backend, last string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, labelClientBackendTimeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		names := map[string]bool{}
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp == nil {
+				names[pod.Name] = true
+			}
+		}
+		tail := int64(50)
+		out, err := cs.CoreV1().Pods(ns).GetLogs(client, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(ctx)
+		if err != nil {
+			last = fmt.Sprintf("reading the log of Pod %s/%s: %v", ns, client, err)
+			return false, nil
+		}
+		backend = lastNamed(string(out), names)
+		if backend == "" {
+			last = fmt.Sprintf("the log of Pod %s/%s names no Pod of Service %s yet", ns, client, name)
+		}
+		return backend != "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("finding the Pod that answers %s/%s (%s): %w", ns, client, last, err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().Pods(ns).Patch(ctx, backend, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("labelling Pod %s/%s %s=%s: %w", ns, backend, key, value, err)
+	}
+	return nil
+}
+
+// lastNamed is the last line of log that is one of names.
+func lastNamed(log string, names map[string]bool) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); names[l] {
+			return l
+		}
+	}
+	return ""
 }
 
 // nodeMarkedForDeletion leaves the cluster autoscaler's

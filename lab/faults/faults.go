@@ -47,10 +47,12 @@ func Library() []Fault {
 		itpLocalNoLocalReplica{spec("itp-local-no-local-replica")},
 		trafficDistribution{spec("traffic-distribution")},
 		sessionAffinitySNAT{spec("session-affinity-snat")},
+		labelClientBackend{spec("label-client-backend")},
 		statefulSetNotReadyPeers{spec("statefulset-not-ready-peers")},
 		headlessConfusion{spec("headless-clusterip-confusion")},
 		externalName{spec("external-name")},
 		trafficPolicy{spec("traffic-policy")},
+		topologyModeAnnotationFault{spec("topology-mode-annotation")},
 		stuckRollout{spec("stuck-rollout")},
 		rolloutRestart{spec("rollout-restart")},
 		defaultDeny{spec("default-deny-networkpolicy")},
@@ -65,6 +67,7 @@ func Library() []Fault {
 		nodePortPrimaryIPOnly{spec("nodeport-primary-ip-only")},
 		conntrackTableSmall{spec("conntrack-table-small")},
 		hairpin{spec("hairpin")},
+		kubeProxyConfig{spec("kube-proxy-config")},
 	}
 }
 

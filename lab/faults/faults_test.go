@@ -307,6 +307,16 @@ func TestAPIFaults(t *testing.T) {
 					t.Errorf("template annotations %v", d.Spec.Template.Annotations)
 				}
 			}},
+		{name: "topology-mode annotation", fault: "topology-mode-annotation",
+			params: scenario.Params{"service": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := getSvc(t, f).Annotations[topologyModeAnnotation]; got != "Auto" {
+					t.Errorf("annotation %q", got)
+				}
+			}},
+		{name: "topology-mode annotation already there", fault: "topology-mode-annotation",
+			svc:    func(s *corev1.Service) { s.Annotations = map[string]string{topologyModeAnnotation: "auto"} },
+			params: scenario.Params{"service": "web", "namespace": "shop", "value": "auto"}, wantErr: "has the annotation service.kubernetes.io/topology-mode=auto already"},
 		{name: "default deny", fault: "default-deny-networkpolicy",
 			params: scenario.Params{"namespace": "shop"},
 			check: func(t *testing.T, f *fakeCluster) {
@@ -659,5 +669,108 @@ func TestHairpinScript(t *testing.T) {
 	}
 	if strings.Contains(hairpinScript, "iifname") || strings.Contains(hairpinScript, "10.244.") {
 		t.Error("the hairpin table names interfaces or addresses")
+	}
+}
+
+func TestTopologyModeSettle(t *testing.T) {
+	zoneHint := &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
+	for _, tc := range []struct {
+		name   string
+		hints  *discoveryv1.EndpointHints
+		unhint bool // the controller takes the hints off while Settle waits
+	}{
+		{name: "no hints: settled at once"},
+		{name: "hints taken off later", hints: zoneHint, unhint: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slice := webSlice()
+			slice.Endpoints[0].Hints = tc.hints
+			f := newFake(webService(nil), slice)
+			fault, err := Lookup(Registry(), "topology-mode-annotation")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.unhint {
+				go func() {
+					time.Sleep(700 * time.Millisecond)
+					s := webSlice()
+					if _, err := f.cs.DiscoveryV1().EndpointSlices("shop").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := fault.(Settler).Settle(ctx, f, scenario.Params{"service": "web", "namespace": "shop"}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := hintedEndpoints(ctx, f.cs, "shop", "web"); err != nil || n != 0 {
+				t.Errorf("hinted endpoints = %d, %v", n, err)
+			}
+		})
+	}
+}
+
+func TestHintedEndpoints(t *testing.T) {
+	node := "lab-worker"
+	slice := func(name, svc string, hints ...*discoveryv1.EndpointHints) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{discoveryv1.LabelServiceName: svc}}}
+		for _, h := range hints {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1.5"}, NodeName: &node, Hints: h})
+		}
+		return s
+	}
+	zone := &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
+	nodeHint := &discoveryv1.EndpointHints{ForNodes: []discoveryv1.ForNode{{Name: node}}}
+	f := newFake(slice("web-1", "web", zone, nil, nodeHint), slice("web-2", "web", zone, &discoveryv1.EndpointHints{}), slice("api-1", "api", zone))
+	if n, err := hintedEndpoints(context.Background(), f.cs, "shop", "web"); err != nil || n != 3 {
+		t.Errorf("hinted endpoints of web = %d, %v; want 3 (empty hints do not count, other Services' slices neither)", n, err)
+	}
+}
+
+func TestLastNamed(t *testing.T) {
+	names := map[string]bool{"render-a": true, "render-b": true}
+	for _, tc := range []struct {
+		name, log, want string
+	}{
+		{name: "the last answer counts", log: "render-a\nrender-b\nrender-a\n", want: "render-a"},
+		{name: "errors and blank lines are skipped", log: "render-b\nwget: download timed out\n\n", want: "render-b"},
+		{name: "a Pod that is gone does not count", log: "render-b\nrender-old\n", want: "render-b"},
+		{name: "no answer yet", log: "wget: bad address 'render'\n", want: ""},
+		{name: "padded lines", log: "  render-a  \r\n", want: "render-a"},
+	} {
+		if got := lastNamed(tc.log, names); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLabelClientBackendErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		svc     func(*corev1.Service)
+		params  scenario.Params
+		wantErr string
+	}{
+		{name: "a label without a value", params: scenario.Params{"service": "web", "namespace": "shop", "client": "c", "label": "load"},
+			wantErr: `label: "load" is not key=value`},
+		{name: "a Service without selector", svc: func(s *corev1.Service) { s.Spec.Selector = nil },
+			params: scenario.Params{"service": "web", "namespace": "shop", "client": "c"}, wantErr: "Service shop/web has no selector"},
+		{name: "a missing Service", params: scenario.Params{"service": "api", "namespace": "shop", "client": "c"},
+			wantErr: "there is no Service shop/api"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(webService(tc.svc))
+			fault, err := Lookup(Registry(), "label-client-backend")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fault.Validate(tc.params); err != nil {
+				t.Fatalf("params do not validate: %v", err)
+			}
+			if err := fault.Inject(context.Background(), f, tc.params); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }

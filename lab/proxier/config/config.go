@@ -21,6 +21,11 @@ import (
 const (
 	ModeNFTables = "nftables"
 	ModeIPTables = "iptables"
+	// ModeIPVS is valid configuration (deprecated in v1.37, behind the
+	// KubeProxyIPVS feature gate, on by default), but the proxier cannot
+	// run it: like upstream on a kernel without IPVS, it cleans up the
+	// nftables mode's rules and exits (see package run).
+	ModeIPVS = "ipvs"
 )
 
 // DefaultMode is the mode used when none is configured: iptables, as
@@ -201,16 +206,25 @@ func Resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) (*Resolved, error) {
 		r.MasqueradeAll = cfg.IPTables.MasqueradeAll
 		r.MasqueradeBit = int(derefInt32(cfg.IPTables.MasqueradeBit, 14))
 		r.LocalhostNodePorts = cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts
-	case "ipvs":
-		errs = append(errs, errors.New("mode: ipvs is not supported by svclab's proxier (it is deprecated upstream); use nftables or iptables"))
+	case ModeIPVS:
+		// The v1alpha1 conversion takes ipvs mode's periods from the ipvs
+		// section, as it does for the other modes.
+		r.SyncPeriod, r.MinSyncPeriod = cfg.IPVS.SyncPeriod.Duration, cfg.IPVS.MinSyncPeriod.Duration
+		r.MasqueradeAll = cfg.IPTables.MasqueradeAll
+		r.MasqueradeBit = int(derefInt32(cfg.IPTables.MasqueradeBit, 14))
 	default:
-		errs = append(errs, fmt.Errorf("mode: unknown proxy mode %q: want nftables or iptables", mode))
+		errs = append(errs, fmt.Errorf("mode: unknown proxy mode %q: must be iptables, ipvs, nftables or blank (blank means the best-available proxy [currently iptables])", mode))
 	}
 	if r.SyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("syncPeriod: must be greater than 0, got %v", r.SyncPeriod))
 	}
 	if r.MinSyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("minSyncPeriod: must be greater than or equal to 0, got %v", r.MinSyncPeriod))
+	}
+	// As upstream's validation: a sync runner whose retry and resync
+	// period is shorter than its minimum interval makes no sense.
+	if r.SyncPeriod > 0 && r.MinSyncPeriod > r.SyncPeriod {
+		errs = append(errs, fmt.Errorf("syncPeriod: must be greater than or equal to minSyncPeriod (%v), got %v", r.MinSyncPeriod, r.SyncPeriod))
 	}
 	if r.MasqueradeBit < 0 || r.MasqueradeBit > 31 {
 		errs = append(errs, fmt.Errorf("masqueradeBit: must be within the range [0, 31], got %d", r.MasqueradeBit))

@@ -39,7 +39,10 @@ healthzBindAddress: 127.0.0.1:20256
 	badKind := write("bad.conf", "apiVersion: v1\nkind: ConfigMap\n")
 	noMode := write("nomode.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\niptables:\n  syncPeriod: 12s\nnftables:\n  syncPeriod: 5s\n")
 	unknownField := write("unknown.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmodee: iptables\n")
-	ipvs := write("ipvs.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n")
+	ipvs := write("ipvs.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  syncPeriod: 20s\n")
+	slowMin := write("slowmin.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\nnftables:\n  minSyncPeriod: 10m\n")
+	slow := write("slow.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\nnftables:\n  minSyncPeriod: 10m\n  syncPeriod: 10m\n")
+	slowOther := write("slowother.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\niptables:\n  minSyncPeriod: 10m\n  syncPeriod: 10m\n")
 
 	tests := []struct {
 		name    string
@@ -102,8 +105,35 @@ healthzBindAddress: 127.0.0.1:20256
 		},
 		{name: "wrong kind", args: []string{"--config=" + badKind}, wantErr: "want apiVersion kubeproxy.config.k8s.io/v1alpha1"},
 		{name: "unknown field", args: []string{"--config=" + unknownField}, wantErr: "unknown field"},
-		{name: "ipvs", args: []string{"--config=" + ipvs}, wantErr: "ipvs is not supported"},
-		{name: "unknown mode flag", args: []string{"--proxy-mode=userspace"}, wantErr: `unknown proxy mode "userspace"`},
+		{
+			name: "ipvs is valid configuration, with its own section's periods",
+			args: []string{"--config=" + ipvs},
+			check: func(t *testing.T, r *Resolved) {
+				if r.Mode != ModeIPVS || r.SyncPeriod != 20*time.Second {
+					t.Errorf("%+v", r)
+				}
+			},
+		},
+		{name: "unknown mode flag", args: []string{"--proxy-mode=userspace"}, wantErr: `unknown proxy mode "userspace": must be iptables, ipvs, nftables or blank`},
+		{name: "minSyncPeriod above syncPeriod", args: []string{"--config=" + slowMin}, wantErr: "syncPeriod: must be greater than or equal to minSyncPeriod (10m0s), got 30s"},
+		{
+			name: "minSyncPeriod raised together with syncPeriod",
+			args: []string{"--config=" + slow},
+			check: func(t *testing.T, r *Resolved) {
+				if r.Mode != ModeNFTables || r.MinSyncPeriod != 10*time.Minute || r.SyncPeriod != 10*time.Minute {
+					t.Errorf("%+v", r)
+				}
+			},
+		},
+		{
+			name: "the other mode's section does not count",
+			args: []string{"--config=" + slowOther},
+			check: func(t *testing.T, r *Resolved) {
+				if r.Mode != ModeNFTables || r.MinSyncPeriod != time.Second || r.SyncPeriod != 30*time.Second {
+					t.Errorf("%+v", r)
+				}
+			},
+		},
 		{name: "bad cluster cidr", args: []string{"--cluster-cidr=10.0.0.0/33"}, wantErr: "clusterCIDR"},
 		{name: "missing file", args: []string{"--config=" + filepath.Join(dir, "nope")}, wantErr: "no such file"},
 		{name: "bad metrics address", args: []string{"--metrics-bind-address=localhost:x"}, wantErr: "metricsBindAddress"},

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 
+	"github.com/vishvananda/netlink"
 	"sigs.k8s.io/knftables"
 )
 
@@ -114,10 +116,38 @@ func CleanupOtherMode(ctx context.Context, logger *slog.Logger, mode string, ipt
 			removed, err := CleanupIPTables(ctx, ipt)
 			logCleanup(ctx, logger, "iptables", removed, err)
 		}
-	case "iptables":
+	case "iptables", "ipvs":
+		// ipvs mode is iptables-based: it removes the nftables table.
 		if nft != nil {
 			removed, err := CleanupNFTables(ctx, nft)
 			logCleanup(ctx, logger, "nftables", removed, err)
 		}
 	}
 }
+
+// IPVSAvailable reports whether the kernel offers IPVS, as kube-proxy's
+// ipvs mode finds out: the generic netlink family IPVS.
+func IPVSAvailable() error {
+	return IPVSAvailableIn(func(name string) error {
+		_, err := netlink.GenlFamilyGet(name)
+		return err
+	})()
+}
+
+// IPVSAvailableIn is IPVSAvailable over a look-up of a generic netlink
+// family by name.
+func IPVSAvailableIn(genlFamily func(name string) error) func() error {
+	return func() error {
+		if err := genlFamily("IPVS"); err != nil {
+			return errIPVSUnsupported
+		}
+		return nil
+	}
+}
+
+// errIPVSUnsupported is kube-proxy's reason when the kernel has no IPVS:
+// its IPVS library opens a generic netlink socket without error even then,
+// so kube-proxy adds a dummy virtual server, lists none back and says
+// "ipvs not supported" (checked with github.com/moby/ipvs v1.1.0 on a
+// kernel without CONFIG_IP_VS).
+var errIPVSUnsupported = errors.New("ipvs not supported")

@@ -201,7 +201,8 @@ func newHarness(t *testing.T) *harness {
 	return newHarnessWith(t, Config{})
 }
 
-// newHarnessWith takes Control (and nothing else yet) from extra.
+// newHarnessWith takes Control and MinSyncPeriod (and nothing else yet)
+// from extra.
 func newHarnessWith(t *testing.T, extra Config) *harness {
 	t.Helper()
 	fake := knftables.NewFake(knftables.IPv4Family, nftables.Table)
@@ -220,8 +221,12 @@ func newHarnessWith(t *testing.T, extra Config) *harness {
 	}
 	applier.Syncer().SetClock(fc.Now)
 	h := &harness{t: t, nft: nft, ct: &fakeConntrack{}, sh: &fakeServiceHealth{}, clock: fc}
+	minSync := time.Second
+	if extra.MinSyncPeriod != 0 {
+		minSync = extra.MinSyncPeriod
+	}
 	h.p, err = New(Config{
-		NodeName: testNode, SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second,
+		NodeName: testNode, SyncPeriod: 30 * time.Second, MinSyncPeriod: minSync,
 		Applier: applier, Conntrack: h.ct, ServiceHealth: h.sh, Clock: fc, Control: extra.Control,
 	})
 	if err != nil {
@@ -312,4 +317,17 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// nextEvent waits for the next sync event (the runner syncs in its own
+// goroutine).
+func (h *harness) nextEvent(t *testing.T) events.Event {
+	t.Helper()
+	select {
+	case ev := <-h.evs:
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no sync event within 5s")
+		return events.Event{}
+	}
 }

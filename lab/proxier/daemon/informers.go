@@ -141,11 +141,11 @@ func RunInformers(ctx context.Context, logger *slog.Logger, client kubernetes.In
 	if !cache.WaitForNamedCacheSync("service config", ctx.Done(), svcInformer.HasSynced) {
 		return fmt.Errorf("service informer did not sync: %w", ctx.Err())
 	}
-	p.OnServicesSynced()
+	p.OnServicesSynced(ctx)
 	if !cache.WaitForNamedCacheSync("endpoint slice config", ctx.Done(), sliceInformer.HasSynced) {
 		return fmt.Errorf("endpoint slice informer did not sync: %w", ctx.Err())
 	}
-	p.OnEndpointSlicesSynced()
+	p.OnEndpointSlicesSynced(ctx)
 	return nil
 }
 

@@ -104,12 +104,15 @@ type Proxier struct {
 	health  *healthcheck.ProxyHealthServer
 	runner  *runner.BoundedFrequencyRunner
 
+	// syncMu is held for a whole sync (the runner's, or an initial one
+	// called directly); mu guards the state the handlers change.
+	syncMu     sync.Mutex
 	mu         sync.Mutex
 	st         *store
 	needFull   bool
 	fullReason string
 
-	// Owned by the sync goroutine.
+	// Owned by the sync in progress (syncMu).
 	builder         model.Builder
 	lastApplied     *model.Snapshot
 	lastFullSync    time.Time
@@ -280,12 +283,16 @@ func (p *Proxier) OnServiceUpdate(old, svc *v1.Service) {
 	}
 }
 
-// OnServicesSynced is called once the initial Services are known.
-func (p *Proxier) OnServicesSynced() {
+// OnServicesSynced is called once the initial Services are known. As
+// upstream's, it syncs at once, outside the sync runner: the first sync with
+// both Services and EndpointSlices known programs the node straight away,
+// without waiting for minSyncPeriod. Its error is logged, not retried (the
+// runner's next run retries it).
+func (p *Proxier) OnServicesSynced(ctx context.Context) {
 	p.mu.Lock()
 	p.st.servicesSynced = true
 	p.mu.Unlock()
-	p.Sync()
+	_ = p.syncProxyRules(ctx)
 }
 
 // OnEndpointSliceUpdate records an EndpointSlice (nil new means deleted).
@@ -313,12 +320,12 @@ func (p *Proxier) OnEndpointSliceUpdate(old, slice *discovery.EndpointSlice) {
 }
 
 // OnEndpointSlicesSynced is called once the initial EndpointSlices are
-// known.
-func (p *Proxier) OnEndpointSlicesSynced() {
+// known; it syncs at once, as OnServicesSynced.
+func (p *Proxier) OnEndpointSlicesSynced(ctx context.Context) {
 	p.mu.Lock()
 	p.st.slicesSynced = true
 	p.mu.Unlock()
-	p.Sync()
+	_ = p.syncProxyRules(ctx)
 }
 
 // OnNodeUpdate records this node's Node object (nil: deleted). A change of
@@ -410,8 +417,11 @@ func faultMessage(s faults.State) string {
 	return "fault switches: " + string(b)
 }
 
-// syncProxyRules is the runner's function: one sync attempt.
+// syncProxyRules is the runner's function: one sync attempt. The initial
+// syncs call it directly too; syncMu keeps one sync at a time.
 func (p *Proxier) syncProxyRules(ctx context.Context) error {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
 	fs := p.faults.State()
 	family := string(p.cfg.Family)
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vishvananda/netlink"
+	discovery "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svclab/svclab/lab/proxier/control"
@@ -413,5 +414,85 @@ func TestCovertFaults(t *testing.T) {
 	}
 	if code, mode := get("GET", "/proxyMode", ""); code != http.StatusOK || mode != "nftables" {
 		t.Errorf("/proxyMode: %d %q", code, mode)
+	}
+}
+
+// As upstream's, the informers' synced callbacks sync at once, outside the
+// runner: a long minSyncPeriod does not hold back the node's first rules.
+// After that every change waits until minSyncPeriod has passed since the
+// runner's previous run, and the sync metrics show it pending.
+func TestMinSyncPeriodHoldsChangesNotTheInitialSync(t *testing.T) {
+	const minSync = 10 * time.Minute
+	h := newHarnessWith(t, Config{MinSyncPeriod: minSync})
+	objs := decode(t, baseObjects)
+	for _, svc := range objs.Services {
+		h.p.OnServiceUpdate(nil, svc)
+	}
+	for _, sl := range objs.EndpointSlices {
+		h.p.OnEndpointSliceUpdate(nil, sl)
+	}
+	h.p.OnNodeUpdate(objs.Node(testNode))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { h.p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	h.p.OnServicesSynced(ctx)
+	if h.nft.Table != nil {
+		t.Fatal("rules written before the EndpointSlices were synced")
+	}
+	h.p.OnEndpointSlicesSynced(ctx)
+	if h.serviceChain("service", "demo/web/tcp/http") == "" {
+		t.Fatalf("no rules for demo/web right after the initial sync: %v", h.nft.Dump())
+	}
+	if ev := h.nextEvent(t); !ev.Full || ev.Reason != ReasonInitial {
+		t.Fatalf("initial sync event %+v", ev)
+	}
+	m := h.p.Metrics()
+
+	// The runner has not run yet: the first change is synced at once.
+	web := func(extra string) *discovery.EndpointSlice {
+		t.Helper()
+		text := strings.Replace(baseObjects, "- {addresses: [10.180.2.1], nodeName: node-2}", "- {addresses: [10.180.2.1], nodeName: node-2}\n"+extra, 1)
+		for _, sl := range decode(t, text).EndpointSlices {
+			if sl.Namespace == "demo" && sl.Labels[discovery.LabelServiceName] == "web" {
+				return sl
+			}
+		}
+		t.Fatal("no EndpointSlice for demo/web")
+		return nil
+	}
+	h.p.OnEndpointSliceUpdate(nil, web("- {addresses: [10.180.3.1], nodeName: node-3}"))
+	if ev := h.nextEvent(t); ev.Full || !slices.Equal(ev.EndpointsChanged, []string{"demo/web"}) {
+		t.Fatalf("first change: event %+v", ev)
+	}
+
+	// The next change waits for minSyncPeriod after that run.
+	h.p.OnEndpointSliceUpdate(nil, web("- {addresses: [10.180.3.1], nodeName: node-3}\n- {addresses: [10.180.4.1], nodeName: node-3}"))
+	select {
+	case ev := <-h.evs:
+		t.Fatalf("synced before minSyncPeriod passed: %+v", ev)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := testutil.ToFloat64(m.EndpointChangesPending); got != 1 {
+		t.Errorf("endpoint changes pending = %v while waiting, want 1", got)
+	}
+	if last, queued := testutil.ToFloat64(m.SyncProxyRulesLastTimestamp.WithLabelValues("IPv4")), testutil.ToFloat64(m.SyncProxyRulesLastQueued.WithLabelValues("IPv4")); queued < last {
+		t.Errorf("last queued %v before last synced %v while a change waits", queued, last)
+	}
+	if strings.Contains(h.nft.Dump(), "10.180.4.1") {
+		t.Fatal("the waiting endpoint is programmed already")
+	}
+	waitFor(t, func() bool { return h.clock.HasWaiters() })
+	h.clock.Step(minSync)
+	if ev := h.nextEvent(t); !slices.Equal(ev.EndpointsChanged, []string{"demo/web"}) {
+		t.Fatalf("change after minSyncPeriod: event %+v", ev)
+	}
+	if !strings.Contains(h.nft.Dump(), "10.180.4.1") {
+		t.Error("the endpoint is not programmed after minSyncPeriod")
+	}
+	if got := testutil.ToFloat64(m.EndpointChangesPending); got != 0 {
+		t.Errorf("endpoint changes pending = %v after the sync", got)
 	}
 }

@@ -119,6 +119,16 @@ func Run(ctx context.Context, cmd *cobra.Command, opts *config.Options, extra *E
 	// client-go logs through klog; send it to the same place.
 	klog.SetSlogLogger(logger)
 
+	if cfg.Mode == config.ModeIPVS {
+		var nfts []knftables.Interface
+		for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+			if nft, err := knftables.New(fam, nftables.Table); err == nil {
+				nfts = append(nfts, nft)
+			}
+		}
+		return refuseIPVS(ctx, logger, nfts, daemon.IPVSAvailable)
+	}
+
 	nodeName := cfg.HostnameOverride
 	if nodeName == "" {
 		h, err := os.Hostname()
@@ -452,4 +462,20 @@ func watchConfigFile(ctx context.Context, logger *slog.Logger, path string, canc
 			}
 		}
 	}
+}
+
+// refuseIPVS does what kube-proxy v1.37 (its image, which ships ipset)
+// does in ipvs mode on a kernel without IPVS: it first cleans up the rules of the modes that ipvs mode
+// does not use (the nftables tables: ipvs mode is iptables-based, so the
+// iptables chains stay), then fails to create the proxier and exits. The
+// node is left without nftables rules. svclab's proxier implements no ipvs
+// mode at all, so where the kernel has IPVS it exits too, saying so.
+func refuseIPVS(ctx context.Context, logger *slog.Logger, nfts []knftables.Interface, available func() error) error {
+	for _, nft := range nfts {
+		daemon.CleanupOtherMode(ctx, logger, config.ModeIPVS, nil, nft)
+	}
+	if err := available(); err != nil {
+		return fmt.Errorf("can't use the IPVS proxier: %w", err)
+	}
+	return errors.New("can't use the IPVS proxier: svclab's proxier implements the nftables and iptables modes only (ipvs mode is deprecated since Kubernetes v1.37)")
 }
