@@ -101,7 +101,7 @@ func (f *fakeSystem) Signal(pid int, sig syscall.Signal) error {
 }
 
 func (f *fakeSystem) Capabilities() (uint64, int, error) { return f.bounding, f.lastCap, nil }
-func (f *fakeSystem) Unmount(string) error                { return nil }
+func (f *fakeSystem) Unmount(string) error               { return nil }
 
 func (f *fakeSystem) LookPath(name string) (string, error) {
 	if name == "dockerd" && !f.installed {
