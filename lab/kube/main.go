@@ -2,8 +2,8 @@
 // components svclab's embedded backend runs: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubectl, upstream kube-proxy and
 // CoreDNS, all built from their published Go modules — and the node
-// components of the kind backend's offline node image: kubelet, kubeadm and
-// kindnetd (svclab's own, see internal/kindnetd).
+// components of the kind backend's offline node image: kubelet, kubeadm,
+// kindnetd (svclab's own, see internal/kindnetd) and pause.
 //
 // Call it as "svclab-kube COMPONENT [flags]", or through a symlink named after
 // the component (like busybox).
@@ -38,6 +38,7 @@ import (
 
 	_ "github.com/svclab/svclab/lab/kube/internal/corednsplugins"
 	"github.com/svclab/svclab/lab/kube/internal/kindnetd"
+	"github.com/svclab/svclab/lab/kube/internal/pause"
 )
 
 var components = map[string]func(args []string) int{
@@ -69,6 +70,7 @@ var components = map[string]func(args []string) int{
 	"kindnetd": func(args []string) int {
 		return kindnetd.Main(args)
 	},
+	"pause": pause.Main,
 	"kubectl": func(args []string) int {
 		os.Args = append([]string{"kubectl"}, args...)
 		logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args)) //nolint:errcheck
