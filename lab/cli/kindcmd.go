@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/kind/dockerd"
+	"github.com/svclab/svclab/lab/kind/nodeimage"
 )
 
 // newKindCommand is "svclab kind": what the kind backend needs besides
@@ -16,7 +21,7 @@ func newKindCommand(o *options) *cobra.Command {
 		Use:   "kind",
 		Short: "The kind backend's Docker engine and offline node image",
 	}
-	c.AddCommand(newKindEngineCommand(o))
+	c.AddCommand(newKindEngineCommand(o), newKindNodeImageCommand(o))
 	return c
 }
 
@@ -78,5 +83,60 @@ func newKindEngineCommand(o *options) *cobra.Command {
 		},
 	}
 	c.AddCommand(start, status, stop)
+	return c
+}
+
+func newKindNodeImageCommand(o *options) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "node-image",
+		Short: "svclab's offline kind node image (Kubernetes " + cluster.KubernetesVersion + " from svclab-kube, Debian's systemd and containerd)",
+	}
+	var image string
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Build the kind node image without a registry and load it into the Docker engine (cached by its inputs)",
+		Long: `Build svclab's kind node image from Debian packages and svclab-kube (kubelet,
+kubeadm, kubectl and the control-plane, etcd, CoreDNS, pause and kindnetd
+images kubeadm asks for, preloaded in the node's containerd), with no
+registry and no docker build, and load it into the Docker engine (svclab's
+own when no Docker daemon answers). The image is cached by its inputs: a
+second build only loads it, or does nothing when the engine has it.
+
+  svclab kind node-image build
+  kind create cluster --image ` + nodeimage.DefaultImage,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			progress := cluster.NewTextProgress(o.out)
+			opts := o.engineOptions()
+			opts.Progress = progress
+			d, err := dockerd.Ensure(ctx, opts)
+			if err != nil {
+				return err
+			}
+			defer d.Release(context.WithoutCancel(ctx))
+			if err := os.Setenv(dockerd.EnvHost, d.Host); err != nil {
+				return err
+			}
+			res, err := kind.LabNodeImage{Log: o.logger()}.Build(ctx, progress, image)
+			if err != nil {
+				return err
+			}
+			how := "the engine had it already"
+			switch {
+			case res.Built:
+				how = "built and loaded"
+			case res.Loaded:
+				how = "loaded from the cache"
+			}
+			fmt.Fprintf(o.out, "Node image %s (key %s): %s in %s.\n", res.Image, res.Key, how, res.Duration.Round(time.Second))
+			if d.Own {
+				fmt.Fprintf(o.out, "It is in svclab's Docker engine: DOCKER_HOST=%s kind create cluster --image %s\n", d.Host, res.Image)
+			}
+			return nil
+		},
+	}
+	build.Flags().StringVar(&image, "image", nodeimage.DefaultImage, "the node image's name")
+	c.AddCommand(build)
 	return c
 }

@@ -36,7 +36,7 @@ type options struct {
 // engineOptions are the kind backend's Docker engine options: the
 // environment's DOCKER_HOST, progress on the command's output.
 func (o *options) engineOptions() dockerd.Options {
-	return dockerd.Options{Env: os.Getenv(dockerd.EnvHost), Progress: cluster.NewTextProgress(o.out), Log: o.logger()}
+	return dockerd.Options{Env: os.Getenv(dockerd.EnvHost), NoOwn: os.Getenv(dockerd.EnvOwn) == "no", Progress: cluster.NewTextProgress(o.out), Log: o.logger()}
 }
 
 func (o *options) logger() *slog.Logger {

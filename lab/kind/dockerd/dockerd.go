@@ -24,8 +24,20 @@ import (
 // reads the daemon's address from.
 const EnvHost = "DOCKER_HOST"
 
+// EnvOwn set to "no" keeps svclab from installing or starting a Docker
+// engine of its own: the kind backend then uses the user's or says what to
+// do.
+const EnvOwn = "SVCLAB_OWN_DOCKER"
+
+// ErrNoOwn is returned when no daemon answers and svclab may not start its
+// own (EnvOwn=no).
+var ErrNoOwn = errors.New("no Docker daemon answers and " + EnvOwn + "=no keeps svclab from starting its own")
+
 // DefaultSocket is where a Docker daemon of the machine listens.
 const DefaultSocket = "unix:///var/run/docker.sock"
+
+// ErrDown is returned when the daemon DOCKER_HOST names does not answer.
+var ErrDown = errors.New("the Docker daemon does not answer")
 
 // ErrNeedRoot is returned when svclab would have to start its own daemon
 // but is not root.
@@ -66,7 +78,10 @@ type Options struct {
 	// runtime; os.Executable() when empty.
 	Svclab string
 	// Env is the environment's DOCKER_HOST ("" when unset).
-	Env      string
+	Env string
+	// NoOwn keeps svclab from installing or starting its own daemon
+	// (EnvOwn=no).
+	NoOwn    bool
 	System   System
 	Progress cluster.Progress
 	Log      *slog.Logger
@@ -147,7 +162,7 @@ func Ensure(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Env != "" && o.Env != o.host() {
 		v, err := o.System.Ping(ctx, o.Env)
 		if err != nil {
-			return nil, fmt.Errorf("the Docker daemon at %s=%s does not answer: %w", EnvHost, o.Env, err)
+			return nil, fmt.Errorf("%w at %s=%s: %w", ErrDown, EnvHost, o.Env, err)
 		}
 		return &Daemon{Host: o.Env, Version: v, o: o}, nil
 	}
@@ -155,6 +170,12 @@ func Ensure(ctx context.Context, o Options) (*Daemon, error) {
 		if v, err := o.System.Ping(ctx, DefaultSocket); err == nil {
 			return &Daemon{Host: DefaultSocket, Version: v, o: o}, nil
 		}
+	}
+	if o.NoOwn {
+		if st, err := OwnStatus(ctx, o); err == nil && st.Running && st.Version != "" {
+			return nil, fmt.Errorf("%w; svclab's own runs at %s: set %s=%s to use it", ErrNoOwn, o.host(), EnvHost, o.host())
+		}
+		return nil, ErrNoOwn
 	}
 	return ensureOwn(ctx, o)
 }
@@ -188,6 +209,20 @@ func startOwn(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !o.installed() {
+		// Without the docker command nothing can be asked of a daemon,
+		// running or not.
+		if !o.System.IsRoot() {
+			return nil, fmt.Errorf("%w: Docker is not installed", ErrNeedRoot)
+		}
+		var out strings.Builder
+		done := o.Progress.Start("Installing Docker (Debian's docker.io) for the kind backend")
+		err := o.System.Install(ctx, &out)
+		done(err)
+		if err != nil {
+			return nil, fmt.Errorf("no Docker daemon answers and Docker cannot be installed here: %w", err)
+		}
+	}
 	if pid := o.pid(); pid > 0 && o.System.Alive(pid) {
 		if v, err := o.System.Ping(ctx, o.host()); err == nil {
 			return &Daemon{Host: o.host(), Version: v, Own: true, Wrapped: len(drop) > 0, o: o}, nil
@@ -200,20 +235,18 @@ func startOwn(ctx context.Context, o Options) (*Daemon, error) {
 	if !o.System.IsRoot() {
 		return nil, fmt.Errorf("%w: no Docker daemon answers (%s), and svclab can only start one of its own as root: start Docker, or run svclab as root", ErrNeedRoot, DefaultSocket)
 	}
-	if _, err := o.System.LookPath("dockerd"); err != nil {
-		var out strings.Builder
-		done := o.Progress.Start("Installing Docker (Debian's docker.io) for the kind backend")
-		err := o.System.Install(ctx, &out)
-		done(err)
-		if err != nil {
-			return nil, fmt.Errorf("no Docker daemon answers and Docker cannot be installed here: %w", err)
-		}
-	}
 	o.cleanup()
 	done := o.Progress.Start("Starting svclab's Docker engine (no Docker daemon answers)")
 	d, err := o.start(ctx, drop)
 	done(err)
 	return d, err
+}
+
+// installed says whether Docker's daemon and command line are there.
+func (o Options) installed() bool {
+	_, err1 := o.System.LookPath("dockerd")
+	_, err2 := o.System.LookPath("docker")
+	return err1 == nil && err2 == nil
 }
 
 // missingCaps lists the capabilities the bounding set lacks.

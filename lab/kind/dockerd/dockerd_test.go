@@ -17,6 +17,7 @@ func TestEnsure(t *testing.T) {
 		env         string
 		answering   []string
 		notRoot     bool
+		noOwn       bool
 		notInstall  bool
 		noSysRes    bool
 		wantHost    string
@@ -28,11 +29,13 @@ func TestEnsure(t *testing.T) {
 	}{
 		{name: "the machine's daemon", answering: []string{DefaultSocket}, wantHost: DefaultSocket},
 		{name: "DOCKER_HOST's daemon", env: "tcp://10.0.0.1:2375", answering: []string{"tcp://10.0.0.1:2375", DefaultSocket}, wantHost: "tcp://10.0.0.1:2375"},
-		{name: "DOCKER_HOST's daemon is down", env: "tcp://10.0.0.1:2375", answering: []string{DefaultSocket}, wantErrText: "DOCKER_HOST=tcp://10.0.0.1:2375 does not answer"},
+		{name: "DOCKER_HOST's daemon is down", env: "tcp://10.0.0.1:2375", answering: []string{DefaultSocket}, wantErrText: "does not answer at DOCKER_HOST=tcp://10.0.0.1:2375"},
 		{name: "none answers: svclab's own", wantHost: own, wantOwn: true},
 		{name: "none answers, missing capability: wrapped", noSysRes: true, wantHost: own, wantOwn: true, wantWrapped: true},
 		{name: "docker.io missing: installed", notInstall: true, wantHost: own, wantOwn: true, wantInstall: true},
 		{name: "not root", notRoot: true, wantErr: ErrNeedRoot},
+		{name: "not root, Docker missing: nothing installed", notRoot: true, notInstall: true, wantErr: ErrNeedRoot},
+		{name: "own engine not wanted", noOwn: true, wantErr: ErrNoOwn},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
@@ -45,7 +48,10 @@ func TestEnsure(t *testing.T) {
 				f.bounding &^= 1 << 24
 			}
 			dir := t.TempDir()
-			d, err := Ensure(context.Background(), Options{Dir: dir, Env: tc.env, System: f, Svclab: os.Args[0]})
+			d, err := Ensure(context.Background(), Options{Dir: dir, Env: tc.env, NoOwn: tc.noOwn, System: f, Svclab: os.Args[0]})
+			if f.installs > 0 && !tc.wantInstall {
+				t.Errorf("installed Docker")
+			}
 			if tc.wantErr != nil || tc.wantErrText != "" {
 				if err == nil || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) || !strings.Contains(err.Error(), tc.wantErrText) {
 					t.Fatalf("error %v, want %v %q", err, tc.wantErr, tc.wantErrText)

@@ -104,7 +104,7 @@ func (f *fakeSystem) Capabilities() (uint64, int, error) { return f.bounding, f.
 func (f *fakeSystem) Unmount(string) error               { return nil }
 
 func (f *fakeSystem) LookPath(name string) (string, error) {
-	if name == "dockerd" && !f.installed {
+	if (name == "dockerd" || name == "docker") && !f.installed {
 		return "", errors.New("not found")
 	}
 	return "/usr/sbin/" + name, nil
