@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"time"
@@ -110,11 +109,12 @@ second build only loads it, or does nothing when the engine has it.
 			progress := cluster.NewTextProgress(o.out)
 			opts := o.engineOptions()
 			opts.Progress = progress
+			// The engine keeps running afterwards, for kind create cluster
+			// --image (svclab kind engine stop stops it).
 			d, err := dockerd.Ensure(ctx, opts)
 			if err != nil {
 				return err
 			}
-			defer d.Release(context.WithoutCancel(ctx))
 			if err := os.Setenv(dockerd.EnvHost, d.Host); err != nil {
 				return err
 			}
@@ -131,7 +131,7 @@ second build only loads it, or does nothing when the engine has it.
 			}
 			fmt.Fprintf(o.out, "Node image %s (key %s): %s in %s.\n", res.Image, res.Key, how, res.Duration.Round(time.Second))
 			if d.Own {
-				fmt.Fprintf(o.out, "It is in svclab's Docker engine: DOCKER_HOST=%s kind create cluster --image %s\n", d.Host, res.Image)
+				fmt.Fprintf(o.out, "It is in svclab's Docker engine, which keeps running ('svclab kind engine stop' stops it):\n  DOCKER_HOST=%s kind create cluster --image %s\n", d.Host, res.Image)
 			}
 			return nil
 		},

@@ -548,17 +548,20 @@ func (b *Builder) build(ctx context.Context, p cluster.Progress, pl *plan, archi
 			return nil
 		}},
 		{Name: "Stopping containerd", Run: func(ctx context.Context) error {
+			// The build container's init (sleep) reaps nobody: containerd
+			// is done once it is a zombie.
 			_, err := b.Docker.Exec(ctx, name, "", "sh", "-c",
-				"pkill -x containerd; for i in $(seq 100); do pgrep -x containerd >/dev/null || break; sleep 0.1; done; "+
-					"! pgrep -x containerd >/dev/null && rm -rf /run/containerd /tmp/containerd.log")
+				"running() { ps -C containerd -o stat= | grep -qv '^Z'; }; pkill -x containerd; "+
+					"for i in $(seq 300); do running || break; sleep 0.1; done; "+
+					"! running && rm -rf /run/containerd /tmp/containerd.log")
 			return err
 		}},
 		{Name: "Committing the node image " + b.image(), Run: func(ctx context.Context) error {
+			// The environment and stop signal come from the base image;
+			// the entrypoint is back from the build container's sleep.
 			return b.Docker.Commit(ctx, name, b.image(),
 				`ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]`,
 				`CMD []`,
-				"ENV container=docker",
-				"STOPSIGNAL SIGRTMIN+3",
 				fmt.Sprintf("LABEL %s=%s", LabelKey, pl.key))
 		}},
 		{Name: "Saving the node image to the cache", Run: func(ctx context.Context) error {
