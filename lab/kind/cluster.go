@@ -392,3 +392,7 @@ func (c *Cluster) confineCoreDNS(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Backend is "kind": scenarios that need the embedded backend refuse kind
+// clusters (session.CheckBackend).
+func (c *Cluster) Backend() string { return BackendName }

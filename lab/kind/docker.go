@@ -244,13 +244,33 @@ func (e Docker) Nodes(ctx context.Context, name string) ([]Node, error) {
 }
 
 // runErrorDetail adds the output of a failed command to kind's error,
-// which only names the command.
+// which only names the command: its last lines, without the Go stack
+// trace kubeadm prints after its error at kind's verbosity.
 func runErrorDetail(err error) error {
 	var re *kindexec.RunError
 	if errors.As(err, &re) && len(bytes.TrimSpace(re.Output)) > 0 {
-		return fmt.Errorf("%w\n%s", err, tail(string(re.Output), 15))
+		return fmt.Errorf("%w\n%s", err, tail(withoutStacks(string(re.Output)), 15))
 	}
 	return err
+}
+
+// withoutStacks drops Go stack frames ("function" then "\tfile:line")
+// from s.
+func withoutStacks(s string) string {
+	lines := strings.Split(s, "\n")
+	drop := make([]bool, len(lines))
+	for i, l := range lines {
+		if strings.HasPrefix(l, "\t") && i > 0 {
+			drop[i], drop[i-1] = true, true
+		}
+	}
+	var kept []string
+	for i, l := range lines {
+		if !drop[i] {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
 }
 
 func tail(s string, n int) string {

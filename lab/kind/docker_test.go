@@ -180,3 +180,16 @@ func TestDockerEngineCreateFails(t *testing.T) {
 		t.Errorf("Create(mine) touched containers:\n%s", after[len(before):])
 	}
 }
+
+func TestWithoutStacks(t *testing.T) {
+	out := "[wait-control-plane] Waiting for the kubelet\n" +
+		"error: could not check the kubelet: context deadline exceeded\n" +
+		"k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/init.runWaitControlPlanePhase\n" +
+		"\tk8s.io/kubernetes@v1.37.2/cmd/kubeadm/app/cmd/phases/init/waitcontrolplane.go:114\n" +
+		"main.main\n" +
+		"\tgithub.com/svclab/svclab/lab/kube/main.go:110\n"
+	want := "[wait-control-plane] Waiting for the kubelet\nerror: could not check the kubelet: context deadline exceeded\n"
+	if got := withoutStacks(out); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
