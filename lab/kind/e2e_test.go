@@ -279,6 +279,10 @@ func TestKindShapes(t *testing.T) {
 			}
 			e.shell(t, name, worker)
 
+			if tc.shape == "nftables" {
+				e.scenario(t, c)
+			}
+
 			// CoreDNS answers inside the lab.
 			out, err = e.run(ctx, "node", "exec", "--name", name, worker, "--", "dig", "+short", "@10.96.0.10", "kubernetes.default.svc.cluster.local")
 			if err != nil || strings.TrimSpace(out) != "10.96.0.1" {
@@ -358,21 +362,11 @@ func (e *e2e) deleteAndCheck(t *testing.T, name string, volumesBefore []string) 
 	}
 }
 
-// TestKindScenario runs the selector-typo scenario on a kind cluster of
-// svclab's node image: broken, the checks fail; solved, they pass.
-func TestKindScenario(t *testing.T) {
-	e := env(t)
+// scenario runs the selector-typo scenario on a kind cluster of svclab's
+// node image: broken, the checks fail; solved, they pass.
+func (e *e2e) scenario(t *testing.T, c cluster.Cluster) {
+	t.Helper()
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := os.Setenv(dockerd.EnvHost, e.host); err != nil {
-		t.Fatal(err)
-	}
-	p := kind.New(e.state, log)
-	p.NodeImages = kind.LabNodeImage{KubeBin: e.kubeBin, SvclabBin: e.svclab, Log: log}
-	p.Images = kind.LabImages{SvclabBin: e.svclab}
-	name := "kx-scenario"
-	volumesBefore := e.docker(t, "volume", "ls", "-q")
-
 	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry()})
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
@@ -381,16 +375,7 @@ func TestKindScenario(t *testing.T) {
 	if s == nil {
 		t.Fatal("no scenario selector-typo")
 	}
-	start := time.Now()
-	c, created, err := session.EnsureCluster(ctx, p, name, s.Cluster, logProgress{t})
-	if created {
-		t.Cleanup(func() { e.deleteAndCheck(t, name, volumesBefore) })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("cluster %s ready in %s", name, time.Since(start).Round(time.Second))
-	ses, err := session.Start(ctx, s, c, session.Options{Progress: logProgress{t}})
+	ses, err := session.Start(ctx, s, c, session.Options{Progress: logProgress{t}, Svclab: []string{e.svclab, "--state-dir", e.state}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,5 +393,12 @@ func TestKindScenario(t *testing.T) {
 	}
 	if !rep.Passed {
 		t.Errorf("the solved scenario fails its checks (score %.0f%%)", rep.Score)
+	}
+
+	// A scenario for embedded clusters only is refused, with its reason.
+	if np := cat.Get("networkpolicy-blocks-service"); np != nil {
+		if _, err := session.Start(ctx, np, c, session.Options{}); !errors.Is(err, session.ErrWrongBackend) || !strings.Contains(err.Error(), "NetworkPolicy") {
+			t.Errorf("networkpolicy-blocks-service on kind: %v", err)
+		}
 	}
 }
