@@ -116,6 +116,11 @@ func (c CLI) RemoveImage(ctx context.Context, image string) error {
 	return err
 }
 
+func (c CLI) PruneImages(ctx context.Context, label string) error {
+	_, err := c.run(ctx, "", "image", "prune", "--force", "--filter", "label="+label)
+	return err
+}
+
 func (c CLI) Containers(ctx context.Context, label string) (map[string]string, error) {
 	out, err := c.run(ctx, "", "ps", "--all", "--filter", "label="+label, "--format", `{{.ID}} {{.Label "`+label+`"}}`)
 	if err != nil {

@@ -81,6 +81,9 @@ type Docker interface {
 	RemoveContainer(ctx context.Context, container string) error
 	// RemoveImage removes an image (its name).
 	RemoveImage(ctx context.Context, image string) error
+	// PruneImages removes the untagged images that have label (node
+	// images a newer one replaced under the same name).
+	PruneImages(ctx context.Context, label string) error
 	// Containers lists the containers (running or not) that have label,
 	// with its value.
 	Containers(ctx context.Context, label string) (map[string]string, error)
@@ -192,6 +195,11 @@ func (b *Builder) Ensure(ctx context.Context) (Result, error) {
 		res.Loaded = true
 	}
 	b.prune(res.Archive)
+	if res.Built || res.Loaded {
+		if err := b.Docker.PruneImages(ctx, LabelKey); err != nil {
+			b.log().Warn("removing superseded node images", "err", err)
+		}
+	}
 	res.Duration = time.Since(start)
 	return res, nil
 }
