@@ -23,8 +23,13 @@ func TestMain(m *testing.M) {
 	os.Exit(pgtest.Main(m))
 }
 
+// runCLI runs svclab's command line in this process. svclab never
+// installs or starts a Docker engine of its own here (SVCLAB_OWN_DOCKER=no):
+// the kind backend's tests of the real engine are lab/kind's end-to-end
+// tests.
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	t.Setenv("SVCLAB_OWN_DOCKER", "no")
 	var out bytes.Buffer
 	root := NewRoot(&out, &out)
 	root.SetArgs(args)

@@ -63,6 +63,9 @@ func newClusterCreate(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if kf.config != "" && !cmd.Flags().Changed("proxy-mode") {
+				proxyMode = "" // the shape's: --kind-config iptables runs iptables
+			}
 			fmt.Fprintf(o.out, "Creating cluster %q ...\n", name)
 			c, err := p.Create(cmd.Context(), cluster.CreateOptions{
 				Name: name, Workers: workers, NodeLabels: nodeLabels, ProxyMode: proxyMode, Progress: cluster.NewTextProgress(o.out),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/kind"
+	"github.com/svclab/svclab/lab/kind/nodeimage"
 )
 
 // backends are the backends in the order findCluster tries them.
@@ -66,7 +67,7 @@ type kindFlags struct {
 
 func (k *kindFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&k.config, "kind-config", "", "kind backend: a cluster shape from kind-configs (nftables, iptables, three-zones, upstream-kube-proxy) or a kind configuration file; its node count unless --nodes is given")
-	c.Flags().StringVar(&k.nodeImage, "node-image", "", "kind backend: the node image (default: kind's kindest/node)")
+	c.Flags().StringVar(&k.nodeImage, "node-image", "", "kind backend: the node image (default: svclab's own, "+nodeimage.DefaultImage+", built offline by 'svclab kind node-image build')")
 }
 
 // prepare applies the kind flags to p and checks Docker before anything is

@@ -15,6 +15,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/kind"
+	"github.com/svclab/svclab/lab/kind/dockerd"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/lab/store"
@@ -30,6 +31,12 @@ type options struct {
 	// limits bound each embedded lab this process creates.
 	limits   embedded.Limits
 	out, err io.Writer
+}
+
+// engineOptions are the kind backend's Docker engine options: the
+// environment's DOCKER_HOST, progress on the command's output.
+func (o *options) engineOptions() dockerd.Options {
+	return dockerd.Options{Env: os.Getenv(dockerd.EnvHost), NoOwn: os.Getenv(dockerd.EnvOwn) == "no", Progress: cluster.NewTextProgress(o.out), Log: o.logger()}
 }
 
 func (o *options) logger() *slog.Logger {
@@ -78,7 +85,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 		"keep learners, attempts and classes in this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DATABASE) instead of svclab.db in the state directory (env "+store.EnvDatabaseURL+")")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	o.limits.AddFlags(root.PersistentFlags())
-	root.AddCommand(newClusterCommand(o), newConformanceCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
+	root.AddCommand(newClusterCommand(o), newConformanceCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newKindCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
 	scenarioCmd := scenario.NewCommand()
 	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.stateDir }, DatabaseURL: func() string { return o.databaseURL }, Provider: func() (cluster.Provider, error) { return o.provider("") }, Log: o.logger})
 	root.AddCommand(scenarioCmd)

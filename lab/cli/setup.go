@@ -13,7 +13,7 @@ import (
 )
 
 func newSetupCommand(o *options) *cobra.Command {
-	var check, skipImages bool
+	var check, skipImages, withKind bool
 	c := &cobra.Command{
 		Use:   "setup",
 		Short: "Install the system packages svclab needs (as root on Debian) and build the images pods run from",
@@ -21,6 +21,11 @@ func newSetupCommand(o *options) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := hostsetup.Ensure(cmd.Context(), hostsetup.System{}, o.out, check); err != nil {
 				return err
+			}
+			if withKind {
+				if err := hostsetup.EnsureOf(cmd.Context(), hostsetup.System{}, o.out, hostsetup.KindRequirements, check); err != nil {
+					return err
+				}
 			}
 			if check || skipImages {
 				return nil
@@ -30,6 +35,7 @@ func newSetupCommand(o *options) *cobra.Command {
 	}
 	c.Flags().BoolVar(&check, "check", false, "only check; never install")
 	c.Flags().BoolVar(&skipImages, "skip-images", false, "do not build the images pods run from")
+	c.Flags().BoolVar(&withKind, "kind", false, "also install what the kind backend's own Docker engine needs (Debian's docker.io), for machines with no Docker daemon")
 	return c
 }
 

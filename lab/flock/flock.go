@@ -61,3 +61,18 @@ func Held(path string) bool {
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false
 }
+
+// Shared takes a shared lock on path, waiting while another process holds
+// it exclusively. Many processes may hold it shared at once; the lock goes
+// with the process (unlock, or exit).
+func Shared(path string, perm os.FileMode) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}

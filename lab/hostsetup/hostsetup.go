@@ -34,6 +34,17 @@ var Requirements = []Requirement{
 	{"postgres", "postgresql", "PostgreSQL: the tests of lab/store and lab/class run a throwaway server (svclab itself only needs it with --database-url)"},
 }
 
+// KindRequirements are what the kind backend needs on top of Requirements
+// when no Docker daemon runs: Debian's Docker engine, which svclab then
+// runs as a daemon of its own (package lab/kind/dockerd). svclab setup
+// --kind installs them, and so does the kind backend, as root, when it
+// needs an engine.
+var KindRequirements = []Requirement{
+	{"dockerd", "docker.io", "a Docker engine of svclab's own for the kind backend, when no Docker daemon runs"},
+	{"containerd", "containerd", "dockerd's container supervisor"},
+	{"runc", "runc", "running dockerd's containers"},
+}
+
 // Host is what setup needs to know about the machine, behind an interface
 // for tests.
 type Host interface {
@@ -44,9 +55,12 @@ type Host interface {
 }
 
 // Missing returns the requirements whose command is not found.
-func Missing(h Host) []Requirement {
+func Missing(h Host) []Requirement { return MissingOf(h, Requirements) }
+
+// MissingOf returns those of reqs whose command is not found.
+func MissingOf(h Host, reqs []Requirement) []Requirement {
 	var out []Requirement
-	for _, r := range Requirements {
+	for _, r := range reqs {
 		if h.LookPath(r.Command) != nil {
 			out = append(out, r)
 		}
@@ -73,7 +87,12 @@ var ErrMissing = errors.New("missing system packages")
 // Ensure installs what is missing (as root on Debian) or returns an error
 // that says exactly what to install. With checkOnly it never installs.
 func Ensure(ctx context.Context, h Host, out io.Writer, checkOnly bool) error {
-	missing := Missing(h)
+	return EnsureOf(ctx, h, out, Requirements, checkOnly)
+}
+
+// EnsureOf is Ensure for the requirements reqs.
+func EnsureOf(ctx context.Context, h Host, out io.Writer, reqs []Requirement, checkOnly bool) error {
+	missing := MissingOf(h, reqs)
 	if len(missing) == 0 {
 		fmt.Fprintln(out, "setup: all system packages are present")
 		return nil
@@ -100,7 +119,7 @@ func Ensure(ctx context.Context, h Host, out io.Writer, checkOnly bool) error {
 	if err := h.Run(ctx, out, "apt-get", args...); err != nil {
 		return fmt.Errorf("%s: %w", install, err)
 	}
-	if still := Missing(h); len(still) > 0 {
+	if still := MissingOf(h, reqs); len(still) > 0 {
 		return fmt.Errorf("%w after installing: %s", ErrMissing, strings.Join(packages(still), " "))
 	}
 	return nil

@@ -37,7 +37,7 @@ func (f *fakeHost) Run(_ context.Context, _ io.Writer, name string, args ...stri
 		return errors.New("exit status 100")
 	}
 	if name == "apt-get" && args[0] == "install" {
-		for _, r := range Requirements {
+		for _, r := range append(Requirements, KindRequirements...) {
 			for _, a := range args {
 				if a == r.Package {
 					f.have[r.Command] = true
@@ -50,7 +50,7 @@ func (f *fakeHost) Run(_ context.Context, _ io.Writer, name string, args ...stri
 
 func all() map[string]bool {
 	m := map[string]bool{}
-	for _, r := range Requirements {
+	for _, r := range append(Requirements, KindRequirements...) {
 		m[r.Command] = true
 	}
 	return m
@@ -98,6 +98,28 @@ func TestEnsure(t *testing.T) {
 				t.Errorf("still missing after Ensure: %v", Missing(h))
 			}
 		})
+	}
+}
+
+// The kind backend's Docker engine is its own group: svclab setup --kind
+// and the kind backend install it, plain setup does not.
+func TestEnsureKind(t *testing.T) {
+	h := &fakeHost{have: all(), root: true, debian: true}
+	delete(h.have, "dockerd")
+	delete(h.have, "containerd")
+	var out bytes.Buffer
+	if err := Ensure(context.Background(), h, &out, false); err != nil || len(h.calls) != 0 {
+		t.Fatalf("plain setup: err %v, calls %q; want nothing installed", err, h.calls)
+	}
+	if err := EnsureOf(context.Background(), h, &out, KindRequirements, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "apt-get update -qq\napt-get install -y -qq --no-install-recommends docker.io containerd"
+	if got := strings.Join(h.calls, "\n"); got != want {
+		t.Errorf("calls:\n%s\nwant:\n%s", got, want)
+	}
+	if m := MissingOf(h, KindRequirements); len(m) != 0 {
+		t.Errorf("still missing: %v", m)
 	}
 }
 

@@ -46,10 +46,11 @@ const (
 	layerWeb         = "web"
 	layerCoreDNS     = "coredns"
 	layerProxier     = "proxier"
+	layerKubeBin     = "kube-bin" // the Kubernetes components' names for svclab-kube
 )
 
 // buildOrder is the order Build makes layers in.
-var buildOrder = []string{layerTools, layerToolsConfig, layerSvclab, layerKube, layerAgnhost, layerWeb, layerCoreDNS, layerProxier}
+var buildOrder = []string{layerTools, layerToolsConfig, layerSvclab, layerKube, layerAgnhost, layerWeb, layerCoreDNS, layerProxier, layerKubeBin}
 
 // imageLayers lists each image's layers, lowest first.
 var imageLayers = map[string][]string{
@@ -58,6 +59,15 @@ var imageLayers = map[string][]string{
 	ImageWeb:     {layerTools, layerToolsConfig, layerSvclab, layerWeb},
 	ImageCoreDNS: {layerTools, layerToolsConfig, layerKube, layerCoreDNS},
 	ImageProxier: {layerTools, layerToolsConfig, layerSvclab, layerProxier},
+}
+
+// The Kubernetes components as images, for the kind backend's offline node
+// image: each runs svclab-kube under the component's name, on the tools
+// layer, so that they share every layer.
+func init() {
+	for _, name := range KubeComponentImages {
+		imageLayers[name] = []string{layerTools, layerToolsConfig, layerKube, layerKubeBin}
+	}
 }
 
 // entry is one file, directory or symbolic link of a file-tree layer.
@@ -188,6 +198,18 @@ func treeLayers() map[string][]entry {
 		},
 		layerProxier: {
 			symlink("/usr/local/bin/kube-proxy", svclabPath),
+			dir("/var/lib/kube-proxy"),
+		},
+		layerKubeBin: {
+			symlink("/usr/local/bin/kube-apiserver", kubePath),
+			symlink("/usr/local/bin/kube-controller-manager", kubePath),
+			symlink("/usr/local/bin/kube-scheduler", kubePath),
+			symlink("/usr/local/bin/kube-proxy", kubePath),
+			symlink("/usr/local/bin/etcd", kubePath),
+			symlink("/usr/local/bin/kubectl", kubePath),
+			symlink("/bin/kindnetd", kubePath),
+			symlink("/pause", kubePath),
+			dir("/var/lib/etcd"),
 			dir("/var/lib/kube-proxy"),
 		},
 	}

@@ -15,6 +15,22 @@ const (
 	ImageProxier = "svclab/proxier"
 )
 
+// The Kubernetes component images (svclab-kube under each component's
+// name), which the kind backend's node image holds under the names
+// kubeadm asks for. Pods of embedded clusters do not use them.
+const (
+	ImageKubeAPIServer         = "svclab/kube-apiserver"
+	ImageKubeControllerManager = "svclab/kube-controller-manager"
+	ImageKubeScheduler         = "svclab/kube-scheduler"
+	ImageKubeProxy             = "svclab/kube-proxy"
+	ImageEtcd                  = "svclab/etcd"
+	ImageKindnetd              = "svclab/kindnetd"
+	ImageKubePause             = "svclab/kube-pause"
+)
+
+// KubeComponentImages are the Kubernetes component images.
+var KubeComponentImages = []string{ImageKubeAPIServer, ImageKubeControllerManager, ImageKubeScheduler, ImageKubeProxy, ImageEtcd, ImageKindnetd, ImageKubePause}
+
 // ErrNotFound is returned by Resolve for a reference that no local image
 // serves. Its message lists the references that work.
 var ErrNotFound = errors.New("image not available in this lab")
@@ -81,6 +97,13 @@ var known = []struct {
 	{[]string{ImageWeb}, variant{image: ImageWeb, entrypoint: []string{"/docker-entrypoint.sh"}, cmd: []string{"nginx", "-g", "daemon off;"}, stopSignal: "SIGQUIT"}},
 	{[]string{ImageCoreDNS}, variant{image: ImageCoreDNS, entrypoint: []string{"/coredns"}, env: coreDNSEnv}},
 	{[]string{ImageProxier}, variant{image: ImageProxier, entrypoint: []string{"/usr/local/bin/kube-proxy"}}},
+	{[]string{ImageKubeAPIServer}, variant{image: ImageKubeAPIServer, entrypoint: []string{"/usr/local/bin/kube-apiserver"}}},
+	{[]string{ImageKubeControllerManager}, variant{image: ImageKubeControllerManager, entrypoint: []string{"/usr/local/bin/kube-controller-manager"}}},
+	{[]string{ImageKubeScheduler}, variant{image: ImageKubeScheduler, entrypoint: []string{"/usr/local/bin/kube-scheduler"}}},
+	{[]string{ImageKubeProxy}, variant{image: ImageKubeProxy, entrypoint: []string{"/usr/local/bin/kube-proxy"}}},
+	{[]string{ImageEtcd}, variant{image: ImageEtcd, entrypoint: []string{"/usr/local/bin/etcd"}}},
+	{[]string{ImageKindnetd}, variant{image: ImageKindnetd, entrypoint: []string{"/bin/kindnetd"}}},
+	{[]string{ImageKubePause}, variant{image: ImageKubePause, entrypoint: []string{"/pause"}}},
 }
 
 // Reference is an image reference split into its parts, with the name

@@ -266,6 +266,7 @@ var layerTitles = map[string]string{
 	layerAgnhost:     "the agnhost image",
 	layerWeb:         "the nginx/httpd image",
 	layerCoreDNS:     "the CoreDNS image",
+	layerKubeBin:     "the Kubernetes component images (kube-apiserver, etcd, ... for kind's node image)",
 	layerProxier:     "the kube-proxy image",
 }
 
@@ -299,7 +300,7 @@ func (s *Store) ensure(ctx context.Context, p cluster.Progress, layers []string)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("image build interrupted: %w", err)
 		}
-		if name == layerKube || name == layerCoreDNS {
+		if name == layerKube || name == layerCoreDNS || name == layerKubeBin {
 			if s.kubeBin == "" {
 				if name == layerKube {
 					p.Infof("skipping the CoreDNS image: %s is not built yet", kubebin.BinaryName)
@@ -359,8 +360,11 @@ func (s *Store) pruneSuperseded(now time.Time) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, l := range layers {
-		if (l.Name == layerKube || l.Name == layerCoreDNS) && s.kubeBin == "" {
+		if (l.Name == layerKube || l.Name == layerCoreDNS || l.Name == layerKubeBin) && s.kubeBin == "" {
 			continue // no svclab-kube here to tell which is current
+		}
+		if _, ours := layerTitles[l.Name]; !ours {
+			continue // another package's (EnsureLayer): it knows which are current
 		}
 		if l.Current || now.Sub(l.Built) < supersededAge || bytes.Contains(mounts, []byte(l.Dir+"/")) || bytes.Contains(mounts, []byte(l.Dir+",")) || bytes.Contains(mounts, []byte(l.Dir+":")) {
 			continue
@@ -376,7 +380,56 @@ func (s *Store) pruneSuperseded(now time.Time) ([]string, error) {
 
 // buildLayer builds one layer into a temporary directory and renames it
 // into place.
-func (s *Store) buildLayer(ctx context.Context, p cluster.Progress, name, key string) (err error) {
+func (s *Store) buildLayer(ctx context.Context, p cluster.Progress, name, key string) error {
+	start := time.Now()
+	err := s.buildInto(ctx, name, key, func(rootfs string) error {
+		switch name {
+		case layerTools:
+			return s.buildTools(ctx, p, rootfs)
+		case layerSvclab:
+			// A hard link where it can be: containers then run the very
+			// file the cluster's supervisor and node agents run, so the
+			// kernel keeps one copy of its pages for all of them, not one
+			// more for kube-proxy and every agnhost or web server. A new
+			// build is a new file (go build replaces, never rewrites; a
+			// running binary cannot be rewritten in place) with a new key.
+			return copyFile(s.svclabBin, filepath.Join(rootfs, svclabPath), true)
+		case layerKube:
+			// kubebin's cache never rewrites a binary in place, so a hard link
+			// is safe and saves 200 MB.
+			src := s.kubeBin
+			if real, e := filepath.EvalSymlinks(src); e == nil {
+				src = real
+			}
+			return copyFile(src, filepath.Join(rootfs, kubePath), true)
+		default:
+			return writeTree(rootfs, treeLayers()[name])
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if name == layerTools {
+		if l, err := s.layerInfo(name, key); err == nil {
+			p.Infof("the tools image is %d MB, built in %s", l.Bytes>>20, time.Since(start).Round(time.Second))
+		}
+	}
+	return nil
+}
+
+func (s *Store) layerInfo(name, key string) (layerInfo, error) {
+	var li layerInfo
+	data, err := os.ReadFile(filepath.Join(s.layerPath(name, key), "layer.json"))
+	if err != nil {
+		return li, err
+	}
+	return li, json.Unmarshal(data, &li)
+}
+
+// buildInto makes layer name-key with build, in a temporary directory
+// renamed into place when build succeeded. Called with the build lock
+// held.
+func (s *Store) buildInto(ctx context.Context, name, key string, build func(rootfs string) error) (err error) {
 	start := time.Now()
 	tmp, err := os.MkdirTemp(s.layersDir(), name+"-"+key+".partial-")
 	if err != nil {
@@ -395,30 +448,13 @@ func (s *Store) buildLayer(ctx context.Context, p cluster.Progress, name, key st
 		return err
 	}
 	info := layerInfo{Name: name, Key: key, Built: start}
-	switch name {
-	case layerTools:
+	if name == layerTools {
 		info.Mirror = s.mirror
-		err = s.buildTools(ctx, p, rootfs)
-	case layerSvclab:
-		// A hard link where it can be: containers then run the very
-		// file the cluster's supervisor and node agents run, so the
-		// kernel keeps one copy of its pages for all of them, not one
-		// more for kube-proxy and every agnhost or web server. A new
-		// build is a new file (go build replaces, never rewrites; a
-		// running binary cannot be rewritten in place) with a new key.
-		err = copyFile(s.svclabBin, filepath.Join(rootfs, svclabPath), true)
-	case layerKube:
-		// kubebin's cache never rewrites a binary in place, so a hard link
-		// is safe and saves 200 MB.
-		src := s.kubeBin
-		if real, e := filepath.EvalSymlinks(src); e == nil {
-			src = real
-		}
-		err = copyFile(src, filepath.Join(rootfs, kubePath), true)
-	default:
-		err = writeTree(rootfs, treeLayers()[name])
 	}
-	if err != nil {
+	if err := build(rootfs); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	info.Duration = time.Since(start)
@@ -431,10 +467,62 @@ func (s *Store) buildLayer(ctx context.Context, p cluster.Progress, name, key st
 		return err
 	}
 	s.log.Info("built image layer", "layer", name, "key", key, "duration", info.Duration.Round(time.Millisecond), "bytes", info.Bytes)
-	if name == layerTools {
-		p.Infof("the tools image is %d MB, built in %s", info.Bytes>>20, info.Duration.Round(time.Second))
-	}
 	return nil
+}
+
+// KubeLayer returns the root file system directory of the layer holding
+// svclab-kube (at /usr/local/lib/svclab/svclab-kube), once built.
+func (s *Store) KubeLayer() (string, error) {
+	key, err := s.layerKey(layerKube)
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(s.layerPath(layerKube, key), "rootfs")
+	if _, err := os.Stat(root); err != nil {
+		return "", fmt.Errorf("%w: the %s layer: build the lab's images first", ErrNotBuilt, kubebin.BinaryName)
+	}
+	return root, nil
+}
+
+// Layer is a layer another package defines and the store builds and
+// keeps like its own: under its name and key, built in a temporary
+// directory and renamed into place, with the store's build lock held.
+type Layer struct {
+	// Name and Key name the layer's directory; a new key is a new layer.
+	Name, Key string
+	// Title says what it is, for the progress step.
+	Title string
+	// Build makes the layer's root file system in rootfs (an empty
+	// directory); Debootstrap may be used there.
+	Build func(ctx context.Context, p cluster.Progress, rootfs string) error
+}
+
+// EnsureLayer returns the root file system directory of l, building it
+// first when it is missing. The store never prunes such layers.
+func (s *Store) EnsureLayer(ctx context.Context, p cluster.Progress, l Layer) (string, error) {
+	p = cluster.OrNop(p)
+	root := filepath.Join(s.layerPath(l.Name, l.Key), "rootfs")
+	if _, err := os.Stat(root); err == nil {
+		return root, nil
+	}
+	if err := os.MkdirAll(s.layersDir(), 0o755); err != nil {
+		return "", fmt.Errorf("cannot create the image directory %s: %w (set %s to a writable directory)", s.dir, err, kubebin.EnvCacheDir)
+	}
+	unlock, err := flock.Lock(filepath.Join(s.dir, ".build.lock"), 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(root); err == nil { // built by another process meanwhile
+		return root, nil
+	}
+	done := p.Start("Building " + l.Title)
+	err = s.buildInto(ctx, l.Name, l.Key, func(rootfs string) error { return l.Build(ctx, p, rootfs) })
+	done(err)
+	if err != nil {
+		return "", fmt.Errorf("building %s: %w", l.Title, err)
+	}
+	return root, nil
 }
 
 // LayerInfo describes a built layer.
@@ -496,7 +584,7 @@ func (s *Store) Prune(ctx context.Context) ([]string, error) {
 	}
 	var removed []string
 	for _, l := range layers {
-		if l.Current || ctx.Err() != nil {
+		if _, ours := layerTitles[l.Name]; l.Current || !ours || ctx.Err() != nil {
 			continue
 		}
 		if err := os.RemoveAll(l.Dir); err != nil {

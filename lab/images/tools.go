@@ -65,6 +65,33 @@ func toolsKey() string {
 
 // buildTools debootstraps the tools root filesystem into rootfs.
 func (s *Store) buildTools(ctx context.Context, p cluster.Progress, rootfs string) error {
+	err := s.Debootstrap(ctx, p, rootfs, Bootstrap{Name: "tools", Key: toolsKey(), Packages: ToolsPackages(),
+		Title: fmt.Sprintf("Bootstrapping Debian %s with %d tool packages (cold: a few minutes, cached afterwards)", Suite, len(ToolsPackages()))})
+	if err != nil {
+		return err
+	}
+	done := p.Start("Trimming the tools image (apt caches, documentation) and adding busybox applets")
+	err = s.finishTools(ctx, rootfs)
+	done(err)
+	return err
+}
+
+// Bootstrap says what Debootstrap installs.
+type Bootstrap struct {
+	// Name and Key name the download cache (Key changes with Packages).
+	Name, Key string
+	// Packages are installed on top of debootstrap's minbase variant.
+	Packages []string
+	// Title is the progress step's.
+	Title string
+}
+
+// Debootstrap bootstraps Debian Suite (the minbase variant and b's
+// packages) into rootfs from the store's mirror, then trims it as an image
+// (Trim). It needs root. The downloaded packages are kept until it
+// completes, so an interrupted bootstrap resumes.
+func (s *Store) Debootstrap(ctx context.Context, p cluster.Progress, rootfs string, b Bootstrap) error {
+	p = cluster.OrNop(p)
 	if !s.sys.IsRoot() {
 		return fmt.Errorf("%w (debootstrap creates device nodes and runs package scripts in a chroot): run 'sudo svclab setup' once, or 'go tool task setup' as root", ErrNeedRoot)
 	}
@@ -77,23 +104,23 @@ func (s *Store) buildTools(ctx context.Context, p cluster.Progress, rootfs strin
 	err = s.sys.Probe(ctx, mirror+"/dists/"+Suite+"/Release")
 	done(err)
 	if err != nil {
-		return fmt.Errorf("%w: %w. Building the tools image downloads about 60 MB of Debian packages once; "+
-			"connect this machine to the network, or point apt's sources (/etc/apt/sources.list*) at a reachable Debian mirror, and try again", ErrOffline, err)
+		return fmt.Errorf("%w: %w. Building the %s image downloads Debian packages once; "+
+			"connect this machine to the network, or point apt's sources (/etc/apt/sources.list*) at a reachable Debian mirror, and try again", ErrOffline, err, b.Name)
 	}
 
 	// Downloaded packages survive an interrupted build, so a second attempt
 	// only fetches what is missing.
-	cache := filepath.Join(s.dir, "cache", "debootstrap-"+toolsKey())
+	cache := filepath.Join(s.dir, "cache", "debootstrap-"+b.Key)
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return err
 	}
 	args := []string{"--variant=minbase", "--arch=" + debianArch(),
-		"--include=" + strings.Join(ToolsPackages(), ","), "--cache-dir=" + cache}
+		"--include=" + strings.Join(b.Packages, ","), "--cache-dir=" + cache}
 	if _, err := os.Stat(debianKeyring); err == nil {
 		args = append(args, "--keyring="+debianKeyring)
 	}
 	args = append(args, Suite, rootfs, mirror)
-	done = p.Start(fmt.Sprintf("Bootstrapping Debian %s with %d tool packages (cold: a few minutes, cached afterwards)", Suite, len(ToolsPackages())))
+	done = p.Start(b.Title)
 	out := newProgressWriter(p, s.progressEvery)
 	err = s.sys.Run(ctx, out, debootstrap, args...)
 	out.Flush()
@@ -104,11 +131,7 @@ func (s *Store) buildTools(ctx context.Context, p cluster.Progress, rootfs strin
 	if err != nil {
 		return err
 	}
-
-	done = p.Start("Trimming the tools image (apt caches, documentation) and adding busybox applets")
-	err = s.finishTools(ctx, rootfs)
-	done(err)
-	if err != nil {
+	if err := Trim(rootfs); err != nil {
 		return err
 	}
 	return os.RemoveAll(cache)
@@ -126,10 +149,8 @@ func (s *Store) debootstrapPath() (string, error) {
 	return path, nil
 }
 
-// finishTools makes a fresh debootstrap a lean container image: it links
-// the busybox applets, removes apt's caches and lists, documentation,
-// manual pages and logs, and leaves the files the runtime bind-mounts
-// (resolv.conf, hosts, hostname) as neutral placeholders.
+// finishTools links the busybox applets into a trimmed tools root file
+// system.
 func (s *Store) finishTools(ctx context.Context, rootfs string) error {
 	var list bytes.Buffer
 	if err := s.sys.Run(ctx, &list, "chroot", rootfs, "/bin/busybox", "--list"); err != nil {
@@ -148,6 +169,14 @@ func (s *Store) finishTools(ctx context.Context, rootfs string) error {
 		}
 	}
 
+	return nil
+}
+
+// Trim makes a fresh debootstrap a lean container image: it removes apt's
+// caches and lists, documentation, manual pages and logs, and leaves the
+// files the runtime bind-mounts (resolv.conf, hosts, hostname) as neutral
+// placeholders.
+func Trim(rootfs string) error {
 	for _, pattern := range []string{
 		"var/cache/apt/archives/*.deb", "var/cache/apt/archives/partial/*", "var/cache/apt/*.bin",
 		"var/lib/apt/lists/*", "var/cache/debconf/*-old", "var/lib/dpkg/*-old",

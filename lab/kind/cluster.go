@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -353,3 +354,45 @@ func (c *Cluster) pending(ctx context.Context, client kubernetes.Interface, node
 	}
 	return ""
 }
+
+// forwardBlock is a Corefile's forward directive, with its block if any.
+var forwardBlock = regexp.MustCompile(`(?m)^[ \t]*forward[ \t][^\n{]*(\{[^}]*\})?[ \t]*\n`)
+
+// ConfineCorefile removes the forward directive from a Corefile: lab DNS
+// answers from the cluster or says NXDOMAIN, it never asks resolvers
+// outside (svclab-kube's CoreDNS has no forward plugin).
+func ConfineCorefile(corefile string) string {
+	return forwardBlock.ReplaceAllString(corefile, "")
+}
+
+// confineCoreDNS makes kubeadm's CoreDNS configuration the lab's (no
+// forwarding) and restarts CoreDNS's pods, which cannot start with a
+// plugin svclab-kube's CoreDNS does not have.
+func (c *Cluster) confineCoreDNS(ctx context.Context) error {
+	client, err := c.Client()
+	if err != nil {
+		return err
+	}
+	cms := client.CoreV1().ConfigMaps("kube-system")
+	cm, err := cms.Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("CoreDNS's configuration: %w", err)
+	}
+	confined := ConfineCorefile(cm.Data["Corefile"])
+	if confined == cm.Data["Corefile"] {
+		return nil
+	}
+	cm.Data["Corefile"] = confined
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating CoreDNS's configuration: %w", err)
+	}
+	err = client.CoreV1().Pods("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		return fmt.Errorf("restarting CoreDNS: %w", err)
+	}
+	return nil
+}
+
+// Backend is "kind": scenarios that need the embedded backend refuse kind
+// clusters (session.CheckBackend).
+func (c *Cluster) Backend() string { return BackendName }

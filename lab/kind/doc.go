@@ -1,7 +1,12 @@
 // Package kind is svclab's kind backend: lab clusters as real kind clusters
 // (sigs.k8s.io/kind used as a library, nodes as Docker containers) running
-// the bundled proxier as the kube-proxy DaemonSet, for learners who have
-// Docker and want the clusters they would build at home.
+// the bundled proxier as the kube-proxy DaemonSet, for learners who want
+// the clusters they would build at home.
+//
+// It needs neither a Docker installation of the user's nor a registry:
+// package dockerd finds the user's Docker engine or starts svclab's own,
+// and package nodeimage builds the node image (svclab/kind-node, Kubernetes
+// v1.37.2 from svclab-kube) offline, both on demand during Create.
 //
 // It is kept thin over what the rest of svclab already does: the cluster
 // shapes are kind configurations in kind-configs/, the proxier's objects come

@@ -99,6 +99,9 @@ func TestDockerEngine(t *testing.T) {
 	// Through the provider: a svclab cluster's node commands run in the
 	// node's tools container, exit codes and all.
 	p := New(t.TempDir(), nil)
+	// The stand-in is the docker command: no daemon to find or start, and
+	// kind's own node image.
+	p.Engine, p.NodeImage = Docker{}, "kindest/node:v1.37.0"
 	st := &State{Name: "lab", Shape: "nftables", Proxier: "nftables", Complete: true}
 	if err := os.MkdirAll(p.dir("lab"), 0o700); err != nil {
 		t.Fatal(err)
@@ -148,6 +151,9 @@ func TestDockerEngineCreateFails(t *testing.T) {
 	dir := standInDocker(t)
 	ctx := context.Background()
 	p := New(t.TempDir(), nil)
+	// The stand-in is the docker command: no daemon to find or start, and
+	// kind's own node image.
+	p.Engine, p.NodeImage = Docker{}, "kindest/node:v1.37.0"
 	p.Images = &fakeImages{dir: t.TempDir(), ref: "svclab/proxier:0"}
 	progress := &stepRecorder{}
 	_, err := p.Create(ctx, cluster.CreateOptions{Name: "fresh", Workers: 1, Progress: progress})
@@ -172,5 +178,18 @@ func TestDockerEngineCreateFails(t *testing.T) {
 	after, _ := os.ReadFile(filepath.Join(dir, "log"))
 	if strings.Contains(string(after[len(before):]), "rm ") || strings.Contains(string(after[len(before):]), "run ") {
 		t.Errorf("Create(mine) touched containers:\n%s", after[len(before):])
+	}
+}
+
+func TestWithoutStacks(t *testing.T) {
+	out := "[wait-control-plane] Waiting for the kubelet\n" +
+		"error: could not check the kubelet: context deadline exceeded\n" +
+		"k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/init.runWaitControlPlanePhase\n" +
+		"\tk8s.io/kubernetes@v1.37.2/cmd/kubeadm/app/cmd/phases/init/waitcontrolplane.go:114\n" +
+		"main.main\n" +
+		"\tgithub.com/svclab/svclab/lab/kube/main.go:110\n"
+	want := "[wait-control-plane] Waiting for the kubelet\nerror: could not check the kubelet: context deadline exceeded\n"
+	if got := withoutStacks(out); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
 	}
 }

@@ -26,6 +26,9 @@ type Engine interface {
 	Delete(ctx context.Context, name, kubeconfig string) error
 	// Nodes lists the cluster's nodes.
 	Nodes(ctx context.Context, cluster string) ([]Node, error)
+	// Release ends this process's use of the engine: svclab's own Docker
+	// daemon stops when nothing uses it any more.
+	Release(ctx context.Context) error
 }
 
 // Node is one node (container) of a kind cluster.

@@ -61,6 +61,8 @@ func TestParseDockerInfo(t *testing.T) {
 func TestNoDockerCommand(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	p := New(t.TempDir(), nil)
+	// svclab's own engine is not an option (it would install docker.io).
+	p.Engine = Docker{}
 	_, err := p.Create(context.Background(), cluster.CreateOptions{Name: "lab", Workers: 1})
 	if !errors.Is(err, ErrNoDocker) {
 		t.Fatalf("Create without docker: %v", err)

@@ -55,6 +55,28 @@ func (f *fakeEngine) call(format string, args ...any) {
 	f.calls = append(f.calls, fmt.Sprintf(format, args...))
 }
 
+func (f *fakeEngine) Release(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("release")
+	return nil
+}
+
+// fakeNodeImages is a NodeImageSource recording the images it was asked
+// for.
+type fakeNodeImages struct {
+	mu     sync.Mutex
+	err    error
+	images []string
+}
+
+func (f *fakeNodeImages) EnsureNodeImage(_ context.Context, _ cluster.Progress, image string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.images = append(f.images, image)
+	return f.err
+}
+
 func (f *fakeEngine) Check(context.Context) (DockerInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -309,7 +331,8 @@ func (a *fakeAPI) client(kubeconfig []byte) (kubernetes.Interface, error) {
 		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name()},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}})
 	}
-	objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"}, Status: appsv1.DeploymentStatus{AvailableReplicas: 2}})
+	objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"}, Status: appsv1.DeploymentStatus{AvailableReplicas: 2}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"}, Data: map[string]string{"Corefile": kubeadmCorefile}})
 	cs := fake.NewClientset(objs...)
 	count := int32(len(nodes))
 	cs.PrependReactor("create", "daemonsets", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -359,6 +382,32 @@ func (r *stepRecorder) has(prefix string) bool {
 	return false
 }
 
+// kubeadmCorefile is kubeadm v1.37's CoreDNS configuration.
+const kubeadmCorefile = `.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30 {
+       disable success cluster.local
+       disable denial cluster.local
+    }
+    loop
+    reload
+    loadbalance
+}
+`
+
 // testProvider returns a Provider on fakes with its state in a temporary
 // directory, and HOME pointed at an empty directory so that a test fails
 // if anything writes ~/.kube/config.
@@ -376,6 +425,6 @@ func testProvider(t *testing.T) (*Provider, *fakeEngine, *fakeImages, *fakeAPI) 
 	imgs := &fakeImages{dir: t.TempDir(), ref: "svclab/proxier:0123456789ab"}
 	api := &fakeAPI{engine: eng}
 	p := New(t.TempDir(), nil)
-	p.Engine, p.Images, p.Client, p.ReadyTimeout = eng, imgs, api.client, 2*1e9
+	p.Engine, p.Images, p.NodeImages, p.Client, p.ReadyTimeout = eng, imgs, &fakeNodeImages{}, api.client, 2*1e9
 	return p, eng, imgs, api
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/images"
+	"github.com/svclab/svclab/lab/kind/dockerd"
+	"github.com/svclab/svclab/lab/kind/nodeimage"
 )
 
 // BackendName is what Summary.Backend says for kind clusters.
@@ -33,8 +35,12 @@ type Provider struct {
 	// kind configuration; "" picks the nftables or iptables shape by the
 	// proxy mode.
 	Shape string
-	// NodeImage overrides kind's node image (kindest/node).
+	// NodeImage overrides the node image; "" is svclab's own
+	// (nodeimage.DefaultImage), built offline and loaded when the engine
+	// lacks it.
 	NodeImage string
+	// NodeImages makes svclab's node image available in the engine.
+	NodeImages NodeImageSource
 	// ReadyTimeout bounds the wait for nodes, kube-proxy and CoreDNS after
 	// kind is done.
 	ReadyTimeout time.Duration
@@ -49,7 +55,9 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{StateDir: stateDir, Engine: Docker{}, Images: LabImages{Options: images.Options{Logger: log}}, Log: log, ReadyTimeout: 5 * time.Minute}
+	daemon := &Daemon{Options: dockerd.Options{Env: os.Getenv(dockerd.EnvHost), NoOwn: os.Getenv(dockerd.EnvOwn) == "no", Log: log}}
+	return &Provider{StateDir: stateDir, Engine: Docker{Daemon: daemon}, Images: LabImages{Options: images.Options{Logger: log}},
+		NodeImages: LabNodeImage{Log: log}, Log: log, ReadyTimeout: 5 * time.Minute}
 }
 
 func (p *Provider) clustersDir() string    { return filepath.Join(p.StateDir, "kind") }
@@ -118,13 +126,18 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 	if err != nil {
 		return nil, err
 	}
+	setProgress(p.Engine, pr)
 	info, err := p.Preflight(ctx)
 	if err != nil {
 		return nil, err
 	}
+	nodeImage, svclabNode := p.NodeImage, p.NodeImage == ""
+	if svclabNode {
+		nodeImage = nodeimage.DefaultImage
+	}
 	cgroupV1 := info.CgroupVersion == "1"
 	config, labels, err := Render(shape, RenderOptions{Name: opts.Name, Workers: opts.Workers, NodeLabels: opts.NodeLabels,
-		ProxyMode: opts.ProxyMode, CgroupV1: cgroupV1, NodeImage: p.NodeImage})
+		ProxyMode: opts.ProxyMode, CgroupV1: cgroupV1, NodeImage: nodeImage})
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +163,8 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		return nil, fmt.Errorf("kind has a cluster named %q already, which svclab did not make (see 'kind get clusters'): choose another --name, or delete it with 'kind delete cluster --name %s': %w", opts.Name, opts.Name, cluster.ErrExists)
 	}
 	pa := paths{dir}
-	st := &State{Name: opts.Name, Shape: shape.Name, Proxier: shape.Proxier, NodeLabels: labels, Created: time.Now().UTC(), Creator: os.Getpid()}
+	st := &State{Name: opts.Name, Shape: shape.Name, Proxier: shape.Proxier, NodeLabels: labels, NodeImage: nodeImage, SvclabNode: svclabNode,
+		Created: time.Now().UTC(), Creator: os.Getpid()}
 	defer func() {
 		if err == nil {
 			return
@@ -161,6 +175,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		done := pr.Start("Removing the half-created cluster")
 		derr := p.destroy(rctx, opts.Name)
 		done(derr)
+		p.release(rctx)
 	}()
 	if err := st.save(pa); err != nil {
 		return nil, err
@@ -175,11 +190,20 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 	}
 	c := &Cluster{name: opts.Name, dir: dir, st: st, engine: p.Engine, client: p.client()}
 	var archive string
-	err = cluster.RunActions(ctx, pr, []cluster.Action{{Name: "Preparing the lab's images", Run: func(ctx context.Context) error {
+	prepare := []cluster.Action{{Name: "Preparing the lab's images", Run: func(ctx context.Context) error {
 		var err error
 		archive, st.ProxierImage, err = p.Images.Archive(ctx, pr, nil)
 		return err
-	}}})
+	}}}
+	if svclabNode {
+		prepare = append(prepare, cluster.Action{Name: "Preparing the node image " + nodeImage, Run: func(ctx context.Context) error {
+			if p.NodeImages == nil {
+				return errors.New("no node image source")
+			}
+			return p.NodeImages.EnsureNodeImage(ctx, pr, nodeImage)
+		}})
+	}
+	err = cluster.RunActions(ctx, pr, prepare)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +224,9 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		actions = append(actions, cluster.Action{Name: fmt.Sprintf("Installing kube-proxy (the bundled proxier, %s mode)", st.Proxier), Run: func(ctx context.Context) error {
 			return c.installProxier(ctx)
 		}})
+	}
+	if svclabNode {
+		actions = append(actions, cluster.Action{Name: "Keeping CoreDNS's answers inside the lab (no forwarding to outside resolvers)", Run: c.confineCoreDNS})
 	}
 	actions = append(actions, cluster.Action{Name: "Waiting for the nodes, kube-proxy and CoreDNS to be ready", Run: func(ctx context.Context) error {
 		return c.waitReady(ctx, deadline)
@@ -322,7 +349,26 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if _, err := p.Preflight(ctx); err != nil {
 		return err
 	}
-	return p.destroy(ctx, name)
+	err := p.destroy(ctx, name)
+	p.release(ctx)
+	return err
+}
+
+// release ends this process's use of the Docker engine, after the kind
+// network is removed when no kind cluster is left on it (svclab's own
+// engine then stops).
+func (p *Provider) release(ctx context.Context) {
+	if err := p.Engine.Release(ctx); err != nil {
+		p.Log.Warn("stopping svclab's Docker engine", "err", err)
+	}
+}
+
+// setProgress shows the engine's own steps (svclab's dockerd starting) in
+// p, when the engine has any.
+func setProgress(e Engine, p cluster.Progress) {
+	if s, ok := e.(interface{ SetProgress(cluster.Progress) }); ok {
+		s.SetProgress(p)
+	}
 }
 
 // destroy deletes the kind cluster (when kind has it) and its state.
@@ -389,6 +435,7 @@ func (p *Provider) DeleteAll(ctx context.Context, keep func(name string) bool) e
 		})
 	}
 	wg.Wait()
+	p.release(ctx)
 	return errors.Join(errs...)
 }
 

@@ -483,3 +483,69 @@ func TestDeleteDockerDown(t *testing.T) {
 		t.Errorf("the cluster's state went: %v", err)
 	}
 }
+
+// With no node image given, the cluster runs svclab's own: built or loaded
+// first, named in kind's configuration; CoreDNS's configuration loses its
+// forwarding; deleting the last cluster releases the engine.
+func TestSvclabNodeImage(t *testing.T) {
+	p, eng, _, api := testProvider(t)
+	ni := p.NodeImages.(*fakeNodeImages)
+	ctx := context.Background()
+	progress := &stepRecorder{}
+	if _, err := p.Create(ctx, cluster.CreateOptions{Name: "lab", Workers: 1, Progress: progress}); err != nil {
+		t.Fatalf("Create: %v\n%s", err, strings.Join(progress.lines, "\n"))
+	}
+	if !slices.Equal(ni.images, []string{"svclab/kind-node:v1.37.2"}) {
+		t.Errorf("node images ensured: %q", ni.images)
+	}
+	if config := string(eng.configs["lab"]); strings.Count(config, "image: svclab/kind-node:v1.37.2") != 2 {
+		t.Errorf("kind config does not name the node image on both nodes:\n%s", config)
+	}
+	cs, _ := api.clients["lab"]
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["Corefile"]; strings.Contains(got, "forward") || !strings.Contains(got, "kubernetes cluster.local") || !strings.Contains(got, "cache 30 {") {
+		t.Errorf("Corefile:\n%s", got)
+	}
+	if !progress.has("done Preparing the node image svclab/kind-node:v1.37.2") || !progress.has("done Keeping CoreDNS's answers inside the lab") {
+		t.Errorf("progress:\n%s", strings.Join(progress.lines, "\n"))
+	}
+	if err := p.Delete(ctx, "lab"); err != nil {
+		t.Fatal(err)
+	}
+	if got := eng.calls[len(eng.calls)-1]; got != "release" {
+		t.Errorf("last engine call %q, want release", got)
+	}
+
+	// A failing node image fails the create and leaves nothing.
+	ni.err = errors.New("debootstrap failed")
+	if _, err := p.Create(ctx, cluster.CreateOptions{Name: "lab2", Workers: 1}); err == nil || !strings.Contains(err.Error(), "debootstrap failed") {
+		t.Errorf("Create = %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(p.StateDir, "kind")); len(entries) != 0 {
+		t.Errorf("left %v", entries)
+	}
+
+	// A node image of the user's is used as given.
+	ni.err, ni.images = nil, nil
+	p.NodeImage = "kindest/node:v1.37.0"
+	if _, err := p.Create(ctx, cluster.CreateOptions{Name: "lab3", Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ni.images) != 0 || !strings.Contains(string(eng.configs["lab3"]), "image: kindest/node:v1.37.0") {
+		t.Errorf("ensured %q; config:\n%s", ni.images, eng.configs["lab3"])
+	}
+}
+
+func TestConfineCorefile(t *testing.T) {
+	got := ConfineCorefile(kubeadmCorefile)
+	want := strings.Replace(kubeadmCorefile, "    forward . /etc/resolv.conf {\n       max_concurrent 1000\n    }\n", "", 1)
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if one := ConfineCorefile(".:53 {\n    forward . 8.8.8.8\n    cache\n}\n"); one != ".:53 {\n    cache\n}\n" {
+		t.Errorf("one-line forward: %q", one)
+	}
+}

@@ -21,6 +21,9 @@ type State struct {
 	Proxier string `json:"proxier,omitempty"`
 	// ProxierImage is the bundled proxier's image reference.
 	ProxierImage string `json:"proxierImage,omitempty"`
+	// NodeImage is the nodes' image; SvclabNode says it is svclab's own.
+	NodeImage  string `json:"nodeImage,omitempty"`
+	SvclabNode bool   `json:"svclabNode,omitempty"`
 	// NodeLabels are the labels the configuration gives each node.
 	NodeLabels map[string]map[string]string `json:"nodeLabels,omitempty"`
 	Created    time.Time                    `json:"created"`

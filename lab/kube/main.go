@@ -1,13 +1,16 @@
 // Command svclab-kube is a multi-call binary holding the real Kubernetes
 // components svclab's embedded backend runs: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubectl, upstream kube-proxy and
-// CoreDNS, all built from their published Go modules.
+// CoreDNS, all built from their published Go modules — and the node
+// components of the kind backend's offline node image: kubelet, kubeadm,
+// kindnetd (svclab's own, see internal/kindnetd) and pause.
 //
 // Call it as "svclab-kube COMPONENT [flags]", or through a symlink named after
 // the component (like busybox).
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,8 +32,13 @@ import (
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubeadm "k8s.io/kubernetes/cmd/kubeadm/app"
+	kubeadmerrors "k8s.io/kubernetes/cmd/kubeadm/app/util/errors"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
 	_ "github.com/svclab/svclab/lab/kube/internal/corednsplugins"
+	"github.com/svclab/svclab/lab/kube/internal/kindnetd"
+	"github.com/svclab/svclab/lab/kube/internal/pause"
 )
 
 var components = map[string]func(args []string) int{
@@ -50,6 +58,19 @@ var components = map[string]func(args []string) int{
 	"kube-proxy": func(args []string) int {
 		return cli.Run(withArgs(proxy.NewProxyCommand(), args))
 	},
+	"kubelet": func(args []string) int {
+		return cli.Run(withArgs(kubelet.NewKubeletCommand(context.Background()), args))
+	},
+	"kubeadm": func(args []string) int {
+		// kubeadm reads os.Args through the global flag sets.
+		os.Args = append([]string{"kubeadm"}, args...)
+		kubeadmerrors.HandleError(kubeadm.Run())
+		return 0
+	},
+	"kindnetd": func(args []string) int {
+		return kindnetd.Main(args)
+	},
+	"pause": pause.Main,
 	"kubectl": func(args []string) int {
 		os.Args = append([]string{"kubectl"}, args...)
 		logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args)) //nolint:errcheck

@@ -31,11 +31,15 @@ const (
 // body; an answer other than 200 is an error. The teaching hooks (/faults,
 // /sync) are signed with the cluster's control key when it has one.
 func Request(ctx context.Context, c cluster.Cluster, node, method, path string, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	base := "http://" + Addr()
 	nc, ok := c.(cluster.NetnsCluster)
 	if !ok {
+		// curl on the node: on a kind node that is docker exec and ctr
+		// exec first, which take seconds of their own on a busy machine
+		// (a 5-second bound killed them mid-request); curl's own -m 5
+		// still bounds the request.
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
 		args := []string{"curl", "-sS", "-f", "-m", "5"}
 		if method != http.MethodGet {
 			args = append(args, "-X", method)
@@ -46,6 +50,8 @@ func Request(ctx context.Context, c cluster.Cluster, node, method, path string, 
 		out, err := cluster.DataplaneOutput(ctx, c, node, append(args, base+path)...)
 		return []byte(out), err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	ns, err := nc.NodeNetns(node)
 	if err != nil {
 		return nil, err

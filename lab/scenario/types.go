@@ -53,6 +53,8 @@ type ClusterShape struct {
 	Nodes      int                          `yaml:"nodes" rule:"required,min=1,max=6" doc:"Number of nodes: one control plane, the rest workers."`
 	ProxyMode  string                       `yaml:"proxyMode" rule:"enum=proxyModes" doc:"kube-proxy's mode (default nftables)."`
 	NodeLabels map[string]map[string]string `yaml:"nodeLabels" doc:"Extra labels per node short name, for example worker: {topology.kubernetes.io/zone: zone-a}."`
+	// EmbeddedOnly says why the scenario runs on embedded clusters only.
+	EmbeddedOnly string `yaml:"embeddedOnly" doc:"Why the scenario needs the embedded backend (kind's kindnet enforces no NetworkPolicy, say); when set, a kind cluster refuses the scenario and tells the learner this."`
 }
 
 // Proxy modes.

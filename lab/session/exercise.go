@@ -124,6 +124,16 @@ func Exercise(ctx context.Context, o ExerciseOptions) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.All && o.Backend != "" && o.Backend != "embedded" {
+		// Every scenario means every one this backend can run.
+		list = slices.DeleteFunc(list, func(s *scenario.Scenario) bool {
+			if s.Cluster.EmbeddedOnly != "" {
+				fmt.Fprintf(o.Out, "– %s: skipped, embedded clusters only: %s\n", s.ID, s.Cluster.EmbeddedOnly)
+				return true
+			}
+			return false
+		})
+	}
 	bin, err := o.KubeBin(ctx)
 	if err != nil {
 		return nil, err

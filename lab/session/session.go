@@ -163,12 +163,37 @@ func checkShape(ctx context.Context, c cluster.Cluster, shape scenario.ClusterSh
 	return nil
 }
 
+// ErrWrongBackend is returned for a scenario the cluster's backend cannot
+// run (Scenario.Cluster.EmbeddedOnly).
+var ErrWrongBackend = errors.New("the scenario cannot run on this backend")
+
+// Backend names the backend of c: what its Backend method says,
+// "embedded" for clusters without one.
+func Backend(c cluster.Cluster) string {
+	if b, ok := c.(interface{ Backend() string }); ok {
+		return b.Backend()
+	}
+	return "embedded"
+}
+
+// CheckBackend refuses a scenario the cluster's backend cannot run, saying
+// why in the learner's words.
+func CheckBackend(s *scenario.Scenario, c cluster.Cluster) error {
+	if s.Cluster.EmbeddedOnly == "" || Backend(c) == "embedded" {
+		return nil
+	}
+	return fmt.Errorf("%w: scenario %s runs on embedded clusters only: %s", ErrWrongBackend, s.ID, s.Cluster.EmbeddedOnly)
+}
+
 // Start sets the scenario up on c: it prepares the nodes, removes what an
 // earlier run of the scenario left, applies the setup manifests, waits for
 // the application, injects the faults, waits for them to take effect and
 // records the baseline.
 func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Options) (*Session, error) {
 	opts.defaults()
+	if err := CheckBackend(s, c); err != nil {
+		return nil, err
+	}
 	ses := &Session{Scenario: s, Cluster: c, opts: opts}
 	cs, err := c.Client()
 	if err != nil {

@@ -221,3 +221,36 @@ func TestRunUnknownScenario(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// kindCluster is a fakeCluster that says it is a kind cluster.
+type kindCluster struct{ fakeCluster }
+
+func (*kindCluster) Backend() string { return "kind" }
+
+// A scenario for embedded clusters only is refused on a kind cluster with
+// its reason, before anything is applied; other scenarios and embedded
+// clusters are let through.
+func TestCheckBackend(t *testing.T) {
+	only := &scenario.Scenario{ID: "np", Cluster: scenario.ClusterShape{Nodes: 3, EmbeddedOnly: "kindnet enforces no NetworkPolicy"}}
+	both := &scenario.Scenario{ID: "sel", Cluster: scenario.ClusterShape{Nodes: 3}}
+	for _, tc := range []struct {
+		s       *scenario.Scenario
+		c       cluster.Cluster
+		wantErr bool
+	}{
+		{only, &fakeCluster{}, false},
+		{only, &kindCluster{}, true},
+		{both, &kindCluster{}, false},
+	} {
+		err := CheckBackend(tc.s, tc.c)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s on %s: %v", tc.s.ID, Backend(tc.c), err)
+		}
+		if err != nil && (!errors.Is(err, ErrWrongBackend) || !strings.Contains(err.Error(), "kindnet enforces no NetworkPolicy")) {
+			t.Errorf("error does not say why: %v", err)
+		}
+	}
+	if _, err := Start(context.Background(), only, &kindCluster{}, Options{}); !errors.Is(err, ErrWrongBackend) {
+		t.Errorf("Start on kind = %v", err)
+	}
+}
