@@ -110,6 +110,10 @@ func fabricUp(ctx context.Context, r Runner, st *State, userns string) error {
 			// a refused connection could look dropped. Lab nodes answer
 			// every time, so refused means refused.
 			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0"},
+			// Conntrack entries record when they began (conntrack -L -o
+			// ktimestamp), from the node's first connection on: graders
+			// tell a table that was flushed from one that was not.
+			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_timestamp=1"},
 		}
 		for _, c := range cmds {
 			if err := run(ctx, r, c[0], c[1:]...); err != nil {

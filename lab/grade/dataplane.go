@@ -2,12 +2,14 @@ package grade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,7 +22,7 @@ import (
 	"github.com/svclab/svclab/lab/scenario"
 )
 
-func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (string, error) {
+func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck, base *Baseline) (string, error) {
 	nodes, err := g.Cluster.Nodes(ctx)
 	if err != nil {
 		return "", fmt.Errorf("listing the nodes: %w", err)
@@ -51,7 +53,7 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck) (str
 			case d.Rules != nil:
 				a.line, a.pass, a.err = g.rules(ctx, node, d.Rules)
 			case d.Conntrack != nil:
-				a.line, a.pass, a.err = g.conntrack(ctx, node, d.Conntrack)
+				a.line, a.pass, a.err = g.conntrack(ctx, node, d.Conntrack, base)
 			case d.ConntrackMax != nil:
 				a.line, a.pass, a.err = g.conntrackMax(ctx, node, d.ConntrackMax)
 			case d.LoadBalancer != nil:
@@ -318,7 +320,7 @@ func iptablesVerdict(save string, svc *corev1.Service, sp corev1.ServicePort, ex
 var conntrackEntryRE = regexp.MustCompile(`src=(\S+) dst=(\S+) sport=(\d+) dport=(\d+) .*?src=(\S+) dst=\S+ sport=(\d+)`)
 
 // conntrack checks node's conntrack entries toward the Service's ClusterIP.
-func (g *Grader) conntrack(ctx context.Context, node string, a *scenario.ConntrackAssertion) (string, bool, error) {
+func (g *Grader) conntrack(ctx context.Context, node string, a *scenario.ConntrackAssertion, base *Baseline) (string, bool, error) {
 	svc, err := g.service(ctx, a.Namespace, a.Service)
 	if err != nil {
 		return "", false, err
@@ -330,9 +332,15 @@ func (g *Grader) conntrack(ctx context.Context, node string, a *scenario.Conntra
 	if a.Port != 0 {
 		cmd = append(cmd, "--orig-port-dst", strconv.Itoa(a.Port))
 	}
+	if a.Expect == scenario.ConntrackKeptFromStart {
+		cmd = append(cmd, "-o", "ktimestamp")
+	}
 	out, err := g.nodeOutput(ctx, node, cmd...)
 	if err != nil {
 		return "", false, err
+	}
+	if a.Expect == scenario.ConntrackKeptFromStart {
+		return keptFromStart(out, svc.Spec.ClusterIP, a.Protocol, base, time.Now())
 	}
 	var entries [][]string
 	for _, line := range strings.Split(out, "\n") {
@@ -494,4 +502,48 @@ func (g *Grader) loadBalancer(ctx context.Context, node string, nodes []cluster.
 		line = fmt.Sprintf("the load balancer sends none of %s's traffic here (it goes to %s)", addr, strings.Join(others, ", "))
 	}
 	return line, sends == (a.Expect == scenario.LoadBalancerSends), nil
+}
+
+// deltaTimeRE reads an entry's age in seconds from conntrack -o ktimestamp.
+var deltaTimeRE = regexp.MustCompile(`delta-time=(\d+)`)
+
+// keptFromStart tells whether the conntrack listing out (-o ktimestamp)
+// holds an entry to addr that began before the attempt did (its
+// baseline): entries of connections made before then are still tracked,
+// so the table was not flushed. An entry counts only with its age, which
+// nodes record with net.netfilter.nf_conntrack_timestamp.
+func keptFromStart(out, addr, protocol string, base *Baseline, now time.Time) (string, bool, error) {
+	if base == nil || base.Taken.IsZero() {
+		return "", false, errors.New("no record of when the attempt began, so there is nothing to compare the connections' ages with")
+	}
+	since := now.Sub(base.Taken)
+	var ages []time.Duration
+	untimed := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !conntrackEntryRE.MatchString(line) {
+			continue
+		}
+		m := deltaTimeRE.FindStringSubmatch(line)
+		if m == nil {
+			untimed++
+			continue
+		}
+		secs, _ := strconv.Atoi(m[1])
+		ages = append(ages, time.Duration(secs)*time.Second)
+	}
+	if len(ages) == 0 && untimed > 0 {
+		return "", false, errors.New("the node does not record when its connections began (net.netfilter.nf_conntrack_timestamp is off), so their ages cannot be told")
+	}
+	// The ages are whole seconds: a second of slack.
+	oldest := time.Duration(0)
+	for _, a := range ages {
+		oldest = max(oldest, a)
+	}
+	if oldest+time.Second >= since {
+		return fmt.Sprintf("%d %s entries for %s; the oldest is %s old, from before the attempt began (%s ago)", len(ages), protocol, addr, oldest, since.Round(time.Second)), true, nil
+	}
+	if len(ages) == 0 {
+		return fmt.Sprintf("no %s entry for %s any more: the connections made before the attempt began (%s ago) are no longer tracked", protocol, addr, since.Round(time.Second)), false, nil
+	}
+	return fmt.Sprintf("%d %s entries for %s, the oldest %s old: every connection made before the attempt began (%s ago) lost its entry, and what is tracked now was created since", len(ages), protocol, addr, oldest, since.Round(time.Second)), false, nil
 }

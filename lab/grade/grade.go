@@ -264,7 +264,7 @@ func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) R
 	case c.Probe != nil:
 		detail, err = g.probe(ctx, c.Probe)
 	case c.Dataplane != nil:
-		detail, err = g.dataplane(ctx, c.Dataplane)
+		detail, err = g.dataplane(ctx, c.Dataplane, base)
 	case c.RightFix != nil:
 		detail, err = g.rightFix(ctx, c, base)
 	default:

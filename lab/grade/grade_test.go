@@ -754,3 +754,32 @@ func TestBaselineRoundTrip(t *testing.T) {
 		t.Errorf("%v %+v", err, got)
 	}
 }
+
+// keptFromStart reads entries' ages (conntrack -o ktimestamp) against the
+// attempt's start: an entry older than the attempt passes, entries made
+// since (a flushed table picked the connections up again) do not.
+func TestKeptFromStart(t *testing.T) {
+	now := time.Unix(10_000, 0)
+	base := &Baseline{Taken: now.Add(-90 * time.Second)}
+	entry := func(age string) string {
+		return "tcp      6 431999 ESTABLISHED src=10.244.1.3 dst=10.96.12.7 sport=58030 dport=9000 src=10.244.1.2 dst=10.244.1.3 sport=9000 dport=58030 [ASSURED] mark=0 " + age + " use=1\n"
+	}
+	for _, tc := range []struct {
+		name, out string
+		base      *Baseline
+		pass      bool
+		err       string
+	}{
+		{"tracked since before", entry("delta-time=95 [start=Wed Dec  2 09:40:00 2026]"), base, true, ""},
+		{"a second's rounding", entry("delta-time=89 [start=Wed Dec  2 09:40:00 2026]"), base, true, ""},
+		{"picked up again after a flush", entry("delta-time=3 [start=Wed Dec  2 09:41:32 2026]") + entry("delta-time=2 [start=Wed Dec  2 09:41:33 2026]"), base, false, ""},
+		{"gone", "", base, false, ""},
+		{"no timestamps on the node", entry(""), base, false, "nf_conntrack_timestamp"},
+		{"no baseline", entry("delta-time=95"), nil, false, "no record of when the attempt began"},
+	} {
+		line, pass, err := keptFromStart(tc.out, "10.96.12.7", "tcp", tc.base, now)
+		if pass != tc.pass || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %q %v %v", tc.name, line, pass, err)
+		}
+	}
+}

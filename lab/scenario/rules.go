@@ -32,7 +32,7 @@ var enums = map[string][]string{
 	"nodeAddresses":    {"primary", "secondary"},
 	"ruleVerdicts":     {RulesEndpoints, RulesReject, RulesDrop, RulesAbsent},
 	"l4protocols":      {"tcp", "udp"},
-	"conntrackExpects": {ConntrackNoStaleEntries, ConntrackNoEntries},
+	"conntrackExpects": {ConntrackNoStaleEntries, ConntrackNoEntries, ConntrackKeptFromStart},
 	"loadBalancerExpects": {LoadBalancerSends, LoadBalancerSkips},
 	"rightFixRules":    {RightFixUIDUnchanged, RightFixUnchanged, RightFixExists},
 }

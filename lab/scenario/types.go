@@ -330,17 +330,20 @@ type RulesAssertion struct {
 const (
 	ConntrackNoStaleEntries = "noStaleEntries"
 	ConntrackNoEntries      = "noEntries"
+	ConntrackKeptFromStart  = "keptFromStart"
 )
 
 // ConntrackAssertion says what a node's conntrack table must not hold for a
 // Service: entries whose reply comes from an address that is no longer a
-// ready endpoint (noStaleEntries), or any entry at all (noEntries).
+// ready endpoint (noStaleEntries), or any entry at all (noEntries); or
+// what it must still hold: an entry tracked since before the attempt began
+// (keptFromStart: the table was not flushed under a long-lived connection).
 type ConntrackAssertion struct {
 	Service   string `yaml:"service" rule:"required,pattern=name" doc:"The Service whose ClusterIP the entries are for."`
 	Namespace string `yaml:"namespace" rule:"pattern=name" doc:"The Service's namespace (default: default)."`
 	Protocol  string `yaml:"protocol" rule:"required,enum=l4protocols" doc:"tcp or udp."`
 	Port      int    `yaml:"port" rule:"min=1,max=65535" doc:"The Service port (default: every port)."`
-	Expect    string `yaml:"expect" rule:"required,enum=conntrackExpects" doc:"noStaleEntries or noEntries."`
+	Expect    string `yaml:"expect" rule:"required,enum=conntrackExpects" doc:"noStaleEntries, noEntries, or keptFromStart (an entry older than the attempt is still there; needs a node that records when its connections began: net.netfilter.nf_conntrack_timestamp, on in embedded clusters)."`
 }
 
 // Right-fix rules.
