@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/class/labs"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 
 	"github.com/svclab/svclab/internal/pgtest"
 )

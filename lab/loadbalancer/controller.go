@@ -340,10 +340,9 @@ func (c *Controller) event(ctx context.Context, s *corev1.Service, kind, reason,
 			UID: s.UID, ResourceVersion: s.ResourceVersion},
 		Type: kind, Reason: reason, Message: msg, Count: 1,
 		FirstTimestamp: now, LastTimestamp: now,
-		Source:         corev1.EventSource{Component: "svclab-load-balancer"},
+		Source: corev1.EventSource{Component: "svclab-load-balancer"},
 	}
 	if _, err := c.Client.CoreV1().Events(s.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		c.log().Debug("load balancer: recording an event", "err", err)
 	}
 }
-

@@ -20,21 +20,21 @@ var Domains = []string{
 
 // enums are the value sets that rule:"enum=NAME" refers to.
 var enums = map[string][]string{
-	"domains":          Domains,
-	"difficulties":     {"easy", "medium", "hard"},
-	"proxyModes":       {ProxyModeNFTables, ProxyModeIPTables},
-	"apiOps":           {OpEquals, OpNotEquals, OpContains, OpNotContains, OpMatches, OpExists, OpAbsent, OpCountAtLeast, OpCountEquals},
-	"protocols":        {"http", "tcp", "udp", "dns"},
-	"vias":             {ViaClusterIP, ViaDNSName, ViaNodePort, ViaLoadBalancer},
-	"outcomes":         {OutcomeSuccess, OutcomeRefused, OutcomeTimeout},
-	"clientIPs":        {"preserved", "masqueraded"},
-	"traffics":         {"internal", "external"},
-	"nodeAddresses":    {"primary", "secondary"},
-	"ruleVerdicts":     {RulesEndpoints, RulesReject, RulesDrop, RulesAbsent},
-	"l4protocols":      {"tcp", "udp"},
-	"conntrackExpects": {ConntrackNoStaleEntries, ConntrackNoEntries, ConntrackKeptFromStart},
+	"domains":             Domains,
+	"difficulties":        {"easy", "medium", "hard"},
+	"proxyModes":          {ProxyModeNFTables, ProxyModeIPTables},
+	"apiOps":              {OpEquals, OpNotEquals, OpContains, OpNotContains, OpMatches, OpExists, OpAbsent, OpCountAtLeast, OpCountEquals},
+	"protocols":           {"http", "tcp", "udp", "dns"},
+	"vias":                {ViaClusterIP, ViaDNSName, ViaNodePort, ViaLoadBalancer},
+	"outcomes":            {OutcomeSuccess, OutcomeRefused, OutcomeTimeout},
+	"clientIPs":           {"preserved", "masqueraded"},
+	"traffics":            {"internal", "external"},
+	"nodeAddresses":       {"primary", "secondary"},
+	"ruleVerdicts":        {RulesEndpoints, RulesReject, RulesDrop, RulesAbsent},
+	"l4protocols":         {"tcp", "udp"},
+	"conntrackExpects":    {ConntrackNoStaleEntries, ConntrackNoEntries, ConntrackKeptFromStart},
 	"loadBalancerExpects": {LoadBalancerSends, LoadBalancerSkips},
-	"rightFixRules":    {RightFixUIDUnchanged, RightFixUnchanged, RightFixExists},
+	"rightFixRules":       {RightFixUIDUnchanged, RightFixUnchanged, RightFixExists},
 }
 
 // patterns are the regular expressions (in the dialect both Go and JSON

@@ -216,6 +216,7 @@ func NewCommand() *cobra.Command {
 	var o RunOptions
 	var dir, junit, backend string
 	var all, wrongFixes bool
+	var parallel int
 	run := &cobra.Command{
 		Use:          "run [ID... | --all]",
 		Short:        "Run scenarios on lab clusters and grade the fix",
@@ -281,6 +282,9 @@ cluster somebody else holds, saying who (--force takes it over).`,
 				return err
 			}
 			o.Owners, o.Backend = owners, backend
+			if parallel < 1 || parallel > 8 {
+				return fmt.Errorf("--parallel %d: give 1 to 8 clusters", parallel)
+			}
 			if len(args) == 1 && !all && !o.Solve && !wrongFixes {
 				if junit != "" {
 					return errors.New("--junit needs a run that grades by itself: add --solve or --wrong-fixes")
@@ -291,7 +295,7 @@ cluster somebody else holds, saying who (--force takes it over).`,
 			outcomes, err := Exercise(cmd.Context(), ExerciseOptions{
 				Provider: o.Provider, Source: o.Source, IDs: args, All: all, Cluster: o.Cluster, Keep: o.Keep,
 				Solve: o.Solve, WrongFixes: wrongFixes, Out: o.Out, Log: o.Log, Svclab: o.Svclab,
-				Owners: o.Owners, Backend: o.Backend, Force: o.Force,
+				Owners: o.Owners, Backend: o.Backend, Force: o.Force, Parallel: parallel,
 			})
 			if len(outcomes) > 0 {
 				PrintSummary(o.Out, outcomes)
@@ -322,6 +326,7 @@ cluster somebody else holds, saying who (--force takes it over).`,
 	run.Flags().BoolVar(&wrongFixes, "wrong-fixes", false, "try each scenario's plausible wrong fixes: the checks must reject them")
 	run.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report to this file")
 	run.Flags().StringVar(&dir, "dir", "", "take the scenarios from this directory instead of the built-in ones")
+	run.Flags().IntVar(&parallel, "parallel", 1, "how many clusters work at once: the scenarios of a shape are dealt out to that many clusters of it (each about 1 GiB and a share of the CPU)")
 	run.Flags().StringVar(&backend, "backend", "embedded", "the backend of the clusters it creates: embedded or kind")
 	c.AddCommand(run)
 	return c

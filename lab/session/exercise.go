@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -62,6 +63,13 @@ type ExerciseOptions struct {
 	Faults *scenario.Registry
 	// Svclab runs svclab in solutions and wrong fixes (Options.Svclab).
 	Svclab []string
+	// Parallel is how many clusters work at once (0 or 1: one after the
+	// other). With more, the scenarios of a shape are dealt out to
+	// several clusters of that shape (the first keeps the shape's name,
+	// the others get "-2", "-3" appended) until there are Parallel
+	// clusters or each has one scenario; Out gets whole lines, each
+	// prefixed with its cluster's name.
+	Parallel int
 }
 
 // Outcome is what one scenario's run showed.
@@ -147,15 +155,135 @@ func Exercise(ctx context.Context, o ExerciseOptions) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	var outcomes []Outcome
-	for _, g := range groups {
-		out, err := exerciseGroup(ctx, o, g, bin)
-		outcomes = append(outcomes, out...)
-		if err != nil {
-			return outcomes, err
+	if o.Parallel <= 1 {
+		var outcomes []Outcome
+		for _, g := range groups {
+			out, err := exerciseGroup(ctx, o, g, bin)
+			outcomes = append(outcomes, out...)
+			if err != nil {
+				return outcomes, err
+			}
+		}
+		return outcomes, ctx.Err()
+	}
+	if groups, err = spreadGroups(groups, o.Parallel); err != nil {
+		return nil, err
+	}
+	results := make([][]Outcome, len(groups))
+	errs := make([]error, len(groups))
+	var mu sync.Mutex
+	sem := make(chan struct{}, o.Parallel)
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			og := o
+			w := &lineWriter{mu: &mu, w: o.Out, prefix: "[" + g.cluster + "] "}
+			og.Out = w
+			results[i], errs[i] = exerciseGroup(ctx, og, g, bin)
+			w.Flush()
+		}()
+	}
+	wg.Wait()
+	// The outcomes in the order of the scenarios asked for.
+	byID := map[string]Outcome{}
+	for _, out := range results {
+		for _, o := range out {
+			byID[o.Scenario] = o
 		}
 	}
-	return outcomes, ctx.Err()
+	var outcomes []Outcome
+	for _, s := range list {
+		if o, ok := byID[s.ID]; ok {
+			outcomes = append(outcomes, o)
+		}
+	}
+	return outcomes, errors.Join(append(errs, ctx.Err())...)
+}
+
+// spreadGroups deals the scenarios of the largest groups out to more
+// clusters of their shape until there are n groups or every group has one
+// scenario. The first cluster of a shape keeps its name; the others get
+// "-2", "-3" appended.
+func spreadGroups(groups []*shapeGroup, n int) ([]*shapeGroup, error) {
+	parts := make([]int, len(groups))
+	for i := range parts {
+		parts[i] = 1
+	}
+	for total := len(groups); total < n; total++ {
+		best := -1
+		for i, g := range groups {
+			// The group whose clusters would have the most scenarios each.
+			if parts[i] < len(g.scenarios) && (best < 0 || len(g.scenarios)*parts[best] > len(groups[best].scenarios)*parts[i]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		parts[best]++
+	}
+	var out []*shapeGroup
+	for i, g := range groups {
+		split := make([]*shapeGroup, parts[i])
+		for k := range split {
+			name := g.cluster
+			if k > 0 {
+				name = fmt.Sprintf("%s-%d", g.cluster, k+1)
+				if err := cluster.ValidateName(name); err != nil {
+					return nil, fmt.Errorf("the cluster for scenarios of shape %s: %w (use a shorter --cluster)", describeShape(g.shape), err)
+				}
+			}
+			split[k] = &shapeGroup{cluster: name, shape: g.shape}
+		}
+		for j, s := range g.scenarios {
+			split[j%len(split)].scenarios = append(split[j%len(split)].scenarios, s)
+		}
+		out = append(out, split...)
+	}
+	return out, nil
+}
+
+// lineWriter writes whole lines to w, each with a prefix, under a lock
+// shared with the writers of the other clusters.
+type lineWriter struct {
+	mu     *sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	if i := bytes.LastIndexByte(l.buf, '\n'); i >= 0 {
+		l.emit(l.buf[:i+1])
+		l.buf = append(l.buf[:0], l.buf[i+1:]...)
+	}
+	return len(p), nil
+}
+
+// Flush writes what is left of the last line.
+func (l *lineWriter) Flush() {
+	if len(l.buf) > 0 {
+		l.emit(append(l.buf, '\n'))
+		l.buf = l.buf[:0]
+	}
+}
+
+func (l *lineWriter) emit(lines []byte) {
+	var b bytes.Buffer
+	for _, line := range bytes.SplitAfter(lines, []byte("\n")) {
+		if len(line) > 0 {
+			b.WriteString(l.prefix)
+			b.Write(line)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.w.Write(b.Bytes())
 }
 
 // exerciseGroup runs the scenarios of one cluster shape on their cluster,

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +69,60 @@ func TestGroupByShape(t *testing.T) {
 	}
 	if _, err := groupByShape("a-very-long-cluster-name", []*scenario.Scenario{sc("x", scenario.ClusterShape{Nodes: 4, ProxyMode: "iptables"})}); err == nil || !strings.Contains(err.Error(), "use a shorter --cluster") {
 		t.Errorf("long name: %v", err)
+	}
+}
+
+func TestSpreadGroups(t *testing.T) {
+	sc := func(id string, c scenario.ClusterShape) *scenario.Scenario {
+		return &scenario.Scenario{ID: id, Cluster: c}
+	}
+	nft, ipt := scenario.ClusterShape{Nodes: 3}, scenario.ClusterShape{Nodes: 3, ProxyMode: "iptables"}
+	list := []*scenario.Scenario{sc("a", nft), sc("b", nft), sc("c", ipt), sc("d", nft), sc("e", nft), sc("f", nft)}
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{1, "ci:a,b,d,e,f ci-ipt:c"},
+		{2, "ci:a,b,d,e,f ci-ipt:c"},
+		{3, "ci:a,d,f ci-2:b,e ci-ipt:c"},
+		{4, "ci:a,e ci-2:b,f ci-3:d ci-ipt:c"},
+		{9, "ci:a ci-2:b ci-3:d ci-4:e ci-5:f ci-ipt:c"},
+	} {
+		groups, err := groupByShape("ci", list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if groups, err = spreadGroups(groups, tc.n); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range groups {
+			got = append(got, g.cluster+":"+strings.Join(ids(g.scenarios), ","))
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%d clusters: %v, want %s", tc.n, got, tc.want)
+		}
+	}
+	groups, _ := groupByShape("a-very-long-cluster-nam", []*scenario.Scenario{sc("x", nft), sc("y", nft)})
+	if _, err := spreadGroups(groups, 2); err == nil || !strings.Contains(err.Error(), "use a shorter --cluster") {
+		t.Errorf("long name: %v", err)
+	}
+}
+
+// TestLineWriter: clusters working at once write whole lines, each with
+// its cluster's name.
+func TestLineWriter(t *testing.T) {
+	var mu sync.Mutex
+	var out bytes.Buffer
+	a := &lineWriter{mu: &mu, w: &out, prefix: "[a] "}
+	b := &lineWriter{mu: &mu, w: &out, prefix: "[b] "}
+	fmt.Fprint(a, "one ")
+	fmt.Fprint(b, "x\ny")
+	fmt.Fprint(a, "two\n\nthree\nfour")
+	a.Flush()
+	b.Flush()
+	if want := "[b] x\n[a] one two\n[a] \n[a] three\n[a] four\n[b] y\n"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/class/stream"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 )
 
 // fakeLedger keeps the owned names in memory.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {

@@ -55,8 +55,14 @@ func TestApplyAndRead(t *testing.T) {
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	u := Read(rel)
+	// The loop reaches the limit within a moment on an idle machine and
+	// within seconds on a loaded one.
+	var u Usage
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if u = Read(rel); u.PidsRefused > 0 && u.Pids >= 60 {
+			break
+		}
+	}
 	sh.Process.Kill()
 	sh.Wait()
 	exec.Command("pkill", "-f", "^sleep 30$").Run()

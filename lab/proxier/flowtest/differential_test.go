@@ -310,7 +310,14 @@ func createShapes(ctx context.Context, client kubernetes.Interface) error {
 		}
 	}
 	for _, s := range diffShapes {
-		svc, err := client.CoreV1().Services(diffNS).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.name}, Spec: s.spec}, metav1.CreateOptions{})
+		spec := *s.spec.DeepCopy()
+		if spec.Type == v1.ServiceTypeLoadBalancer && spec.LoadBalancerClass == nil {
+			// The shapes carry their own load balancer status: a class
+			// keeps the lab's load balancer from assigning its own
+			// (kube-proxy ignores the class).
+			spec.LoadBalancerClass = ptr.To("flowtest.svclab.dev/differential")
+		}
+		svc, err := client.CoreV1().Services(diffNS).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.name}, Spec: spec}, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("create Service %s: %w", s.name, err)
 		}
