@@ -528,7 +528,7 @@ func (m *Manager) Check(ctx context.Context, attemptID int64) (*grade.Report, er
 // continuous re-evaluation, as the web UI does while the learner works
 // ("checks passing" in Progress).
 func (m *Manager) Evaluate(ctx context.Context, attemptID int64) (*grade.Report, error) {
-	return m.grade(ctx, attemptID, store.TriggerAuto)
+	return m.grade(grade.Passive(ctx), attemptID, store.TriggerAuto)
 }
 
 func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.Report, error) {

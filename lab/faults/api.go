@@ -635,6 +635,37 @@ func (f rolloutRestart) Inject(ctx context.Context, c cluster.Cluster, p scenari
 	})
 }
 
+// abruptShutdown removes what keeps a Deployment's Pods serving while they
+// terminate: the containers' preStop hooks and an agnhost --delay-shutdown;
+// and it sets the grace period to one second.
+type abruptShutdown struct{ scenario.FaultSpec }
+
+func (f abruptShutdown) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		spec := &d.Spec.Template.Spec
+		changed := spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != 1
+		one := int64(1)
+		spec.TerminationGracePeriodSeconds = &one
+		for i := range spec.Containers {
+			ctr := &spec.Containers[i]
+			if ctr.Lifecycle != nil && ctr.Lifecycle.PreStop != nil {
+				ctr.Lifecycle.PreStop, changed = nil, true
+				if ctr.Lifecycle.PostStart == nil && ctr.Lifecycle.StopSignal == nil {
+					ctr.Lifecycle = nil
+				}
+			}
+			args := slices.DeleteFunc(slices.Clone(ctr.Args), func(a string) bool { return strings.HasPrefix(a, "--delay-shutdown") })
+			if len(args) != len(ctr.Args) {
+				ctr.Args, changed = args, true
+			}
+		}
+		if !changed {
+			return fmt.Errorf("its Pods already stop at once: no preStop hook, no --delay-shutdown, a one-second grace period")
+		}
+		return nil
+	})
+}
+
 // wrongProbePort points ctr's HTTP readiness probe at port, which must not
 // be one the container declares.
 func wrongProbePort(ctr *corev1.Container, port int) error {

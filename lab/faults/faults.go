@@ -42,6 +42,7 @@ func Library() []Fault {
 		targetPortMismatch{spec("targetport-mismatch")},
 		portNameMismatch{spec("port-name-mismatch")},
 		failingReadinessProbe{spec("failing-readiness-probe")},
+		abruptShutdown{spec("abrupt-shutdown")},
 		scaleToZero{spec("scale-to-zero")},
 		etpLocalSingleNode{spec("etp-local-single-node")},
 		itpLocalNoLocalReplica{spec("itp-local-no-local-replica")},

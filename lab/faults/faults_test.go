@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,6 +71,8 @@ func web() *appsv1.Deployment {
 		Spec: appsv1.DeploymentSpec{Replicas: &two, Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "netexec",
+				Args:           []string{"netexec", "--http-port=8080", "--delay-shutdown=5"},
+				Lifecycle:      &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
 				Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}}},
 			}}},
@@ -189,6 +192,19 @@ func TestAPIFaults(t *testing.T) {
 			}},
 		{name: "failing readiness probe of a missing container", fault: "failing-readiness-probe",
 			params: scenario.Params{"deployment": "web", "namespace": "shop", "container": "app"}, wantErr: `no container "app" (it has netexec)`},
+		{name: "abrupt shutdown", fault: "abrupt-shutdown",
+			params: scenario.Params{"deployment": "web", "namespace": "shop"},
+			check: func(t *testing.T, f *fakeCluster) {
+				spec := getDeploy(t, f).Spec.Template.Spec
+				if g := spec.TerminationGracePeriodSeconds; g == nil || *g != 1 {
+					t.Errorf("grace period %v", g)
+				}
+				for _, c := range spec.Containers {
+					if c.Lifecycle != nil || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--delay-shutdown") }) {
+						t.Errorf("container %s still delays its shutdown: %v %v", c.Name, c.Lifecycle, c.Args)
+					}
+				}
+			}},
 		{name: "scale to zero", fault: "scale-to-zero",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
 			check: func(t *testing.T, f *fakeCluster) {

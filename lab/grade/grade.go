@@ -187,6 +187,9 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 	rep := &Report{Scenario: s.ID, Results: make([]Result, len(s.Checks))}
 	var wg sync.WaitGroup
 	for i := range s.Checks {
+		if s.Checks[i].Disruptive() {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -194,6 +197,20 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 		}()
 	}
 	wg.Wait()
+	// The checks that change the cluster go after the others, one at a
+	// time, and only when the learner asked for the grade.
+	for i := range s.Checks {
+		c := &s.Checks[i]
+		if !c.Disruptive() {
+			continue
+		}
+		if isPassive(ctx) {
+			rep.Results[i] = Result{ID: c.ID, Kind: c.Kind(), Description: c.Description, Weight: c.Weight, UnlocksHint: c.UnlocksHint,
+				Message: c.Description, Detail: "not checked yet: this check " + disruption(c) + ", so it runs only when you ask for a grade"}
+			continue
+		}
+		rep.Results[i] = g.Check(ctx, c, base)
+	}
 	var total, passed float64
 	rep.Passed = true
 	for _, r := range rep.Results {
@@ -219,6 +236,28 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 	}
 	g.log().Debug("graded", "scenario", s.ID, "score", rep.Score, "duration", rep.Duration)
 	return rep
+}
+
+type passiveKey struct{}
+
+// Passive marks ctx for a grade that must not change the cluster (the
+// web UI's continuous evaluation while the learner works): Grade reports
+// the disruptive checks as not checked yet, failed.
+func Passive(ctx context.Context) context.Context { return context.WithValue(ctx, passiveKey{}, true) }
+
+func isPassive(ctx context.Context) bool { v, _ := ctx.Value(passiveKey{}).(bool); return v }
+
+// disruption says what a disruptive check does to the cluster.
+func disruption(c *scenario.Check) string {
+	if c.Probe != nil && c.Probe.During != nil && c.Probe.During.RolloutRestart != nil {
+		r := c.Probe.During.RolloutRestart
+		ns := r.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		return "restarts the Deployment " + ns + "/" + r.Deployment + " and watches the requests meanwhile"
+	}
+	return "changes the cluster"
 }
 
 // errFailed is returned by check kinds for an evaluated check that did not
@@ -253,6 +292,9 @@ func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) R
 	timeout := g.CheckTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
+	}
+	if c.Disruptive() {
+		timeout = max(timeout, DisruptiveCheckTimeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -122,15 +122,30 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 	if err != nil {
 		return "", err
 	}
+	if p.During != nil {
+		return g.probeDuring(ctx, cs, p, func(ctx context.Context) ([]attempt, error) {
+			return g.attempts(ctx, p, src, tgt, n, timeout, connect)
+		}, func(as []attempt) (string, error) {
+			return g.judgeProbe(ctx, cs, p, src, tgt, as)
+		})
+	}
+	attempts, err := g.attempts(ctx, p, src, tgt, n, timeout, connect)
+	if err != nil {
+		return "", err
+	}
+	return g.judgeProbe(ctx, cs, p, src, tgt, attempts)
+}
+
+// attempts sends the probe's n attempts once: from the source's network
+// namespace where the cluster has them, else by a script in the node or
+// Pod.
+func (g *Grader) attempts(ctx context.Context, p *scenario.ProbeCheck, src probeSource, tgt probeTarget, n int, timeout, connect time.Duration) ([]attempt, error) {
 	if nc, ok := g.Cluster.(cluster.NetnsCluster); ok || src.outside != nil {
-		attempts, err := g.probeInNetns(ctx, nc, p, src, tgt, n, timeout, connect)
-		if err != nil {
-			return "", err
-		}
-		return g.judgeProbe(ctx, cs, p, src, tgt, attempts)
+		return g.probeInNetns(ctx, nc, p, src, tgt, n, timeout, connect)
 	}
 	script := probeScript(p, tgt, src.node != "", n, timeout, connect)
 	out, errOut := cluster.NewCappedBuffer(1<<20), cluster.NewCappedBuffer(64<<10)
+	var err error
 	if src.node != "" {
 		err = g.nodeExec(ctx, src.node, []string{"sh", "-c", script}, cluster.Stdio{Stdout: out, Stderr: errOut})
 	} else {
@@ -138,12 +153,12 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 	}
 	attempts := parseAttempts(out.String(), p.Protocol)
 	if err != nil && len(attempts) == 0 {
-		return "", fmt.Errorf("running the probe from %s: %w %s", src.desc, err, strings.TrimSpace(errOut.String()))
+		return nil, fmt.Errorf("running the probe from %s: %w %s", src.desc, err, strings.TrimSpace(errOut.String()))
 	}
 	if len(attempts) != n {
-		return "", fmt.Errorf("the probe from %s reported %d of %d attempts: %s", src.desc, len(attempts), n, strings.TrimSpace(out.String()+" "+errOut.String()))
+		return nil, fmt.Errorf("the probe from %s reported %d of %d attempts: %s", src.desc, len(attempts), n, strings.TrimSpace(out.String()+" "+errOut.String()))
 	}
-	return g.judgeProbe(ctx, cs, p, src, tgt, attempts)
+	return attempts, nil
 }
 
 func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from scenario.ProbeSource) (probeSource, error) {

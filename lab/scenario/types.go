@@ -155,6 +155,11 @@ func (c *Check) Kind() string {
 	return kinds[0]
 }
 
+// Disruptive tells whether grading the check changes the cluster (a probe
+// during a rollout restart): such checks run only when the learner asks
+// for a grade, after the others.
+func (c *Check) Disruptive() bool { return c.Probe != nil && c.Probe.During != nil }
+
 // ObjectRef names API objects: one by name, or all that match a label
 // selector.
 type ObjectRef struct {
@@ -200,15 +205,27 @@ type APICheck struct {
 
 // ProbeCheck sends Attempts probes and compares the outcomes with Expect.
 type ProbeCheck struct {
-	From       ProbeSource `yaml:"from" rule:"required" doc:"Where the probes start."`
-	Protocol   string      `yaml:"protocol" rule:"required,enum=protocols" doc:"What to send."`
-	Target     ProbeTarget `yaml:"target" rule:"required" doc:"Where the probes go."`
-	Path       string      `yaml:"path" rule:"pattern=httpPath" doc:"The HTTP path (http only; default /). agnhost netexec answers /hostname and /clientip."`
-	Query      string      `yaml:"query" doc:"The name to resolve (dns only)."`
-	Attempts   int         `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10), at once; when responders are judged, the first goes alone so that the state it leaves (a ClientIP affinity entry) holds for the rest."`
-	SourcePort int         `yaml:"sourcePort" rule:"min=1,max=65535" doc:"dns probes from a node: send from this UDP source port, as a resolver that keeps its socket does; the attempts then run one after the other."`
-	Timeout    string      `yaml:"timeout" rule:"pattern=duration" doc:"Each attempt's timeout, such as 2s (default 2s; 1s when the attempts should be refused or time out). The TCP handshake of http and tcp attempts gets at most 1s of it."`
-	Expect     ProbeExpect `yaml:"expect" rule:"required" doc:"The expected outcome."`
+	From       ProbeSource  `yaml:"from" rule:"required" doc:"Where the probes start."`
+	Protocol   string       `yaml:"protocol" rule:"required,enum=protocols" doc:"What to send."`
+	Target     ProbeTarget  `yaml:"target" rule:"required" doc:"Where the probes go."`
+	Path       string       `yaml:"path" rule:"pattern=httpPath" doc:"The HTTP path (http only; default /). agnhost netexec answers /hostname and /clientip."`
+	Query      string       `yaml:"query" doc:"The name to resolve (dns only)."`
+	Attempts   int          `yaml:"attempts" rule:"min=1,max=100" doc:"How many probes to send (default 10), at once; when responders are judged, the first goes alone so that the state it leaves (a ClientIP affinity entry) holds for the rest."`
+	SourcePort int          `yaml:"sourcePort" rule:"min=1,max=65535" doc:"dns probes from a node: send from this UDP source port, as a resolver that keeps its socket does; the attempts then run one after the other."`
+	Timeout    string       `yaml:"timeout" rule:"pattern=duration" doc:"Each attempt's timeout, such as 2s (default 2s; 1s when the attempts should be refused or time out). The TCP handshake of http and tcp attempts gets at most 1s of it."`
+	During     *ProbeDuring `yaml:"during" doc:"Something the grader does while the probe runs: the attempts repeat, round after round, until it is over, and every attempt of every round is judged. It changes the cluster, so the check runs only when the learner asks for a grade, after the other checks."`
+	Expect     ProbeExpect  `yaml:"expect" rule:"required" doc:"The expected outcome."`
+}
+
+// ProbeDuring is what the grader does while a probe repeats.
+type ProbeDuring struct {
+	RolloutRestart *RolloutRestart `yaml:"rolloutRestart" rule:"required" doc:"Restart a Deployment's rollout, as kubectl rollout restart does; the probe repeats until the rollout is complete and the replaced Pods are gone."`
+}
+
+// RolloutRestart names the Deployment a probe's grader restarts.
+type RolloutRestart struct {
+	Deployment string `yaml:"deployment" rule:"required,pattern=name" doc:"The Deployment's name."`
+	Namespace  string `yaml:"namespace" rule:"pattern=name" doc:"Its namespace (default: default)."`
 }
 
 // ProbeSource is a node, a named pod, any pod matching a selector, or a

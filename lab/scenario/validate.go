@@ -429,6 +429,9 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 	if e.Responders != nil && e.ClientIP != "" {
 		v.bad(p+".expect", "set responders or clientIP, not both: they need different paths")
 	}
+	if pr.During != nil && (e.Responders != nil || e.ClientIP != "") {
+		v.bad(p+".during", "judges every attempt's outcome: responders and clientIP change while Pods are replaced")
+	}
 }
 
 func (v *validator) dataplane(p string, d *DataplaneCheck) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +165,17 @@ func TestExercisesEndToEnd(t *testing.T) {
 		want = len(ids)
 	}
 	var out bytes.Buffer
-	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: all, IDs: ids, Solve: true, WrongFixes: true, Cluster: base, Keep: true, Out: &out, Svclab: svclab})
+	// Two clusters work side by side (SVCLAB_E2E_PARALLEL=N for more or
+	// fewer): most of a scenario's time is waiting for the cluster.
+	parallel := 2
+	if v := os.Getenv("SVCLAB_E2E_PARALLEL"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SVCLAB_E2E_PARALLEL=%q: want a number of clusters", v)
+		}
+		parallel = n
+	}
+	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: all, IDs: ids, Solve: true, WrongFixes: true, Cluster: base, Keep: true, Out: &out, Svclab: svclab, Parallel: parallel})
 	var clusters []string
 	for _, o := range outcomes {
 		if !slices.Contains(clusters, o.Cluster) {
