@@ -883,3 +883,72 @@ func (f hairpin) Revert(ctx context.Context, c cluster.Cluster, p scenario.Param
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// outsideRoute routes a CIDR of the network outside the cluster (the lab's
+// load balancer's namespace, where outside clients stand) through one
+// node, as a router's static route or a BGP speaker that advertises the
+// Service range to the network would.
+type outsideRoute struct{ scenario.FaultSpec }
+
+func (f outsideRoute) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	ns, cidr, via, err := f.target(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	if out, err := netnsCommand(ctx, ns, "ip", "route", "replace", cidr, "via", via); err != nil {
+		return fmt.Errorf("routing %s through %s outside the cluster: %w %s", cidr, via, err, out)
+	}
+	return nil
+}
+
+func (f outsideRoute) Revert(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	ns, cidr, via, err := f.target(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	if out, err := netnsCommand(ctx, ns, "ip", "route", "del", cidr, "via", via); err != nil && !strings.Contains(out, "No such process") {
+		return fmt.Errorf("removing the route of %s through %s outside the cluster: %w %s", cidr, via, err, out)
+	}
+	return nil
+}
+
+// target finds the outside network's namespace, the CIDR (default: the
+// Service range) and the address of the node it goes through.
+func (f outsideRoute) target(ctx context.Context, c cluster.Cluster, p scenario.Params) (cluster.Netns, string, string, error) {
+	lb, ok := c.(cluster.LoadBalancerCluster)
+	if !ok {
+		return nil, "", "", fmt.Errorf("%s needs a cluster with a network outside it (embedded clusters)", f.Name())
+	}
+	ns, _, err := lb.OutsideNetns()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("entering the network outside cluster %s: %w", c.Name(), err)
+	}
+	cidr := p.String("cidr", cluster.DefaultServiceCIDR)
+	if _, err := netip.ParsePrefix(cidr); err != nil {
+		return nil, "", "", fmt.Errorf("cidr %q: write it in CIDR form, such as 10.96.0.0/16: %w", cidr, err)
+	}
+	node, err := nodeName(ctx, c, p, "node")
+	if err != nil {
+		return nil, "", "", err
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("listing the nodes of cluster %s: %w", c.Name(), err)
+	}
+	for _, n := range nodes {
+		if n.Name == node {
+			return ns, cidr, n.IP, nil
+		}
+	}
+	return nil, "", "", fmt.Errorf("cluster %s has no node %s", c.Name(), node)
+}
+
+// netnsCommand runs a host program in ns and returns its combined output.
+func netnsCommand(ctx context.Context, ns cluster.Netns, argv ...string) (string, error) {
+	cmd, err := ns.Command(ctx, argv...)
+	if err != nil {
+		return "", err
+	}
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}

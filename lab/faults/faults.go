@@ -69,6 +69,7 @@ func Library() []Fault {
 		conntrackTableSmall{spec("conntrack-table-small")},
 		hairpin{spec("hairpin")},
 		kubeProxyConfig{spec("kube-proxy-config")},
+		outsideRoute{spec("outside-route")},
 	}
 }
 

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +36,7 @@ const modeBlank = "blank"
 const kubeProxyRestartTimeout = 2 * time.Minute
 
 func (f kubeProxyConfig) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
-	mode, minSync, sync, err := f.params(p)
+	edit, err := f.params(p)
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func (f kubeProxyConfig) Inject(ctx context.Context, c cluster.Cluster, p scenar
 		if err != nil {
 			return fmt.Errorf("%s of ConfigMap %s/%s: %w", deploy.ConfigMapKey, deploy.Namespace, deploy.Name, err)
 		}
-		if want, err = editKubeProxyConfig(cfg, mode, minSync, sync); err != nil {
+		if want, err = editKubeProxyConfig(cfg, edit); err != nil {
 			return err
 		}
 		text, err := config.Marshal(cfg)
@@ -73,9 +74,25 @@ func (f kubeProxyConfig) Inject(ctx context.Context, c cluster.Cluster, p scenar
 	return restartKubeProxy(ctx, c, cs, want)
 }
 
-// params reads and checks the parameters: durations must parse.
-func (f kubeProxyConfig) params(p scenario.Params) (mode string, minSync, sync time.Duration, err error) {
-	mode = p.String("mode", "")
+// kubeProxyEdit is what the fault changes in config.conf (zero values:
+// nothing).
+type kubeProxyEdit struct {
+	// mode: modeBlank writes mode: "".
+	mode          string
+	minSync, sync time.Duration
+	// clusterCIDR: modeBlank removes it.
+	clusterCIDR string
+}
+
+// params reads and checks the parameters: durations and CIDRs must parse.
+func (f kubeProxyConfig) params(p scenario.Params) (e kubeProxyEdit, err error) {
+	e.mode = p.String("mode", "")
+	e.clusterCIDR = p.String("clusterCIDR", "")
+	if e.clusterCIDR != "" && e.clusterCIDR != modeBlank {
+		if _, err := netip.ParsePrefix(e.clusterCIDR); err != nil {
+			return e, fmt.Errorf("clusterCIDR: %q is not a CIDR such as 10.244.0.0/16", e.clusterCIDR)
+		}
+	}
 	parse := func(name string) (time.Duration, error) {
 		s := p.String(name, "")
 		if s == "" {
@@ -87,31 +104,40 @@ func (f kubeProxyConfig) params(p scenario.Params) (mode string, minSync, sync t
 		}
 		return d, nil
 	}
-	if minSync, err = parse("minSyncPeriod"); err != nil {
-		return "", 0, 0, err
+	if e.minSync, err = parse("minSyncPeriod"); err != nil {
+		return e, err
 	}
-	if sync, err = parse("syncPeriod"); err != nil {
-		return "", 0, 0, err
+	if e.sync, err = parse("syncPeriod"); err != nil {
+		return e, err
 	}
-	if mode == "" && minSync == 0 && sync == 0 {
-		return "", 0, 0, fmt.Errorf("%s needs mode, minSyncPeriod or syncPeriod", f.Name())
+	if e == (kubeProxyEdit{}) {
+		return e, fmt.Errorf("%s needs mode, minSyncPeriod, syncPeriod or clusterCIDR", f.Name())
 	}
-	return mode, minSync, sync, nil
+	return e, nil
 }
 
 // editKubeProxyConfig applies the fault's changes to cfg: the mode
 // ("blank" writes mode: ""), then the periods of the section the mode reads
-// (iptables for a blank mode, as kube-proxy on Linux). It returns the mode
-// the proxier will run in, or "" for a configuration it cannot run (ipvs);
-// a configuration the proxier would refuse is the scenario's error.
-func editKubeProxyConfig(cfg *kubeproxyconfig.KubeProxyConfiguration, mode string, minSync, sync time.Duration) (string, error) {
-	switch mode {
+// (iptables for a blank mode, as kube-proxy on Linux), then clusterCIDR
+// ("blank" removes it). It returns the mode the proxier will run in, or ""
+// for a configuration it cannot run (ipvs); a configuration the proxier
+// would refuse is the scenario's error.
+func editKubeProxyConfig(cfg *kubeproxyconfig.KubeProxyConfiguration, e kubeProxyEdit) (string, error) {
+	switch e.mode {
 	case "":
 	case modeBlank:
 		cfg.Mode = ""
 	default:
-		cfg.Mode = kubeproxyconfig.ProxyMode(mode)
+		cfg.Mode = kubeproxyconfig.ProxyMode(e.mode)
 	}
+	switch e.clusterCIDR {
+	case "":
+	case modeBlank:
+		cfg.ClusterCIDR = ""
+	default:
+		cfg.ClusterCIDR = e.clusterCIDR
+	}
+	minSync, sync := e.minSync, e.sync
 	var minP, syncP *metav1.Duration
 	switch string(cfg.Mode) {
 	case config.ModeNFTables:

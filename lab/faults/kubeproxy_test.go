@@ -22,6 +22,7 @@ func TestEditKubeProxyConfig(t *testing.T) {
 		name          string
 		from, mode    string
 		minSync, sync time.Duration
+		clusterCIDR   string
 		want          string
 		wantErr       string
 		check         func(t *testing.T, cfg *kubeproxyconfig.KubeProxyConfiguration)
@@ -44,12 +45,24 @@ func TestEditKubeProxyConfig(t *testing.T) {
 					t.Errorf("mode %q", cfg.Mode)
 				}
 			}},
+		{name: "clusterCIDR removed", from: "nftables", clusterCIDR: "blank", want: "nftables",
+			check: func(t *testing.T, cfg *kubeproxyconfig.KubeProxyConfiguration) {
+				if cfg.ClusterCIDR != "" || cfg.DetectLocalMode != "" && cfg.DetectLocalMode != "ClusterCIDR" {
+					t.Errorf("clusterCIDR %q detectLocalMode %q", cfg.ClusterCIDR, cfg.DetectLocalMode)
+				}
+			}},
+		{name: "clusterCIDR changed", from: "iptables", clusterCIDR: "172.16.0.0/12", want: "iptables",
+			check: func(t *testing.T, cfg *kubeproxyconfig.KubeProxyConfiguration) {
+				if cfg.ClusterCIDR != "172.16.0.0/12" {
+					t.Errorf("clusterCIDR %q", cfg.ClusterCIDR)
+				}
+			}},
 		{name: "minSyncPeriod above the default syncPeriod is refused", from: "nftables", minSync: 10 * time.Minute,
 			wantErr: "kube-proxy would refuse the configuration the fault writes: invalid KubeProxyConfiguration: syncPeriod: must be greater than or equal to minSyncPeriod (10m0s), got 30s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base(tc.from)
-			got, err := editKubeProxyConfig(cfg, tc.mode, tc.minSync, tc.sync)
+			got, err := editKubeProxyConfig(cfg, kubeProxyEdit{mode: tc.mode, minSync: tc.minSync, sync: tc.sync, clusterCIDR: tc.clusterCIDR})
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
@@ -86,12 +99,14 @@ func TestKubeProxyConfigParams(t *testing.T) {
 		{params: scenario.Params{"mode": "blank"}},
 		{params: scenario.Params{"minSyncPeriod": "ten minutes"}, wantErr: `minSyncPeriod: "ten minutes" is not a positive duration such as 10m`},
 		{params: scenario.Params{"syncPeriod": "-1s"}, wantErr: `syncPeriod: "-1s" is not a positive duration`},
-		{params: scenario.Params{}, wantErr: "kube-proxy-config needs mode, minSyncPeriod or syncPeriod"},
+		{params: scenario.Params{"clusterCIDR": "blank"}},
+		{params: scenario.Params{"clusterCIDR": "10.244.0.0/33"}, wantErr: `clusterCIDR: "10.244.0.0/33" is not a CIDR`},
+		{params: scenario.Params{}, wantErr: "kube-proxy-config needs mode, minSyncPeriod, syncPeriod or clusterCIDR"},
 	} {
 		if err := f.Validate(tc.params); err != nil {
 			t.Fatalf("%v: %v", tc.params, err)
 		}
-		_, _, _, err := f.params(tc.params)
+		_, err := f.params(tc.params)
 		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%v: err %v, want %q", tc.params, err, tc.wantErr)
 		}
