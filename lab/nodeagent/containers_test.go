@@ -256,6 +256,32 @@ func TestDeleteAndUpdateMatchTheUID(t *testing.T) {
 	}
 }
 
+// exec and attach into a container that is not running fail as the
+// kubelet's do: not found, "container not found", which the API server
+// passes on as a 404 rather than an error it cannot explain.
+func TestExecAttachNotRunning(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default", UID: "u"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	r := testPodRun(t, pod)
+	r.p.pods[podKey("default", "web-0")] = r
+	for name, err := range map[string]error{
+		"exec":   r.p.RunInContainer(context.Background(), "default", "web-0", "c", []string{"true"}, nil),
+		"attach": r.p.AttachToContainer(context.Background(), "default", "web-0", "c", nil),
+	} {
+		if !errdefs.IsNotFound(err) || err.Error() != `container not found ("c")` {
+			t.Errorf("%s: %v, want not found: container not found (\"c\")", name, err)
+		}
+	}
+	for name, err := range map[string]error{
+		"exec of another container": r.p.RunInContainer(context.Background(), "default", "web-0", "x", []string{"true"}, nil),
+		"exec in another pod":       r.p.RunInContainer(context.Background(), "default", "web-1", "c", []string{"true"}, nil),
+	} {
+		if !errdefs.IsNotFound(err) {
+			t.Errorf("%s: %v, want not found", name, err)
+		}
+	}
+}
+
 // The conformance shape: pods with the same hostPort on different
 // addresses or protocols are all admitted; the same address and protocol
 // is not, nor 0.0.0.0 beside any address.

@@ -260,7 +260,8 @@ func (p *provider) RunInContainer(ctx context.Context, ns, name, container strin
 	}
 	id := c.runningID()
 	if id == "" {
-		return fmt.Errorf("container %q in pod %q is not running", container, name)
+		// The kubelet's words when the runtime has no running container.
+		return errdefs.NotFoundf("container not found (%q)", container)
 	}
 	return execAttached(ctx, p.rt, id, cmd, attach)
 }
@@ -279,7 +280,7 @@ func (p *provider) AttachToContainer(ctx context.Context, ns, name, container st
 	}
 	run := c.running()
 	if run == nil {
-		return fmt.Errorf("container %q in pod %q is not running", container, name)
+		return errdefs.NotFoundf("container not found (%q)", container)
 	}
 	rc, err := readLog(ctx, c.logPath(c.restartCount()), api.ContainerLogOpts{Follow: true}, fromNow, func() bool { return c.finished() })
 	if err != nil {
