@@ -605,13 +605,34 @@ func judgeBroken(s *scenario.Scenario, rep *grade.Report) (string, *grade.Report
 	// A grading slower than its budget is reported, not failed: on a busy
 	// machine (CI, a classroom) it says nothing about the scenario.
 	// BenchmarkGrade holds the budget on a quiet one.
-	if budget := maxGradeDuration + maxDropWait(s); rep.Duration > budget {
+	if budget := gradeBudget(s, true); rep.Duration > budget {
 		detail += fmt.Sprintf("; grading took longer than its budget of %s", budget)
 	}
 	if len(problems) > 0 {
 		return detail, rep, errors.New(detail + ": " + strings.Join(problems, "; "))
 	}
 	return detail, rep, nil
+}
+
+// disruptiveBudget is what a disruptive check adds to a grading's budget:
+// the rollout it watches (three Pods replaced, each given a few seconds to
+// stop).
+const disruptiveBudget = 45 * time.Second
+
+// gradeBudget is how long one grading of s may take: maxGradeDuration,
+// plus, for the broken scenario, the longest wait of a probe that meets a
+// DROP, plus disruptiveBudget per disruptive check.
+func gradeBudget(s *scenario.Scenario, broken bool) time.Duration {
+	budget := maxGradeDuration
+	if broken {
+		budget += maxDropWait(s)
+	}
+	for i := range s.Checks {
+		if s.Checks[i].Disruptive() {
+			budget += disruptiveBudget
+		}
+	}
+	return budget
 }
 
 // maxDropWait is the longest time a probe of s waits for an answer that

@@ -110,7 +110,7 @@ func BenchmarkGrade(b *testing.B) {
 					b.Errorf("grading took up to %s, budget %s", slowest.Duration.Round(10*time.Millisecond), budget)
 				}
 			}
-			b.Run("broken", func(b *testing.B) { measure(b, maxGradeDuration+maxDropWait(s)) })
+			b.Run("broken", func(b *testing.B) { measure(b, gradeBudget(s, true)) })
 			var out bytes.Buffer
 			if err := ses.Solve(ctx, bin, &out); err != nil {
 				b.Fatalf("%v\n%s", err, out.String())
@@ -118,7 +118,7 @@ func BenchmarkGrade(b *testing.B) {
 			if rep := ses.GradeUntilPassed(ctx, SolveGradeTimeout); !rep.Passed {
 				b.Fatalf("the solution scores %.0f%%", rep.Score)
 			}
-			b.Run("solved", func(b *testing.B) { measure(b, maxGradeDuration) })
+			b.Run("solved", func(b *testing.B) { measure(b, gradeBudget(s, false)) })
 		})
 	}
 }
