@@ -68,6 +68,14 @@ func (m AttemptManager) Hint(ctx context.Context, id int64) (int, string, error)
 	return i, text, err
 }
 
+func (m AttemptManager) Answer(ctx context.Context, id int64, checkID, text string) error {
+	return m.M.Answer(ctx, id, checkID, text)
+}
+
+func (m AttemptManager) Answers(ctx context.Context, id int64) (map[string]string, error) {
+	return m.M.Answers(ctx, id)
+}
+
 func (m AttemptManager) Solve(ctx context.Context, id int64, out io.Writer) error {
 	return m.M.Solve(ctx, id, out)
 }

@@ -52,6 +52,10 @@ type Attempts interface {
 	Check(ctx context.Context, attemptID int64) (*grade.Report, error)
 	// Hint shows the next hint (1-based index).
 	Hint(ctx context.Context, attemptID int64) (index int, text string, err error)
+	// Answer records the learner's answer to an answer check ("" takes
+	// it back); Answers reads them back, by check id.
+	Answer(ctx context.Context, attemptID int64, checkID, text string) error
+	Answers(ctx context.Context, attemptID int64) (map[string]string, error)
 	// Solve runs the reference solution, writing what it does to out.
 	Solve(ctx context.Context, attemptID int64, out io.Writer) error
 	// Reset sets the scenario up afresh as a new attempt.

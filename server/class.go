@@ -102,6 +102,7 @@ func (s *Server) scenarioRoutes(check ...func(http.Handler) http.Handler) func(c
 		r.With(lifecycle).Post("/start", s.startScenario)
 		r.With(check...).Post("/check", s.checkScenario)
 		r.Post("/hint", s.hintScenario)
+		r.Post("/answer", s.answerScenario)
 		r.With(confirmedLifecycle).Post("/reset", s.resetScenario)
 		r.With(confirmedLifecycle).Post("/end", s.endScenario)
 		r.With(confirmedLifecycle).Post("/delete-lab", s.deleteLab)
@@ -378,6 +379,18 @@ func (c classAttempts) Hint(ctx context.Context, id int64) (int, string, error) 
 		return 0, "", errors.New("you have seen every hint of this scenario")
 	}
 	return i, text, err
+}
+
+func (c classAttempts) Answer(ctx context.Context, id int64, checkID, text string) error {
+	a, err := c.attempt(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.room.Answer(ctx, c.who, a.ScenarioID, checkID, text)
+}
+
+func (c classAttempts) Answers(ctx context.Context, id int64) (map[string]string, error) {
+	return c.room.Answers(ctx, c.who, id)
 }
 
 func (c classAttempts) Solve(ctx context.Context, id int64, out io.Writer) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
@@ -161,6 +162,15 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 			p.Deadline = at.UTC().Format(time.RFC3339)
 		}
 		if a.State != StateAbandoned {
+			answers, err := scope.attempts.Answers(r.Context(), a.ID)
+			if err != nil {
+				s.Log.Warn("reading an attempt's answers", "attempt", a.ID, "err", err)
+			}
+			for _, c := range sc.Checks {
+				if c.Answer != nil {
+					p.Questions = append(p.Questions, web.Question{ID: c.ID, Text: c.Answer.Question, Answer: answers[c.ID]})
+				}
+			}
 			p.Hints = sc.Hints[:min(a.HintsShown, len(sc.Hints))]
 			if a.State == StatePassed {
 				p.Explanation = sc.Explanation
@@ -230,8 +240,12 @@ func (s *Server) startScenario(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
 }
 
-// KindHint marks a hint shown on an attempt's timeline.
-const KindHint = "hint"
+// KindHint marks a hint shown on an attempt's timeline; KindAnswer an
+// answer saved.
+const (
+	KindHint   = "hint"
+	KindAnswer = "answer"
+)
 
 // errReadOnly refuses the instructor's changes to a learner's lab.
 const errReadOnly = "you are watching this lab read-only: push a hint or a message to the learner instead"
@@ -341,6 +355,39 @@ func (s *Server) hintScenario(w http.ResponseWriter, r *http.Request) {
 	var b bytes.Buffer
 	_ = web.Markdown(text).Render(r.Context(), &b)
 	writeJSON(w, http.StatusOK, map[string]any{"index": idx, "html": b.String(), "more": idx < len(sc.Hints), "count": len(sc.Hints)})
+}
+
+// answerScenario saves the learner's answer to one of the scenario's
+// questions (form fields check and text): the next check judges it. A
+// browser without script gets the scenario page back.
+func (s *Server) answerScenario(w http.ResponseWriter, r *http.Request) {
+	sc, a, ok := s.currentAttempt(w, r)
+	if !ok {
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		jsonError(w, http.StatusBadRequest, "The answer could not be read: "+err.Error())
+		return
+	}
+	check, text := r.PostFormValue("check"), strings.TrimSpace(r.PostFormValue("text"))
+	if err := s.scopeOf(r).attempts.Answer(r.Context(), a.ID, check, text); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, attempt.ErrBadAnswer) {
+			code = http.StatusBadRequest
+		}
+		jsonError(w, code, "Your answer was not saved: "+err.Error())
+		return
+	}
+	what := "answer to " + check + " saved"
+	if text == "" {
+		what = "answer to " + check + " cleared"
+	}
+	s.record(a.ID, views.TimelineEvent{Time: time.Now(), Kind: KindAnswer, Text: what})
+	if !strings.Contains(r.Header.Get("Accept"), "application/json") {
+		http.Redirect(w, r, s.scopeOf(r).scenarioURL(sc.ID), http.StatusSeeOther)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"saved": true, "check": check, "empty": text == ""})
 }
 
 // resetScenario sets the scenario up afresh.

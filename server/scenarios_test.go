@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,9 +19,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/lab/store"
 	"github.com/svclab/svclab/lab/views/viewstest"
 	"github.com/svclab/svclab/scenarios"
@@ -35,7 +38,8 @@ type fakeAttempts struct {
 	started  chan string
 	// hold, when set, keeps Start waiting (after its attempt is recorded)
 	// until it is closed: a setup still running.
-	hold chan struct{}
+	hold    chan struct{}
+	answers map[int64]map[string]string
 }
 
 func (f *fakeAttempts) Start(ctx context.Context, learner, scenarioID, clusterName string, p cluster.Progress) (*Attempt, error) {
@@ -116,6 +120,29 @@ func (f *fakeAttempts) Hint(_ context.Context, id int64) (int, string, error) {
 	}
 	a.HintsShown++
 	return a.HintsShown, sc.Hints[a.HintsShown-1], nil
+}
+
+func (f *fakeAttempts) Answer(_ context.Context, id int64, checkID, text string) error {
+	a := f.get(id)
+	if err := session.ValidateAnswer(f.catalog.Get(a.ScenarioID), checkID, text); err != nil {
+		return fmt.Errorf("%w: %w", attempt.ErrBadAnswer, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.answers == nil {
+		f.answers = map[int64]map[string]string{}
+	}
+	if f.answers[id] == nil {
+		f.answers[id] = map[string]string{}
+	}
+	f.answers[id][checkID] = text
+	return nil
+}
+
+func (f *fakeAttempts) Answers(_ context.Context, id int64) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.answers[id]), nil
 }
 
 func (f *fakeAttempts) Solve(context.Context, int64, io.Writer) error { return nil }
@@ -521,5 +548,71 @@ func TestErroredAttempt(t *testing.T) {
 	l.s.ops.wait()
 	if cur, _ := l.fa.Current(context.Background(), DefaultLearner, "selector-typo"); cur.ID != 2 || cur.State != StateRunning {
 		t.Errorf("after reset: %+v", cur)
+	}
+}
+
+// TestAnswers: a scenario with answer checks shows a field per question;
+// an answer saves with or without script (JSON, or the page again), shows
+// on the reloaded page, and a question the scenario does not ask or an
+// answer too long is refused with a message.
+func TestAnswers(t *testing.T) {
+	l := newLabServer(t)
+	base := l.url + "/scenarios/debugging-sequence"
+	if code, body := post(t, base+"/answer", url.Values{"check": {"step-named"}, "text": {"6"}}); code != http.StatusConflict || !strings.Contains(body, "start it first") {
+		t.Errorf("answer before start: %d %s", code, body)
+	}
+	l.startAttempt(t, "debugging-sequence")
+	page := get(t, base)
+	for _, w := range []string{`class="questions"`, `id="answer-step-named"`, `id="answer-what-it-showed"`, "Which step of the sequence showed the fault?", `action="/scenarios/debugging-sequence/answer"`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("page lacks %q", w)
+		}
+	}
+	// Without script: the form posts and the page comes back.
+	code, _ := post(t, base+"/answer", url.Values{"check": {"step-named"}, "text": {"  6  "}})
+	if code != http.StatusSeeOther {
+		t.Errorf("form post: %d, want a redirect to the page", code)
+	}
+	if m, _ := l.fa.Answers(context.Background(), 1); m["step-named"] != "6" {
+		t.Errorf("answers %v: the trimmed answer was not saved", m)
+	}
+	if page := get(t, base); !strings.Contains(page, `placeholder="Your answer">6</textarea>`) || !strings.Contains(page, "Saved.") {
+		t.Error("the saved answer is not on the reloaded page")
+	}
+	// With script: JSON.
+	answer := func(form url.Values) (int, string) {
+		req, _ := http.NewRequest("POST", base+"/answer", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Accept", "application/json")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := answer(url.Values{"check": {"what-it-showed"}, "text": {"internalTrafficPolicy: Local"}}); code != 200 || !strings.Contains(body, `"saved":true`) {
+		t.Errorf("JSON answer: %d %s", code, body)
+	}
+	for _, tc := range []struct {
+		form url.Values
+		want string
+	}{
+		{url.Values{"check": {"worker2-orders-reach-inventory"}, "text": {"6"}}, "asks no question"},
+		{url.Values{"check": {"nope"}, "text": {"6"}}, "asks no question"},
+		{url.Values{"check": {"step-named"}, "text": {strings.Repeat("6", scenario.MaxAnswerLength+1)}}, "keep it under"},
+	} {
+		if code, body := answer(tc.form); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("%v: %d %s, want 400 %q", tc.form, code, body, tc.want)
+		}
+	}
+	if m, _ := l.fa.Answers(context.Background(), 1); len(m) != 2 || m["step-named"] != "6" {
+		t.Errorf("answers after refused ones: %v", m)
+	}
+	// Scenarios without questions show none.
+	l.startAttempt(t, "selector-typo")
+	if page := get(t, l.url+"/scenarios/selector-typo"); strings.Contains(page, `class="questions"`) {
+		t.Error("a scenario without questions shows notes")
 	}
 }

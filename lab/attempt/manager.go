@@ -19,6 +19,7 @@ import (
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/lab/store"
 	"github.com/svclab/svclab/scenarios"
 )
@@ -541,7 +542,11 @@ func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.R
 	if err != nil {
 		return nil, err
 	}
-	rep := lab.Grade(ctx)
+	answers, err := m.store.Answers(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rep := lab.Grade(grade.WithAnswers(ctx, answers))
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("grading attempt %d was interrupted: %w", id, ctx.Err())
 	}
@@ -749,7 +754,44 @@ func (m *Manager) Solve(ctx context.Context, attemptID int64, out io.Writer) err
 	if err := lab.Solve(ctx, bin, out); err != nil {
 		return fmt.Errorf("the reference solution of %s failed: %w", a.ScenarioID, err)
 	}
+	sc, err := m.Scenario(a.ScenarioID)
+	if err != nil {
+		return err
+	}
+	for id, text := range session.ReferenceAnswers(sc) {
+		if err := m.store.SetAnswer(ctx, attemptID, id, text); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// Answer records the learner's answer to the answer check checkID of
+// attempt id (an empty text takes it back); the next grade judges it.
+func (m *Manager) Answer(ctx context.Context, attemptID int64, checkID, text string) error {
+	defer m.lock(fmt.Sprintf("attempt/%d", attemptID))()
+	a, err := m.usable(ctx, attemptID)
+	if err != nil {
+		return err
+	}
+	sc, err := m.Scenario(a.ScenarioID)
+	if err != nil {
+		return err
+	}
+	text = strings.TrimSpace(text)
+	if err := session.ValidateAnswer(sc, checkID, text); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadAnswer, err)
+	}
+	return m.store.SetAnswer(ctx, attemptID, checkID, text)
+}
+
+// ErrBadAnswer is an answer the attempt cannot take: a question the
+// scenario does not ask, a text too long.
+var ErrBadAnswer = errors.New("answer refused")
+
+// Answers returns the learner's answers of attempt id, by check id.
+func (m *Manager) Answers(ctx context.Context, attemptID int64) (map[string]string, error) {
+	return m.store.Answers(ctx, attemptID)
 }
 
 // teardown removes attempt a's scenario from its cluster, if the cluster is

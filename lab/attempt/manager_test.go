@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -472,5 +473,45 @@ func TestExpectedValuesWaitForTheirHint(t *testing.T) {
 	runs, _ := m.History(ctx, a.ID)
 	if d := runs[0].Results[1].Detail; d != "observed selector-matches-pods; expected the value of selector-matches-pods" {
 		t.Errorf("recorded detail %q", d)
+	}
+}
+
+// Answers: recorded per attempt, refused for a question the scenario does
+// not ask or when too long, given to every grade, and the reference
+// answers recorded when the reference solution is used.
+func TestAnswers(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEnv(t)
+	m, _ := e.manager()
+	a, err := m.Start(ctx, "", "debugging-sequence", "lab", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Answer(ctx, a.ID, "step-named", "  7 "); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ check, text string }{
+		{"worker2-orders-reach-inventory", "6"},
+		{"nope", "6"},
+		{"step-named", strings.Repeat("x", scenario.MaxAnswerLength+1)},
+	} {
+		if err := m.Answer(ctx, a.ID, tc.check, tc.text); !errors.Is(err, ErrBadAnswer) {
+			t.Errorf("answer %s: %v, want ErrBadAnswer", tc.check, err)
+		}
+	}
+	m.Check(ctx, a.ID)
+	if got := e.w.answers; got["step-named"] != "7" || len(got) != 1 {
+		t.Errorf("the grade was given the answers %v", got)
+	}
+	m.Evaluate(ctx, a.ID)
+	if got := e.w.answers; got["step-named"] != "7" {
+		t.Errorf("the evaluation was given the answers %v", got)
+	}
+	if err := m.Solve(ctx, a.ID, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Answers(ctx, a.ID)
+	if err != nil || got["step-named"] != "6" || !strings.HasPrefix(got["what-it-showed"], "internalTrafficPolicy") {
+		t.Errorf("after the reference solution: %v %v", got, err)
 	}
 }

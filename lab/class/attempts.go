@@ -115,6 +115,28 @@ func (cr *Classroom) Hint(ctx context.Context, p Principal, scenarioID string) (
 	return n, text, cr.Board.HintUsed(ctx, p.LearnerID, scenarioID, n)
 }
 
+// Answer records p's answer to the answer check checkID of scenarioID.
+func (cr *Classroom) Answer(ctx context.Context, p Principal, scenarioID, checkID, text string) error {
+	m, a, err := cr.current(ctx, p, scenarioID)
+	if err != nil {
+		return err
+	}
+	return m.Answer(ctx, a.ID, checkID, text)
+}
+
+// Answers returns the answers of attempt id, to those who may read it (its
+// learner, the instructor).
+func (cr *Classroom) Answers(ctx context.Context, p Principal, id int64) (map[string]string, error) {
+	if _, err := cr.Attempt(ctx, p, id, Read); err != nil {
+		return nil, err
+	}
+	m, err := cr.attempts()
+	if err != nil {
+		return nil, err
+	}
+	return m.Answers(ctx, id)
+}
+
 // Solve applies scenarioID's reference solution to p's lab; not during an
 // exam (the review shows the solutions afterwards).
 func (cr *Classroom) Solve(ctx context.Context, p Principal, scenarioID string, out io.Writer) error {

@@ -309,8 +309,10 @@ func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) R
 		detail, err = g.dataplane(ctx, c.Dataplane, base)
 	case c.RightFix != nil:
 		detail, err = g.rightFix(ctx, c, base)
+	case c.Answer != nil:
+		detail, err = g.answer(ctx, c)
 	default:
-		err = errors.New("the check sets none of api, probe, dataplane and rightFix")
+		err = errors.New("the check sets none of api, probe, dataplane, rightFix and answer")
 	}
 	res.Duration = time.Since(start)
 	var f *failure

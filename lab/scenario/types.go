@@ -1,6 +1,9 @@
 package scenario
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+)
 
 // FileName is the name of the file that declares a scenario in its
 // directory.
@@ -118,10 +121,11 @@ const (
 	CheckProbe     = "probe"
 	CheckDataplane = "dataplane"
 	CheckRightFix  = "rightFix"
+	CheckAnswer    = "answer"
 )
 
-// Check is one graded check. Exactly one of API, Probe, Dataplane and
-// RightFix is set.
+// Check is one graded check. Exactly one of API, Probe, Dataplane,
+// RightFix and Answer is set.
 type Check struct {
 	ID          string          `yaml:"id" rule:"required,pattern=name" doc:"The check's id, unique in the scenario."`
 	Description string          `yaml:"description" rule:"required,nonblank" doc:"What the check verifies, for the learner (\"The web Service has ready endpoints\")."`
@@ -132,6 +136,7 @@ type Check struct {
 	Probe       *ProbeCheck     `yaml:"probe" doc:"Traffic sent from a node or pod to a target, with the expected outcome."`
 	Dataplane   *DataplaneCheck `yaml:"dataplane" doc:"An assertion on nodes' Service rules or conntrack tables."`
 	RightFix    *RightFixCheck  `yaml:"rightFix" doc:"A rule that the fix must respect (the object was fixed in place, not recreated)."`
+	Answer      *AnswerCheck    `yaml:"answer" doc:"A question the learner answers in words (their notes), checked against what a right answer says."`
 }
 
 // Kind is which of the check kinds c is ("" if none or several are set).
@@ -149,10 +154,47 @@ func (c *Check) Kind() string {
 	if c.RightFix != nil {
 		kinds = append(kinds, CheckRightFix)
 	}
+	if c.Answer != nil {
+		kinds = append(kinds, CheckAnswer)
+	}
 	if len(kinds) != 1 {
 		return ""
 	}
 	return kinds[0]
+}
+
+// MaxAnswerLength bounds a learner's answer to an answer check, in bytes.
+const MaxAnswerLength = 2000
+
+// AnswerCheck is a question the learner answers in a few words, such as
+// which step of a debugging sequence showed the fault. The answer passes
+// when it matches Accept and does not match Reject (both case-insensitive
+// RE2 expressions): Reject catches an answer that names every option, or
+// a wrong one beside the right one.
+type AnswerCheck struct {
+	Question  string `yaml:"question" rule:"required,nonblank" doc:"The question, shown beside a field for the answer (Markdown)."`
+	Accept    string `yaml:"accept" rule:"required,nonblank" doc:"A regular expression (RE2, case-insensitive) that a right answer matches."`
+	Reject    string `yaml:"reject" doc:"A regular expression (RE2, case-insensitive) that a right answer does not match: a wrong option named beside the right one."`
+	Reference string `yaml:"reference" rule:"required,nonblank" doc:"A right answer: what svclab exercise run --solve and the reference solution give. It must pass."`
+}
+
+// Judge tells whether answer passes the check.
+func (a *AnswerCheck) Judge(answer string) (bool, error) {
+	accept, err := regexp.Compile("(?i)" + a.Accept)
+	if err != nil {
+		return false, fmt.Errorf("accept: %w", err)
+	}
+	if !accept.MatchString(answer) {
+		return false, nil
+	}
+	if a.Reject == "" {
+		return true, nil
+	}
+	reject, err := regexp.Compile("(?i)" + a.Reject)
+	if err != nil {
+		return false, fmt.Errorf("reject: %w", err)
+	}
+	return !reject.MatchString(answer), nil
 }
 
 // Disruptive tells whether grading the check changes the cluster (a probe
@@ -391,11 +433,12 @@ type Solution struct {
 // (kubectl is on the PATH) and the checks that must fail afterwards, each
 // with a failMessage that tells the learner why.
 type WrongFix struct {
-	ID          string   `yaml:"id" rule:"required,pattern=name" doc:"The wrong fix's id, unique in the scenario."`
-	Description string   `yaml:"description" rule:"required,nonblank" doc:"What the learner tries (\"Delete and recreate the Service\")."`
-	Commands    []string `yaml:"commands" rule:"required,minItems=1,nonblank" doc:"The commands, in order. A command that fails (the API server refuses it) is part of the lesson, not an error."`
-	RejectedBy  []string `yaml:"rejectedBy" rule:"required,minItems=1,unique" doc:"Ids of the checks that must fail after the wrong fix."`
-	Undo        []string `yaml:"undo" rule:"nonblank" doc:"Commands that bring the broken scenario back; without them the scenario is set up afresh after this wrong fix (for fixes that cannot be undone, such as recreating an object)."`
+	ID          string            `yaml:"id" rule:"required,pattern=name" doc:"The wrong fix's id, unique in the scenario."`
+	Description string            `yaml:"description" rule:"required,nonblank" doc:"What the learner tries (\"Delete and recreate the Service\")."`
+	Commands    []string          `yaml:"commands" rule:"required,minItems=1,nonblank" doc:"The commands, in order. A command that fails (the API server refuses it) is part of the lesson, not an error."`
+	RejectedBy  []string          `yaml:"rejectedBy" rule:"required,minItems=1,unique" doc:"Ids of the checks that must fail after the wrong fix."`
+	Undo        []string          `yaml:"undo" rule:"nonblank" doc:"Commands that bring the broken scenario back; without them the scenario is set up afresh after this wrong fix (for fixes that cannot be undone, such as recreating an object)."`
+	Answers     map[string]string `yaml:"answers" doc:"Answers the wrong fix gives to answer checks, by check id (a wrong answer is a wrong fix too); they are taken back with the undo."`
 }
 
 // Scalar is a YAML scalar kept as its text, so that value: true and

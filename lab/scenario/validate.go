@@ -3,8 +3,10 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +82,13 @@ func (v *validator) validate() {
 		}
 		v.commands(p+".commands", w.Commands)
 		v.commands(p+".undo", w.Undo)
+		for _, id := range slices.Sorted(maps.Keys(w.Answers)) {
+			if i, ok := ids[id]; !ok || s.Checks[i].Answer == nil {
+				v.bad(p+".answers."+id, "no answer check has the id %q", id)
+			} else if len(w.Answers[id]) > MaxAnswerLength {
+				v.bad(p+".answers."+id, "is longer than an answer may be (%d bytes)", MaxAnswerLength)
+			}
+		}
 		for j, id := range w.RejectedBy {
 			if _, ok := ids[id]; !ok {
 				v.bad(fmt.Sprintf("%s.rejectedBy[%d]", p, j), "no check has the id %q", id)
@@ -87,6 +96,25 @@ func (v *validator) validate() {
 				v.bad(fmt.Sprintf("%s.rejectedBy[%d]", p, j), "check %q has no failMessage: a check that rejects a wrong fix must tell the learner why", id)
 			}
 		}
+	}
+}
+
+// answer checks an answer check: its expressions compile and its
+// reference answer passes.
+func (v *validator) answer(p string, a *AnswerCheck) {
+	if _, err := regexp.Compile("(?i)" + a.Accept); err != nil {
+		v.bad(p+".accept", "not a regular expression: %v", err)
+		return
+	}
+	if _, err := regexp.Compile("(?i)" + a.Reject); err != nil {
+		v.bad(p+".reject", "not a regular expression: %v", err)
+		return
+	}
+	if len(a.Reference) > MaxAnswerLength {
+		v.bad(p+".reference", "is longer than an answer may be (%d bytes)", MaxAnswerLength)
+	}
+	if ok, _ := a.Judge(a.Reference); !ok && strings.TrimSpace(a.Reference) != "" {
+		v.bad(p+".reference", "%q does not pass the check: it must match accept and not reject", a.Reference)
 	}
 }
 
@@ -181,7 +209,7 @@ func flatten(err error) []error {
 
 func (v *validator) check(p string, c *Check) {
 	if c.Kind() == "" {
-		v.bad(p, "set exactly one of api, probe, dataplane and rightFix")
+		v.bad(p, "set exactly one of api, probe, dataplane, rightFix and answer")
 	}
 	if c.UnlocksHint > len(v.s.Hints) {
 		v.bad(p+".unlocksHint", "there is no hint %d; the scenario has %d hints", c.UnlocksHint, len(v.s.Hints))
@@ -194,6 +222,9 @@ func (v *validator) check(p string, c *Check) {
 	}
 	if c.Dataplane != nil {
 		v.dataplane(p+".dataplane", c.Dataplane)
+	}
+	if a := c.Answer; a != nil {
+		v.answer(p+".answer", a)
 	}
 	if c.RightFix != nil {
 		v.rightFix(p+".rightFix", c.RightFix)

@@ -154,6 +154,9 @@ func Run(ctx context.Context, o RunOptions) error {
 			if strings.TrimSpace(line) == "q" || (err != nil && line == "") {
 				break
 			}
+			if err := askQuestions(in, out, ses); err != nil {
+				return errors.Join(err, cleanup())
+			}
 			rep = ses.Grade(ctx)
 			PrintReport(out, s, rep)
 			if rep.Passed {
@@ -169,6 +172,32 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	if rep == nil || !rep.Passed {
 		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+// askQuestions asks the scenario's answer checks' questions, showing the
+// answer given so far; an empty line keeps it.
+func askQuestions(in *bufio.Reader, out io.Writer, ses *Session) error {
+	answers := ses.Answers()
+	for _, c := range ses.Scenario.Checks {
+		if c.Answer == nil {
+			continue
+		}
+		fmt.Fprintf(out, "\n%s\n", strings.TrimSpace(c.Answer.Question))
+		if a := answers[c.ID]; a != "" {
+			fmt.Fprintf(out, "(your answer so far: %s; Enter keeps it)\n", a)
+		}
+		fmt.Fprint(out, "> ")
+		line, err := in.ReadString('\n')
+		if text := strings.TrimSpace(line); text != "" {
+			if serr := ses.SetAnswer(c.ID, text); serr != nil {
+				fmt.Fprintf(out, "Not taken: %v\n", serr)
+			}
+		}
+		if err != nil {
+			return nil // input ended: grade what there is
+		}
 	}
 	return nil
 }

@@ -524,6 +524,9 @@ func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c
 				detail, rep, err := tryWrongFix(ctx, ses, w, bin)
 				// Undo even a wrong fix that was not rejected: the next
 				// steps need the broken scenario.
+				for id := range w.Answers {
+					_ = ses.SetAnswer(id, "")
+				}
 				var buf bytes.Buffer
 				if uerr := ses.RunCommands(ctx, bin, w.Undo, &buf); uerr != nil {
 					return detail, rep, errors.Join(err, fmt.Errorf("undoing it: %w\n%s", uerr, buf.String()))
@@ -656,6 +659,12 @@ func tryWrongFix(ctx context.Context, ses *Session, w scenario.WrongFix, bin str
 	cmdErr := ses.RunCommands(ctx, bin, w.Commands, &buf)
 	if err := ses.afterCommands(ctx); err != nil {
 		return "", nil, err
+	}
+	for id, text := range w.Answers {
+		fmt.Fprintf(&buf, "answer to %s: %s\n", id, text)
+		if err := ses.SetAnswer(id, text); err != nil {
+			return "", nil, err
+		}
 	}
 	rep := ses.Grade(ctx)
 	var problems, rejected []string

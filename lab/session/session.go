@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +74,65 @@ type Session struct {
 	// next one failed); Teardown then reverts only those.
 	partial  bool
 	injected int
+	// answers are the learner's answers to the answer checks, by check
+	// id, for the grades that bring none of their own (grade.WithAnswers).
+	answersMu sync.Mutex
+	answers   map[string]string
+}
+
+// SetAnswer records the learner's answer to the answer check id ("" takes
+// it back).
+func (s *Session) SetAnswer(id, text string) error {
+	if err := ValidateAnswer(s.Scenario, id, text); err != nil {
+		return err
+	}
+	s.answersMu.Lock()
+	defer s.answersMu.Unlock()
+	if s.answers == nil {
+		s.answers = map[string]string{}
+	}
+	if text == "" {
+		delete(s.answers, id)
+	} else {
+		s.answers[id] = text
+	}
+	return nil
+}
+
+// Answers returns a copy of the recorded answers.
+func (s *Session) Answers() map[string]string {
+	s.answersMu.Lock()
+	defer s.answersMu.Unlock()
+	return maps.Clone(s.answers)
+}
+
+// ValidateAnswer checks that sc has an answer check id and that text may
+// be its answer.
+func ValidateAnswer(sc *scenario.Scenario, id, text string) error {
+	for _, c := range sc.Checks {
+		if c.ID == id && c.Answer != nil {
+			if len(text) > scenario.MaxAnswerLength {
+				return fmt.Errorf("the answer is %d bytes long; keep it under %d", len(text), scenario.MaxAnswerLength)
+			}
+			if !utf8.ValidString(text) {
+				return errors.New("the answer is not UTF-8 text")
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("scenario %s asks no question %q", sc.ID, id)
+}
+
+// ReferenceAnswers are the right answers the scenario gives for its answer
+// checks, by check id.
+func ReferenceAnswers(sc *scenario.Scenario) map[string]string {
+	out := map[string]string{}
+	for _, c := range sc.Checks {
+		if c.Answer != nil {
+			out[c.ID] = c.Answer.Reference
+		}
+	}
+	return out
 }
 
 // EnsureCluster returns the cluster named name, creating it with the
@@ -317,6 +379,9 @@ func checkProxyMode(ctx context.Context, c cluster.Cluster, want string) error {
 
 // Grade grades the scenario once.
 func (s *Session) Grade(ctx context.Context) *grade.Report {
+	if grade.AnswersFrom(ctx) == nil {
+		ctx = grade.WithAnswers(ctx, s.Answers())
+	}
 	return s.Grader.Grade(ctx, s.Scenario, s.Baseline)
 }
 
@@ -345,10 +410,17 @@ func (s *Session) Solve(ctx context.Context, kubeBin string, out io.Writer) erro
 }
 
 // SolveWith runs the commands of a right fix (the reference solution or
-// another of the scenario's solutions) and waits for what they started.
+// another of the scenario's solutions), gives the reference answers to the
+// answer checks and waits for what the commands started.
 func (s *Session) SolveWith(ctx context.Context, kubeBin string, cmds []string, out io.Writer) error {
 	if err := s.RunCommands(ctx, kubeBin, cmds, out); err != nil {
 		return err
+	}
+	for id, text := range ReferenceAnswers(s.Scenario) {
+		fmt.Fprintf(out, "answer to %s: %s\n", id, text)
+		if err := s.SetAnswer(id, text); err != nil {
+			return err
+		}
 	}
 	cs, err := s.Cluster.Client()
 	if err != nil {

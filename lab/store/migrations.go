@@ -102,6 +102,15 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX attempt_events_by_attempt ON attempt_events (attempt_id, id)`,
 	}},
+	{6, "learners' answers to answer checks", []string{
+		`CREATE TABLE attempt_answers (
+			attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
+			check_id TEXT NOT NULL,
+			text TEXT NOT NULL,
+			answered_at INTEGER NOT NULL,
+			PRIMARY KEY (attempt_id, check_id)
+		)`,
+	}},
 }
 
 // SchemaVersion is the schema version this svclab writes.

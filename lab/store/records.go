@@ -586,6 +586,45 @@ func (s *Store) Hints(ctx context.Context, id int64) ([]HintShown, error) {
 	return out, err
 }
 
+// SetAnswer records the learner's answer to the answer check checkID of
+// attempt id, replacing an earlier one; an empty text takes it back.
+func (s *Store) SetAnswer(ctx context.Context, id int64, checkID, text string) error {
+	return s.write(ctx, fmt.Sprintf("recording an answer of attempt %d", id), func(ctx context.Context, tx *sqldb.Tx) error {
+		if text == "" {
+			_, err := tx.ExecContext(ctx, `DELETE FROM attempt_answers WHERE attempt_id = ? AND check_id = ?`, id, checkID)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO attempt_answers (attempt_id, check_id, text, answered_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (attempt_id, check_id) DO UPDATE SET text = excluded.text, answered_at = excluded.answered_at`, id, checkID, text, s.now())
+		if sqldb.IsForeignKeyViolation(err) {
+			return fmt.Errorf("attempt %d: %w", id, ErrNotFound)
+		}
+		return err
+	})
+}
+
+// Answers returns the answers recorded for attempt id, by check id.
+func (s *Store) Answers(ctx context.Context, id int64) (map[string]string, error) {
+	var out map[string]string
+	err := s.read(ctx, fmt.Sprintf("reading the answers of attempt %d", id), func(ctx context.Context) error {
+		out = map[string]string{}
+		rows, err := s.db.QueryContext(ctx, `SELECT check_id, text FROM attempt_answers WHERE attempt_id = ?`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var check, text string
+			if err := rows.Scan(&check, &text); err != nil {
+				return err
+			}
+			out[check] = text
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
 // WebSession is a browser's session with the web UI.
 type WebSession struct {
 	// ID is the secret the browser's cookie holds.

@@ -1008,3 +1008,45 @@ func testHoldsCluster(t *testing.T, b pgtest.Backend) {
 		}
 	}
 }
+
+func TestAnswers(t *testing.T) { forEachBackend(t, testAnswers) }
+
+// An attempt's answers: recorded, replaced, taken back, gone with the
+// attempt's learner; an unknown attempt is not found.
+func testAnswers(t *testing.T, b pgtest.Backend) {
+	ctx := context.Background()
+	s := openTest(t, b)
+	s.EnsureLearner(ctx, "ann", "Ann")
+	a, err := s.CreateAttempt(ctx, NewAttempt{Learner: "ann", ScenarioID: "debugging-sequence", Cluster: "lab", Backend: "embedded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := func() map[string]string {
+		t.Helper()
+		m, err := s.Answers(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := answers(); len(m) != 0 {
+		t.Errorf("answers of a new attempt: %v", m)
+	}
+	for _, set := range [][2]string{{"step", "5"}, {"step", "step 6 — the traffic policy"}, {"field", "externalTrafficPolicy"}} {
+		if err := s.SetAnswer(ctx, a.ID, set[0], set[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := answers(); len(m) != 2 || m["step"] != "step 6 — the traffic policy" || m["field"] != "externalTrafficPolicy" {
+		t.Errorf("answers %v", m)
+	}
+	if err := s.SetAnswer(ctx, a.ID, "field", ""); err != nil {
+		t.Fatal(err)
+	}
+	if m := answers(); len(m) != 1 || m["field"] != "" {
+		t.Errorf("after taking one back: %v", m)
+	}
+	if err := s.SetAnswer(ctx, 999, "step", "6"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("answer of an unknown attempt: %v", err)
+	}
+}

@@ -289,6 +289,24 @@ function initActions() {
     if (r.error) { results.replaceChildren(h("p", { class: "error-box" }, r.error)); hint.disabled = false; return; }
     addHint(r.index, r.html);
   };
+  // Answers save on their own, without leaving the page.
+  for (const form of document.querySelectorAll("form.answer")) {
+    const status = form.querySelector(".answer-status"), text = form.elements.text, save = form.querySelector("button");
+    text.oninput = () => { status.textContent = "Not saved yet."; };
+    form.onsubmit = async (e) => {
+      e.preventDefault();
+      save.disabled = true;
+      status.textContent = "Saving …";
+      const resp = await fetch(form.action, { method: "POST", headers: { "Accept": "application/json" }, body: new URLSearchParams(new FormData(form)) })
+        .catch((err) => ({ ok: false, statusText: String(err), json: async () => ({}) }));
+      let r = {};
+      try { r = await resp.json(); } catch (err) { r = {}; }
+      save.disabled = false;
+      if (!resp.ok || r.error) { status.textContent = r.error || `Not saved: ${resp.status || ""} ${resp.statusText}`; status.classList.add("error"); return; }
+      status.classList.remove("error");
+      status.textContent = r.empty ? "Cleared." : "Saved: Check my work grades it.";
+    };
+  }
 }
 
 // What a check observed; what it expected only once the hint that names
