@@ -16,6 +16,7 @@ import (
 
 	"github.com/svclab/svclab/internal/pgtest"
 	"github.com/svclab/svclab/lab/store"
+	"github.com/svclab/svclab/lab/store/sqldb"
 )
 
 var (
@@ -341,11 +342,11 @@ func TestTransient(t *testing.T) {
 	}
 	defer impatient.Close()
 	_, err = impatient.ExecContext(ctx, `INSERT INTO class_clusters (name, class_id, recorded_at) VALUES ('x', 'y', 0)`)
-	if err == nil || !transient(err) {
-		t.Errorf("a locked database: %v, transient %v", err, transient(err))
+	if err == nil || !sqldb.Transient(err) {
+		t.Errorf("a locked database: %v, transient %v", err, sqldb.Transient(err))
 	}
 	holder.ExecContext(ctx, `ROLLBACK`)
-	if transient(errors.New("no such table")) || transient(ErrClassFull) {
+	if sqldb.Transient(errors.New("no such table")) || sqldb.Transient(ErrClassFull) {
 		t.Error("a permanent error is transient")
 	}
 }

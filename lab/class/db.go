@@ -21,18 +21,12 @@ const DBFileName = "svclab.db"
 // DefaultDBPath is the database in stateDir.
 func DefaultDBPath(stateDir string) string { return filepath.Join(stateDir, DBFileName) }
 
-// migration moves the class tables from Version-1 to Version. The class
-// tables share svclab.db with lab/store's but keep their own history
-// (class_schema_migrations): lab/store's migrations are its own, and it
-// refuses versions it does not know.
-type migration struct {
-	Version int
-	Name    string
-	SQL     []string
-}
-
-var migrations = []migration{
-	{1, "classes, learners, owned clusters, progress, messages, exams", []string{
+// migrations are the class tables' history. They share svclab.db with
+// lab/store's tables but keep their own (class_schema_migrations):
+// lab/store's migrations are its own, and it refuses versions it does not
+// know. One runner applies both (sqldb.Migrate).
+var migrations = []sqldb.Migration{
+	{Version: 1, Name: "classes, learners, owned clusters, progress, messages, exams", SQL: []string{
 		`CREATE TABLE classes (
 			id TEXT PRIMARY KEY,
 			name TEXT NOT NULL UNIQUE,
@@ -81,7 +75,7 @@ var migrations = []migration{
 			result TEXT NOT NULL DEFAULT ''
 		)`,
 	}},
-	{2, "instructor sessions", []string{
+	{Version: 2, Name: "instructor sessions", SQL: []string{
 		`CREATE TABLE class_sessions (
 			token_hash TEXT PRIMARY KEY,
 			class_id TEXT NOT NULL REFERENCES classes(id) ON DELETE CASCADE,
@@ -115,7 +109,7 @@ func OpenDB(ctx context.Context, location string, now func() time.Time) (*DB, er
 		return nil, err
 	}
 	d := &DB{db: sdb, location: location, path: sdb.Display(), now: now}
-	if err := d.retry(ctx, func() error { return sdb.Ping(ctx) }); err != nil {
+	if err := d.read(ctx, func() error { return sdb.Ping(ctx) }); err != nil {
 		sdb.Close()
 		return nil, d.fail("opening the database", err)
 	}
@@ -132,42 +126,13 @@ func OpenDB(ctx context.Context, location string, now func() time.Time) (*DB, er
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
 
-// migrate applies the migrations, each in a transaction holding the
-// database's migration lock (sqldb.Migrate), so that processes opening
-// the database at once apply each once.
+// classTables are the class tables and their history.
+var classTables = sqldb.Schema{Table: "class_schema_migrations", What: "the class tables", Migrations: migrations}
+
+// migrate brings the class tables up to date (sqldb.Migrate).
 func (d *DB) migrate(ctx context.Context) error {
-	err := d.txOf(ctx, sqldb.Migrate, func(tx *sqldb.Tx) error {
-		_, err := tx.ExecContext(ctx, d.db.Schema(`CREATE TABLE IF NOT EXISTS class_schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`))
-		return err
-	})
-	if err != nil {
-		return d.fail("preparing the class tables", err)
-	}
-	known := migrations[len(migrations)-1].Version
-	for _, m := range migrations {
-		err := d.txOf(ctx, sqldb.Migrate, func(tx *sqldb.Tx) error {
-			var have int
-			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM class_schema_migrations`).Scan(&have); err != nil {
-				return err
-			}
-			if have > known {
-				return fmt.Errorf("the class tables were written by a newer svclab (version %d; this svclab knows up to %d): upgrade svclab", have, known)
-			}
-			if have >= m.Version {
-				return nil
-			}
-			for _, stmt := range m.SQL {
-				if _, err := tx.ExecContext(ctx, d.db.Schema(stmt)); err != nil {
-					return err
-				}
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO class_schema_migrations VALUES (?, ?, ?)`, m.Version, m.Name, d.now().UnixMilli())
-			return err
-		})
-		if err != nil {
-			return d.fail(fmt.Sprintf("migrating the class tables to version %d", m.Version), err)
-		}
+	if op, err := d.db.Migrate(ctx, d.retrier(), classTables, classTables.Known(), d.now); err != nil {
+		return d.fail(op, err)
 	}
 	return nil
 }
@@ -188,15 +153,19 @@ func (d *DB) tx(ctx context.Context, fn func(*sqldb.Tx) error) error {
 }
 
 func (d *DB) txOf(ctx context.Context, kind sqldb.TxKind, fn func(*sqldb.Tx) error) error {
-	return d.retry(ctx, func() error { return d.db.InTx(ctx, kind, fn) })
+	_, err := d.db.Tx(ctx, d.retrier(), kind, "a class transaction", func(_ context.Context, tx *sqldb.Tx) error { return fn(tx) })
+	return err
 }
 
 // read runs fn (queries only), retried like tx.
-func (d *DB) read(ctx context.Context, fn func() error) error { return d.retry(ctx, fn) }
+func (d *DB) read(ctx context.Context, fn func() error) error {
+	_, err := d.retrier().Do(ctx, "a class query", func(context.Context) error { return fn() })
+	return err
+}
 
 // exec runs one statement, retried like tx.
 func (d *DB) exec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
-	err = d.retry(ctx, func() error {
+	err = d.read(ctx, func() error {
 		res, err = d.db.ExecContext(ctx, query, args...)
 		return err
 	})
@@ -207,26 +176,8 @@ func (d *DB) exec(ctx context.Context, query string, args ...any) (res sql.Resul
 // retried.
 const RetryFor = 15 * time.Second
 
-func (d *DB) retry(ctx context.Context, fn func() error) error {
-	start := time.Now()
-	delay := 50 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil || !transient(err) || time.Since(start) > RetryFor || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
-	}
-}
-
-// transient tells the errors worth retrying (sqldb.Transient): locked,
-// I/O, the server unreachable, a serialization failure.
-func transient(err error) bool { return sqldb.Transient(err) }
+// retrier is how the class tables retry what failed for a moment.
+func (d *DB) retrier() sqldb.Retry { return sqldb.Retry{For: RetryFor, Display: d.path} }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 

@@ -1,19 +1,16 @@
 package store
 
-// A migration moves the schema from version Version-1 to Version. The
-// statements run in one transaction together with the row recording it in
-// schema_migrations. Never edit a migration that has been released: add a
-// new one. The SQL sticks to what SQLite and PostgreSQL share where it can
-// (times are Unix milliseconds in INTEGER columns).
-type migration struct {
-	Version int
-	Name    string
-	SQL     []string
-}
+import "github.com/svclab/svclab/lab/store/sqldb"
+
+// A migration moves the schema from version Version-1 to Version (one
+// runner for svclab's tables and the class tables: sqldb.Migrate). The
+// SQL sticks to what SQLite and PostgreSQL share where it can (times are
+// Unix milliseconds in INTEGER columns).
+type migration = sqldb.Migration
 
 // migrations are the schema's history, in order, numbered from 1.
 var migrations = []migration{
-	{1, "learners, attempts and check runs", []string{
+	{Version: 1, Name: "learners, attempts and check runs", SQL: []string{
 		`CREATE TABLE learners (
 			id INTEGER PRIMARY KEY,
 			name TEXT NOT NULL UNIQUE,
@@ -58,7 +55,7 @@ var migrations = []migration{
 			PRIMARY KEY (check_run_id, seq)
 		)`,
 	}},
-	{2, "hints shown, baselines, what triggered a check run, reference solutions used", []string{
+	{Version: 2, Name: "hints shown, baselines, what triggered a check run, reference solutions used", SQL: []string{
 		`CREATE TABLE hints_shown (
 			attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
 			hint INTEGER NOT NULL,
@@ -74,7 +71,7 @@ var migrations = []migration{
 		`ALTER TABLE check_runs ADD COLUMN triggered_by TEXT NOT NULL DEFAULT 'learner'`,
 		`ALTER TABLE attempts ADD COLUMN solution_used_at INTEGER`,
 	}},
-	{3, "web sessions", []string{
+	{Version: 3, Name: "web sessions", SQL: []string{
 		`CREATE TABLE web_sessions (
 			id TEXT PRIMARY KEY,
 			learner_id INTEGER NOT NULL REFERENCES learners(id) ON DELETE CASCADE,
@@ -83,14 +80,14 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX web_sessions_by_last_seen ON web_sessions (last_seen_at)`,
 	}},
-	{4, "one running attempt per cluster", []string{
+	{Version: 4, Name: "one running attempt per cluster", SQL: []string{
 		// Earlier versions only checked this in code, so two processes
 		// could both start on one cluster: the newest attempt keeps it.
 		`UPDATE attempts SET state = 'abandoned', finished_at = COALESCE(finished_at, started_at)
 			WHERE state = 'running' AND id NOT IN (SELECT MAX(id) FROM attempts WHERE state = 'running' GROUP BY backend, cluster)`,
 		`CREATE UNIQUE INDEX attempts_one_running_per_cluster ON attempts (backend, cluster) WHERE state = 'running'`,
 	}},
-	{5, "attempt timelines, for replay and audit", []string{
+	{Version: 5, Name: "attempt timelines, for replay and audit", SQL: []string{
 		`CREATE TABLE attempt_events (
 			id INTEGER PRIMARY KEY,
 			attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
@@ -102,7 +99,7 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX attempt_events_by_attempt ON attempt_events (attempt_id, id)`,
 	}},
-	{6, "learners' answers to answer checks", []string{
+	{Version: 6, Name: "learners' answers to answer checks", SQL: []string{
 		`CREATE TABLE attempt_answers (
 			attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
 			check_id TEXT NOT NULL,

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/svclab/svclab/lab/store/sqldb"
@@ -106,7 +105,7 @@ func open(ctx context.Context, location string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s := &Store{db: db, path: db.Display(), location: location, opts: opts}
-	if err := s.retry(ctx, "opening the database", db.Ping); err != nil {
+	if err := s.read(ctx, "opening the database", db.Ping); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -134,84 +133,37 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // Version is the schema version of the database.
 func (s *Store) Version(ctx context.Context) (int, error) {
-	var v int
-	err := s.read(ctx, "reading the schema version", func(ctx context.Context) error {
-		return s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
-	})
-	return v, err
+	v, err := s.db.Version(ctx, s.retrier(), tables(nil))
+	if err != nil {
+		return 0, s.fail("reading the schema version", err, 1)
+	}
+	return v, nil
+}
+
+// tables is svclab's own tables, with migs as their history (nil: the
+// real one).
+func tables(migs []migration) sqldb.Schema {
+	if migs == nil {
+		migs = migrations
+	}
+	return sqldb.Schema{Table: "schema_migrations", What: "the schema", Migrations: migs}
 }
 
 // migrate applies the migrations of migs up to version target, each in its
 // own transaction holding the migration lock.
 func (s *Store) migrate(ctx context.Context, migs []migration, target int) error {
-	err := s.tx(ctx, sqldb.Migrate, "preparing the schema table", func(ctx context.Context, tx *sqldb.Tx) error {
-		_, err := tx.ExecContext(ctx, s.db.Schema(`CREATE TABLE IF NOT EXISTS schema_migrations (
-			version INTEGER PRIMARY KEY,
-			name TEXT NOT NULL,
-			applied_at INTEGER NOT NULL
-		)`))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	known := 0
-	if len(migs) > 0 {
-		known = migs[len(migs)-1].Version
-	}
-	for i, m := range migs {
-		if m.Version != i+1 {
-			return fmt.Errorf("store: migration %d (%s) is numbered %d", i+1, m.Name, m.Version)
-		}
-		if m.Version > target {
-			break
-		}
-		err := s.tx(ctx, sqldb.Migrate, fmt.Sprintf("migrating the schema to version %d (%s)", m.Version, m.Name), func(ctx context.Context, tx *sqldb.Tx) error {
-			var have int
-			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
-				return err
-			}
-			if have > known {
-				return fmt.Errorf("the database was written by a newer svclab (schema version %d; this svclab knows versions up to %d): upgrade svclab, or use another --state-dir or --database-url", have, known)
-			}
-			if have >= m.Version {
-				return nil // another process got here first
-			}
-			for _, stmt := range m.SQL {
-				if _, err := tx.ExecContext(ctx, s.db.Schema(stmt)); err != nil {
-					return fmt.Errorf("%s: %w", firstLine(stmt), err)
-				}
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.Version, m.Name, s.now())
-			if err == nil {
-				s.opts.Log.Debug("migrated the database schema", "database", s.path, "version", m.Version, "name", m.Name)
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	// A database newer than every migration we know is refused too.
-	v, err := s.Version(ctx)
-	if err != nil {
-		return err
-	}
-	if v > known {
-		return s.fail("opening the database", fmt.Errorf("the database was written by a newer svclab (schema version %d; this svclab knows versions up to %d): upgrade svclab, or use another --state-dir or --database-url", v, known), 1)
+	if op, err := s.db.Migrate(ctx, s.retrier(), tables(migs), target, s.opts.Now); err != nil {
+		return s.fail(op, err, 1)
 	}
 	return nil
 }
 
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return strings.TrimSuffix(s, " (")
-}
-
 func (s *Store) now() int64 { return s.opts.Now().UnixMilli() }
+
+// retrier is how the store retries what failed for a moment.
+func (s *Store) retrier() sqldb.Retry {
+	return sqldb.Retry{For: s.opts.RetryFor, Log: s.opts.Log, Display: s.path}
+}
 
 // write runs fn in a write transaction (serialized with every other
 // writer), retrying the whole transaction on transient errors.
@@ -220,36 +172,20 @@ func (s *Store) write(ctx context.Context, op string, fn func(context.Context, *
 }
 
 func (s *Store) tx(ctx context.Context, kind sqldb.TxKind, op string, fn func(context.Context, *sqldb.Tx) error) error {
-	return s.retry(ctx, op, func(ctx context.Context) error {
-		return s.db.InTx(ctx, kind, func(tx *sqldb.Tx) error { return fn(ctx, tx) })
-	})
+	tries, err := s.db.Tx(ctx, s.retrier(), kind, op, fn)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return s.fail(op, err, tries)
+	}
+	return err
 }
 
 // read runs fn (queries only), retrying on transient errors.
 func (s *Store) read(ctx context.Context, op string, fn func(context.Context) error) error {
-	return s.retry(ctx, op, fn)
-}
-
-// retry runs fn until it succeeds, fails for good, or RetryFor has passed.
-func (s *Store) retry(ctx context.Context, op string, fn func(context.Context) error) error {
-	start := s.opts.Now()
-	delay := 50 * time.Millisecond
-	for tries := 1; ; tries++ {
-		err := fn(ctx)
-		if err == nil || errors.Is(err, ErrNotFound) {
-			return err
-		}
-		if !sqldb.Transient(err) || s.opts.RetryFor < 0 || time.Since(start) >= s.opts.RetryFor || ctx.Err() != nil {
-			return s.fail(op, err, tries)
-		}
-		s.opts.Log.Warn("database busy or unavailable, retrying", "op", op, "database", s.path, "try", tries, "err", err)
-		select {
-		case <-ctx.Done():
-			return s.fail(op, err, tries)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
+	tries, err := s.retrier().Do(ctx, op, fn)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return s.fail(op, err, tries)
 	}
+	return err
 }
 
 // Error is a failed database operation.

@@ -227,7 +227,7 @@ func testFailedMigrationRollsBack(t *testing.T, b pgtest.Backend) {
 	defer s.Close()
 	bad := []migration{
 		migrations[0],
-		{2, "broken", []string{`CREATE TABLE half (id INTEGER)`, `CREATE TABLE learners (id INTEGER)`}},
+		{Version: 2, Name: "broken", SQL: []string{`CREATE TABLE half (id INTEGER)`, `CREATE TABLE learners (id INTEGER)`}},
 	}
 	err = s.migrate(ctx, bad, 2)
 	if err == nil || !strings.Contains(err.Error(), "migrating the schema to version 2 (broken)") || !strings.Contains(err.Error(), "already exists") {
