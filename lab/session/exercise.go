@@ -64,11 +64,11 @@ type ExerciseOptions struct {
 	// Svclab runs svclab in solutions and wrong fixes (Options.Svclab).
 	Svclab []string
 	// Parallel is how many clusters work at once (0 or 1: one after the
-	// other). With more, the scenarios of a shape are dealt out to
+	// other). With more, the scenarios of a large shape are dealt out to
 	// several clusters of that shape (the first keeps the shape's name,
-	// the others get "-2", "-3" appended) until there are Parallel
-	// clusters or each has one scenario; Out gets whole lines, each
-	// prefixed with its cluster's name.
+	// the others get "-2", "-3" appended) so that none has more than the
+	// run's scenarios over Parallel; Out gets whole lines, each prefixed
+	// with its cluster's name.
 	Parallel int
 }
 
@@ -204,31 +204,20 @@ func Exercise(ctx context.Context, o ExerciseOptions) ([]Outcome, error) {
 	return outcomes, errors.Join(append(errs, ctx.Err())...)
 }
 
-// spreadGroups deals the scenarios of the largest groups out to more
-// clusters of their shape until there are n groups or every group has one
-// scenario. The first cluster of a shape keeps its name; the others get
-// "-2", "-3" appended.
+// spreadGroups deals the scenarios of large groups out to more clusters
+// of their shape, so that no cluster has more than its share of the run
+// (the scenarios over n, rounded up), and orders the groups largest first,
+// the order in which they start when n work at once. The first cluster of
+// a shape keeps its name; the others get "-2", "-3" appended.
 func spreadGroups(groups []*shapeGroup, n int) ([]*shapeGroup, error) {
-	parts := make([]int, len(groups))
-	for i := range parts {
-		parts[i] = 1
+	total := 0
+	for _, g := range groups {
+		total += len(g.scenarios)
 	}
-	for total := len(groups); total < n; total++ {
-		best := -1
-		for i, g := range groups {
-			// The group whose clusters would have the most scenarios each.
-			if parts[i] < len(g.scenarios) && (best < 0 || len(g.scenarios)*parts[best] > len(groups[best].scenarios)*parts[i]) {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		parts[best]++
-	}
+	share := max(1, (total+n-1)/n)
 	var out []*shapeGroup
-	for i, g := range groups {
-		split := make([]*shapeGroup, parts[i])
+	for _, g := range groups {
+		split := make([]*shapeGroup, (len(g.scenarios)+share-1)/share)
 		for k := range split {
 			name := g.cluster
 			if k > 0 {
@@ -244,6 +233,7 @@ func spreadGroups(groups []*shapeGroup, n int) ([]*shapeGroup, error) {
 		}
 		out = append(out, split...)
 	}
+	slices.SortStableFunc(out, func(a, b *shapeGroup) int { return len(b.scenarios) - len(a.scenarios) })
 	return out, nil
 }
 

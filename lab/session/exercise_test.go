@@ -83,8 +83,8 @@ func TestSpreadGroups(t *testing.T) {
 		want string
 	}{
 		{1, "ci:a,b,d,e,f ci-ipt:c"},
-		{2, "ci:a,b,d,e,f ci-ipt:c"},
-		{3, "ci:a,d,f ci-2:b,e ci-ipt:c"},
+		{2, "ci:a,d,f ci-2:b,e ci-ipt:c"},
+		{3, "ci:a,e ci-2:b,f ci-3:d ci-ipt:c"},
 		{4, "ci:a,e ci-2:b,f ci-3:d ci-ipt:c"},
 		{9, "ci:a ci-2:b ci-3:d ci-4:e ci-5:f ci-ipt:c"},
 	} {
