@@ -279,6 +279,9 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// A check that restarts a rollout and watches it may take minutes
+	// (grade.DisruptiveCheckTimeout), more than a response's usual bound.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(grade.DisruptiveCheckTimeout + time.Minute))
 	scope := s.scopeOf(r)
 	// A lab that is down (or whose nodes cannot reach each other) cannot
 	// be graded: say so now rather than after every check timed out.

@@ -54,7 +54,7 @@ func (g *Grader) probeDuring(ctx context.Context, cs kubernetes.Interface, p *sc
 		return "", fmt.Errorf("before restarting the Deployment %s: %w", name, err)
 	}
 	if d == nil {
-		return "", failf("the Deployment %s is not ready, so the grader cannot restart it to watch the requests: %s", name, rolloutState(d0(ctx, cs, ns, r.Deployment)))
+		return "", failf("the Deployment %s is not ready, so the grader cannot restart it to watch the requests: %s", name, rolloutState(currentDeployment(ctx, cs, ns, r.Deployment)))
 	}
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
 		"annotations": map[string]string{restartedAtAnnotation: time.Now().Format(time.RFC3339Nano)}}}}})
@@ -117,8 +117,8 @@ func (g *Grader) probeDuring(ctx context.Context, cs kubernetes.Interface, p *sc
 	return prefix + what, nil
 }
 
-// d0 reads a Deployment for a message (nil when it cannot).
-func d0(ctx context.Context, cs kubernetes.Interface, ns, name string) *appsv1.Deployment {
+// currentDeployment reads a Deployment for a message (nil when it cannot).
+func currentDeployment(ctx context.Context, cs kubernetes.Interface, ns, name string) *appsv1.Deployment {
 	d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil
