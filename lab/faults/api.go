@@ -635,6 +635,21 @@ func (f rolloutRestart) Inject(ctx context.Context, c cluster.Cluster, p scenari
 	})
 }
 
+// scaleDeployment scales a Deployment to the replicas parameter, as an
+// autoscaler or a traffic peak would.
+type scaleDeployment struct{ scenario.FaultSpec }
+
+func (f scaleDeployment) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
+	n := int32(p.Int("replicas", 0))
+	return updateDeployment(ctx, c, p, func(d *appsv1.Deployment) error {
+		if d.Spec.Replicas != nil && *d.Spec.Replicas == n {
+			return fmt.Errorf("it has %d replicas already", n)
+		}
+		d.Spec.Replicas = &n
+		return nil
+	})
+}
+
 // abruptShutdown removes what keeps a Deployment's Pods serving while they
 // terminate: the containers' preStop hooks and an agnhost --delay-shutdown;
 // and it sets the grace period to one second.

@@ -43,6 +43,7 @@ func Library() []Fault {
 		portNameMismatch{spec("port-name-mismatch")},
 		failingReadinessProbe{spec("failing-readiness-probe")},
 		abruptShutdown{spec("abrupt-shutdown")},
+		scaleDeployment{spec("scale-deployment")},
 		scaleToZero{spec("scale-to-zero")},
 		etpLocalSingleNode{spec("etp-local-single-node")},
 		itpLocalNoLocalReplica{spec("itp-local-no-local-replica")},

@@ -205,6 +205,15 @@ func TestAPIFaults(t *testing.T) {
 					}
 				}
 			}},
+		{name: "scale up", fault: "scale-deployment",
+			params: scenario.Params{"deployment": "web", "namespace": "shop", "replicas": 110},
+			check: func(t *testing.T, f *fakeCluster) {
+				if got := *getDeploy(t, f).Spec.Replicas; got != 110 {
+					t.Errorf("replicas %d", got)
+				}
+			}},
+		{name: "scale to what it has", fault: "scale-deployment",
+			params: scenario.Params{"deployment": "web", "namespace": "shop", "replicas": 2}, wantErr: "it has 2 replicas already"},
 		{name: "scale to zero", fault: "scale-to-zero",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
 			check: func(t *testing.T, f *fakeCluster) {

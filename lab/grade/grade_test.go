@@ -326,6 +326,10 @@ func TestProbeJudgement(t *testing.T) {
 			scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Ratio: 0.5}, true, "2 succeeded, 2 were refused"},
 		{"too few", "@@ 1 0 172.29.1.2:1\n@@ 2 7 Connection refused\n@@ 3 7 Connection refused\n@@ 4 7 Connection refused\n",
 			scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Ratio: 0.5}, false, "at least 2 should succeed"},
+		{"body matches", "@@ 1 0 110\n@@ 2 0  110 \n@@ 3 0 110\n@@ 4 0 110\n",
+			scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Body: `^110$`}, true, `4 succeeded; the answers said "110"`},
+		{"body differs", "@@ 1 0 110\n@@ 2 0 100\n@@ 3 0 110\n@@ 4 0 110\n",
+			scenario.ProbeExpect{Outcome: scenario.OutcomeSuccess, Body: `^110$`}, false, `an answer said "100"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var script string

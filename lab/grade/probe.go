@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -675,6 +676,23 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 			bodies = append(bodies, a.body)
 		}
 	}
+	if e.Body != "" {
+		re, err := regexp.Compile(e.Body)
+		if err != nil {
+			return "", fmt.Errorf("the scenario's body expression: %w", err)
+		}
+		var seen []string
+		for _, b := range bodies {
+			b = strings.TrimSpace(b)
+			if !re.MatchString(b) {
+				return "", failf("%s; an answer said %s", what, quote(b))
+			}
+			if !slices.Contains(seen, b) {
+				seen = append(seen, b)
+			}
+		}
+		what += "; the answers said " + strings.Join(quoteAll(seen), ", ")
+	}
 	if r := e.Responders; r != nil {
 		ns := r.Namespace
 		if ns == "" {
@@ -759,6 +777,15 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 		what += "; the backend saw " + strings.Join(ips, ", ")
 	}
 	return what, nil
+}
+
+// quoteAll quotes each of ss for a message.
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = quote(s)
+	}
+	return out
 }
 
 // zoneLabel is the well-known zone label of nodes.

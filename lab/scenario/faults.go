@@ -317,6 +317,8 @@ var FaultSpecs = []FaultSpec{
 			{Name: "port", Type: ParamInt, Min: 1, Max: 65535, Doc: "the port the new readiness probe asks, where the application does not listen (instead of a wrong path)"}}},
 	{FaultName: "rollout-restart", Level: "api", Summary: "restart a Deployment's Pods as kubectl rollout restart does: they come back with new IP addresses (what a node whose proxier no longer follows changes trips over)",
 		Params: []ParamSpec{paramDeploy, paramNamespace}},
+	{FaultName: "scale-deployment", Level: "api", Summary: "scale a Deployment to a number of replicas, as an autoscaler or a traffic peak would",
+		Params: []ParamSpec{paramDeploy, paramNamespace, {Name: "replicas", Type: ParamInt, Required: true, Min: 1, Max: 250, Doc: "the replicas"}}},
 	{FaultName: "abrupt-shutdown", Level: "api", Summary: "take away what keeps a Deployment's Pods serving while they terminate (preStop hooks, a --delay-shutdown of the application) and cut the grace period to one second, as a change that speeds deploys up would",
 		Params: []ParamSpec{paramDeploy, paramNamespace}},
 	{FaultName: "session-affinity-snat", Level: "api", Summary: "set ClientIP session affinity on a Service whose clients are masqueraded to one address",

@@ -65,7 +65,7 @@ func TestFaultSpecsComplete(t *testing.T) {
 		"statefulset-not-ready-peers", "headless-clusterip-confusion", "external-name", "default-deny-networkpolicy",
 		"networkpolicy-and-or", "stale-udp-conntrack-dns", "proxier-dead", "proxier-stuck", "nodeport-primary-ip-only",
 		"conntrack-table-small", "ip-forward-off", "rule-deleted", "hairpin", "traffic-policy", "stuck-rollout", "rollout-restart",
-		"node-marked-for-deletion", "topology-mode-annotation", "kube-proxy-config", "label-client-backend", "abrupt-shutdown", "outside-route",
+		"node-marked-for-deletion", "topology-mode-annotation", "kube-proxy-config", "label-client-backend", "abrupt-shutdown", "outside-route", "scale-deployment",
 	}
 	seen := map[string]bool{}
 	for _, f := range FaultSpecs {

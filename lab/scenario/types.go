@@ -316,6 +316,7 @@ type ProbeExpect struct {
 	Ratio      float64     `yaml:"ratio" rule:"gt=0,max=1" doc:"The least fraction of attempts with that outcome (default 1)."`
 	Responders *Responders `yaml:"responders" doc:"Which pods must have answered (http to /hostname)."`
 	ClientIP   string      `yaml:"clientIP" rule:"enum=clientIPs" doc:"The client address the backend saw (http to /clientip): preserved (the probe's own address) or masqueraded (a node's address)."`
+	Body       string      `yaml:"body" doc:"A regular expression (RE2) that the body of every answer must match, surrounding white space trimmed (http with outcome success): what an application reports."`
 }
 
 // Responders are the pods expected to answer.

@@ -460,6 +460,17 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 	if e.Responders != nil && e.ClientIP != "" {
 		v.bad(p+".expect", "set responders or clientIP, not both: they need different paths")
 	}
+	if e.Body != "" {
+		if pr.Protocol != "http" || e.Outcome != OutcomeSuccess {
+			v.bad(p+".expect.body", "needs an http probe with outcome: success")
+		}
+		if e.Responders != nil || e.ClientIP != "" {
+			v.bad(p+".expect.body", "set body, responders or clientIP: each reads the body its own way")
+		}
+		if _, err := regexp.Compile(e.Body); err != nil {
+			v.bad(p+".expect.body", "not a regular expression: %v", err)
+		}
+	}
 	if pr.During != nil && (e.Responders != nil || e.ClientIP != "") {
 		v.bad(p+".during", "judges every attempt's outcome: responders and clientIP change while Pods are replaced")
 	}
