@@ -85,6 +85,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	if err := SetSubreaper(); err != nil {
 		return fmt.Errorf("becoming the containers' reaper: %w", err)
 	}
+	go ReapStrays(ctx, 5*time.Second, log)
 	rt := &runc{root: filepath.Join(cfg.StateDir, "runc"), marker: cfg.Marker, exits: cfg.ExitsDir, cgroupParent: cfg.CgroupParent,
 		iso: cfg.Isolation, node: cfg.NodeName}
 	if cfg.NodeContainer.ID != "" {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +33,55 @@ import (
 // a container's process, once runc create has exited.
 func SetSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// ReapStrays reaps, every interval until ctx ends, the children of this
+// process that have stayed zombies for a whole round: processes orphaned
+// to it as their subreaper that nobody waits for — runc's intermediate
+// processes (runc:[0:PARENT], runc:[1:CHILD]) once the runc that started
+// them is gone, a command whose parent ended first. Without it every
+// runc exec leaves one behind, and thousands of zombies slow the whole
+// machine. The agent's own commands and the containers it follows are
+// waited for the moment they end, well within a round. It returns how
+// many it reaped.
+func ReapStrays(ctx context.Context, every time.Duration, log *slog.Logger) int {
+	self := strconv.Itoa(os.Getpid())
+	seen := map[int]string{} // zombie PID → its start time, last round
+	total := 0
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return total
+		case <-t.C:
+		}
+		children, err := childrenOf(self)
+		if err != nil {
+			continue
+		}
+		next := map[int]string{}
+		reaped := 0
+		for _, pid := range children {
+			f, err := processStat(pid)
+			if err != nil || len(f) < 20 || f[0] != "Z" {
+				continue
+			}
+			if start, ok := seen[pid]; ok && start == f[19] {
+				var ws unix.WaitStatus
+				if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+					reaped++
+				}
+				continue
+			}
+			next[pid] = f[19]
+		}
+		seen = next
+		if reaped > 0 {
+			total += reaped
+			log.Debug("reaped orphaned processes", "count", reaped)
+		}
+	}
 }
 
 // fifoPaths are a detached container's stdout and stderr pipes.

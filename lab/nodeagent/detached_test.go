@@ -1,7 +1,13 @@
 package nodeagent
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,5 +97,48 @@ func TestReapOrphans(t *testing.T) {
 	// The component was left to its owner.
 	if code, err := (&runc{}).exitCode(component, componentStart); err != nil || code != 1 {
 		t.Errorf("the component's exit: %d %v, want 1 (not reaped by ReapOrphans)", code, err)
+	}
+}
+
+// TestReapStrays: as a subreaper, an orphaned grandchild that ended is
+// reaped after a round; a child its starter waits for is left to it.
+func TestReapStrays(t *testing.T) {
+	if err := SetSubreaper(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() { done <- ReapStrays(ctx, 50*time.Millisecond, slog.New(slog.DiscardHandler)) }()
+	// The middle shell exits at once: its child passes to this process
+	// and ends a moment later, a zombie nobody waits for.
+	orphan := exec.Command("sh", "-c", `sh -c 'sleep 0.1; exit 3' & echo $!`)
+	out, err := orphan.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	// A child that its starter waits for, ending while the reaper runs.
+	waited := exec.Command("sh", "-c", "sleep 0.3; exit 5")
+	if err := waited.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waited.Wait(); waited.ProcessState == nil || waited.ProcessState.ExitCode() != 5 {
+		t.Errorf("the waited child: %v, want its own exit status 5", err)
+	}
+	// Two rounds; a busy machine makes them long.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			f, _ := processStat(pid)
+			t.Fatalf("the orphan %d is still there: %v", pid, f)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if n := <-done; n < 1 {
+		t.Errorf("reaped %d", n)
 	}
 }
