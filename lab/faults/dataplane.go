@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -280,9 +281,23 @@ func pinDNSFlow(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface,
 			continue
 		}
 		// Load balancing is random: ask afresh until a remote Pod answers.
+		// The port may be held for a moment: by the node's own resolver
+		// between its queries, or by one of a scenario set up just before
+		// whose Pod is still going away.
+		busyUntil := time.Now().Add(30 * time.Second)
 		for try := 0; try < 30; try++ {
 			_, _ = run(ctx, c, node, "conntrack", "-D", "-p", "udp", "--orig-dst", clusterIP, "--orig-port-src", port)
-			if err := dnsQueryFrom(ctx, c, node, dnsClientPort, clusterIP); err != nil {
+			err := dnsQueryFrom(ctx, c, node, dnsClientPort, clusterIP)
+			if errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(busyUntil) {
+				try--
+				select {
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(500 * time.Millisecond):
+				}
+				continue
+			}
+			if err != nil {
 				return "", fmt.Errorf("asking DNS from node %s: %w", node, err)
 			}
 			out, err := run(ctx, c, node, "conntrack", "-L", "-p", "udp", "--orig-dst", clusterIP, "--orig-port-src", port)
