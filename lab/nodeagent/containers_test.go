@@ -127,6 +127,12 @@ func TestPodStatus(t *testing.T) {
 	initC.waiting, initC.terminated, initC.started = nil, &corev1.ContainerStateTerminated{Reason: "Completed"}, true
 	r.containers = append([]*containerRun{initC}, r.containers...)
 	r.initDone, r.phase = true, corev1.PodRunning
+	// b started, a not yet: as the kubelet, the pod is Pending until
+	// every container has started.
+	r.containers[1].waiting, r.containers[1].current, r.containers[1].currentID = nil, &runningContainer{started: start}, "id-b"
+	if st := r.snapshot().Status; st.Phase != corev1.PodPending {
+		t.Errorf("one container started, one waiting: phase %s, want Pending", st.Phase)
+	}
 	for _, c := range r.containers[1:] {
 		c.waiting, c.current, c.currentID = nil, &runningContainer{started: start}, "id-"+c.spec.Name
 		c.ready = c.spec.ReadinessProbe == nil

@@ -810,6 +810,19 @@ func (r *podRun) snapshot() *corev1.Pod {
 	sort.Slice(st.ContainerStatuses, func(i, j int) bool {
 		return containerIndex(pod, st.ContainerStatuses[i].Name) < containerIndex(pod, st.ContainerStatuses[j].Name)
 	})
+	// As the kubelet's getPhase: a pod whose container has not started
+	// yet (waiting, with no run behind it) is still Pending, though the
+	// others run; clients that wait for Running expect every container
+	// to have started (its logs readable, its port served).
+	if phase == corev1.PodRunning {
+		for _, cs := range st.ContainerStatuses {
+			if cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil {
+				phase = corev1.PodPending
+				st.Phase = phase
+				break
+			}
+		}
+	}
 	if phase != corev1.PodRunning {
 		allReady = false
 	}
