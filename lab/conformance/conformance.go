@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -232,7 +233,8 @@ func runSuite(ctx context.Context, o Options, c cluster.Cluster, suite, kube, re
 		return err
 	}
 	defer logFile.Close()
-	srv, url, err := serveProgress(p)
+	sp := &specProgress{p: p}
+	srv, url, err := serveProgress(sp)
 	if err != nil {
 		return err
 	}
@@ -243,7 +245,8 @@ func runSuite(ctx context.Context, o Options, c cluster.Cluster, suite, kube, re
 	cmd := exec.CommandContext(ctx, suite, args...)
 	cmd.Dir = reportDir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	out := io.MultiWriter(logFile, sp)
+	cmd.Stdout, cmd.Stderr = out, out
 	// Interrupted, the suite still writes its report: ask it as a
 	// terminal's Ctrl-C does, and kill it if it does not stop.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
@@ -282,41 +285,98 @@ func suiteArgs(o Options, kubeconfig, kubectl, reportDir, progressURL string) []
 // progressUpdate is what upstream's e2e progress reporter posts
 // (test/e2e/reporters.ProgressReporter).
 type progressUpdate struct {
-	Msg       string `json:"msg"`
-	Total     int    `json:"total"`
-	Completed int    `json:"completed"`
-	Failed    int    `json:"failed"`
+	Msg   string `json:"msg"`
+	Total int    `json:"total"`
 }
 
-// serveProgress listens on a loopback port for the suite's progress posts
-// and turns each into a progress line. Posts may arrive out of order (the
-// reporter sends each from a goroutine of its own): a post older than one
-// already shown is dropped.
-func serveProgress(p cluster.Progress) (*http.Server, string, error) {
+// specProgress turns a run into a progress line per finished spec: how
+// many specs will run comes from the suite's progress posts (its
+// ReportBeforeSuite), each finished spec from its verbose output (the
+// reporter's per-spec posts do not arrive from a suite built outside
+// test/e2e), so that the count never depends on both.
+type specProgress struct {
+	p            cluster.Progress
+	mu           sync.Mutex
+	total        int
+	done, failed int
+	spec         string // the spec running now, from its header line
+	buf          []byte
+}
+
+// Write reads the suite's output (ginkgo -v, no colour): a spec starts
+// with its full text ("[sig-network] DNS should …") and ends with a line
+// that starts with "•" ("• [7.5 seconds]", "• [FAILED] [126.6 seconds]").
+func (sp *specProgress) Write(b []byte) (int, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.buf = append(sp.buf, b...)
+	for {
+		i := bytes.IndexByte(sp.buf, '\n')
+		if i < 0 {
+			break
+		}
+		sp.line(string(sp.buf[:i]))
+		sp.buf = sp.buf[i+1:]
+	}
+	if len(sp.buf) > 64<<10 {
+		sp.buf = sp.buf[:0] // a line that long is no spec header
+	}
+	return len(b), nil
+}
+
+func (sp *specProgress) line(l string) {
+	switch {
+	case strings.HasPrefix(l, "[sig-"):
+		// "[sig-network] DNS should … [Conformance] [sig-network, Conformance]":
+		// the labels at the end go.
+		if i := strings.LastIndex(l, " [sig-"); i > 0 {
+			l = l[:i]
+		}
+		sp.spec = l
+	case strings.HasPrefix(l, "• "):
+		outcome := "passed"
+		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], "[") && !strings.ContainsAny(f[1][1:2], "0123456789") {
+			outcome = strings.ToLower(strings.Trim(f[1], "[]"))
+		}
+		if outcome == "skipped" {
+			return
+		}
+		sp.done++
+		if outcome != "passed" {
+			sp.failed++
+		}
+		line := fmt.Sprintf("%d", sp.done)
+		if sp.total > 0 {
+			line += fmt.Sprintf(" of %d", sp.total)
+		}
+		line += " specs done"
+		if sp.failed > 0 {
+			line += fmt.Sprintf(", %d failed", sp.failed)
+		}
+		sp.p.Infof("%s: %s %s", line, strings.ToUpper(outcome), sp.spec)
+		sp.spec = ""
+	}
+}
+
+// serveProgress listens on a loopback port for the suite's progress posts,
+// which tell sp how many specs will run.
+func serveProgress(sp *specProgress) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", fmt.Errorf("listening for the suite's progress: %w", err)
 	}
-	var mu sync.Mutex
-	seen := -1
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var u progressUpdate
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&u); err != nil {
 			http.Error(w, "bad progress update", http.StatusBadRequest)
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		done := u.Completed + u.Failed
-		if done <= seen || u.Total == 0 {
-			return
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		if u.Total > 0 && sp.total == 0 {
+			sp.total = u.Total
+			sp.p.Infof("%d specs to run", u.Total)
 		}
-		seen = done
-		line := fmt.Sprintf("%d of %d specs done", done, u.Total)
-		if u.Failed > 0 {
-			line += fmt.Sprintf(", %d failed", u.Failed)
-		}
-		p.Infof("%s: %s", line, u.Msg)
 	})}
 	go srv.Serve(ln)
 	return srv, "http://" + ln.Addr().String() + "/", nil

@@ -78,12 +78,13 @@ func (l *lines) Infof(format string, args ...any) {
 	l.infos = append(l.infos, fmt.Sprintf(format, args...))
 }
 
-// The suite's progress posts become lines; a post that arrives after a
-// later one (the reporter posts from goroutines) is dropped, and so is
-// garbage.
-func TestServeProgress(t *testing.T) {
+// A progress line per finished spec, read from the suite's verbose output
+// (written in pieces, as a pipe delivers it), with the number of specs
+// from its progress post; garbage posts are refused.
+func TestSpecProgress(t *testing.T) {
 	var l lines
-	srv, url, err := serveProgress(&l)
+	sp := &specProgress{p: &l}
+	srv, url, err := serveProgress(sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,16 +97,35 @@ func TestServeProgress(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	post(`{"msg":"Test Suite starting","total":0}`)
-	post(`{"msg":"PASSED a","total":3,"completed":1}`)
-	post(`{"msg":"FAILED b","total":3,"completed":1,"failed":1}`)
-	post(`{"msg":"PASSED a","total":3,"completed":1}`) // late
+	post(`{"msg":"","total":3,"completed":0}`)
 	if code := post(`{not json`); code != http.StatusBadRequest {
 		t.Errorf("garbage answered %d", code)
 	}
-	want := []string{"1 of 3 specs done: PASSED a", "2 of 3 specs done, 1 failed: FAILED b"}
+	out := `------------------------------
+[sig-network] DNS should provide DNS for the cluster [Conformance] [sig-network, Conformance]
+k8s.io/kubernetes@v1.37.2/test/e2e/network/dns.go:50
+  STEP: Creating a kubernetes client @ 12/02/26 13:17:43.456
+• [7.514 seconds]
+------------------------------
+[sig-network] DNS should provide DNS for ExternalName services [Conformance] [sig-network, Conformance]
+  [FAILED] in [It] - k8s.io/kubernetes@v1.37.2/test/e2e/network/dns_common.go:476 @ 12/02/26 13:18:53.653
+• [FAILED] [126.641 seconds]
+[sig-network] DNS [It] should provide DNS for ExternalName services [Conformance] [sig-network, Conformance]
+------------------------------
+[sig-network] Services should serve a basic endpoint from pods [Conformance] [sig-network, Conformance]
+• [0.061 seconds]
+`
+	for len(out) > 0 {
+		n := min(len(out), 37)
+		sp.Write([]byte(out[:n]))
+		out = out[n:]
+	}
+	want := []string{"3 specs to run",
+		"1 of 3 specs done: PASSED [sig-network] DNS should provide DNS for the cluster [Conformance]",
+		"2 of 3 specs done, 1 failed: FAILED [sig-network] DNS should provide DNS for ExternalName services [Conformance]",
+		"3 of 3 specs done, 1 failed: PASSED [sig-network] Services should serve a basic endpoint from pods [Conformance]"}
 	if !slices.Equal(l.infos, want) {
-		t.Errorf("lines %q, want %q", l.infos, want)
+		t.Errorf("lines\n%q\nwant\n%q", l.infos, want)
 	}
 }
 
