@@ -245,13 +245,17 @@ func runSuite(ctx context.Context, o Options, c cluster.Cluster, suite, kube, re
 	cmd := exec.CommandContext(ctx, suite, args...)
 	cmd.Dir = reportDir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out := io.MultiWriter(logFile, sp)
-	cmd.Stdout, cmd.Stderr = out, out
+	// The suite writes to the file itself (a pipe would keep Wait waiting
+	// for anything the suite started that holds it); the progress reads
+	// the file as it grows.
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	stopTail := tailFile(logPath, sp)
 	// Interrupted, the suite still writes its report: ask it as a
 	// terminal's Ctrl-C does, and kill it if it does not stop.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = 2 * time.Minute
 	err = cmd.Run()
+	stopTail()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && ctx.Err() == nil {
 		err = nil // failed specs: the report says which
@@ -356,6 +360,30 @@ func (sp *specProgress) line(l string) {
 		sp.p.Infof("%s: %s %s", line, strings.ToUpper(outcome), sp.spec)
 		sp.spec = ""
 	}
+}
+
+// tailFile copies what is written to path into w, from its start, until
+// the returned stop is called (which copies what is left first).
+func tailFile(path string, w io.Writer) (stop func()) {
+	f, err := os.Open(path)
+	if err != nil {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		defer f.Close()
+		for {
+			_, _ = io.Copy(w, f)
+			select {
+			case <-quit:
+				_, _ = io.Copy(w, f)
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // serveProgress listens on a loopback port for the suite's progress posts,
