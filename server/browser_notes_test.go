@@ -44,7 +44,7 @@ func TestBrowserNotes(t *testing.T) {
 				name, b.W, b.X, b.PaneW, b.PaneX, b.ScrollW, b.InnerW)
 		}
 		doStep(t, ctx, sh, "type and save an answer at "+name, quick,
-			chromedp.SetValue(chromedp.CSS(`#answer-step-named`), ""),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#answer-step-named').value = ''`),
 			chromedp.SendKeys(chromedp.CSS(`#answer-step-named`), answer),
 			waitText(`form[data-check="step-named"] .answer-status`, "Not saved yet"),
 			click(`form[data-check="step-named"] button`),

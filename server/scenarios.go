@@ -374,11 +374,11 @@ func (s *Server) answerScenario(w http.ResponseWriter, r *http.Request) {
 	}
 	check, text := r.PostFormValue("check"), strings.TrimSpace(r.PostFormValue("text"))
 	if err := s.scopeOf(r).attempts.Answer(r.Context(), a.ID, check, text); err != nil {
-		code := http.StatusInternalServerError
+		code, msg := http.StatusInternalServerError, err.Error()
 		if errors.Is(err, attempt.ErrBadAnswer) {
-			code = http.StatusBadRequest
+			code, msg = http.StatusBadRequest, strings.TrimPrefix(msg, attempt.ErrBadAnswer.Error()+": ")
 		}
-		jsonError(w, code, "Your answer was not saved: "+err.Error())
+		jsonError(w, code, "Your answer was not saved: "+msg+".")
 		return
 	}
 	what := "answer to " + check + " saved"
