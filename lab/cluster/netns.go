@@ -72,19 +72,50 @@ var ErrOutputTooLarge = errors.New("the command's output is too large")
 // program in the node's network namespace when c is a NetnsCluster, else
 // on the node (NodeExec). A failure carries the command's standard error.
 func DataplaneOutput(ctx context.Context, c Cluster, node string, cmd ...string) (string, error) {
+	if nc, ok := c.(NetnsCluster); ok {
+		ns, err := nc.NodeNetns(node)
+		if err != nil {
+			return "", err
+		}
+		return NetnsOutput(ctx, ns, "node "+node, cmd...)
+	}
+	return output("node "+node, cmd, func(out, errOut io.Writer) error {
+		return c.NodeExec(ctx, node, cmd, Stdio{Stdout: out, Stderr: errOut})
+	})
+}
+
+// NetnsOutput runs the host's program cmd in ns (where names it in
+// messages: "node lab-worker") and returns its standard output, at most
+// MaxDataplaneOutput bytes; a failure carries the command's standard
+// error.
+func NetnsOutput(ctx context.Context, ns Netns, where string, cmd ...string) (string, error) {
+	return output(where, cmd, func(out, errOut io.Writer) error {
+		x, err := ns.Command(ctx, cmd...)
+		if err != nil {
+			return err
+		}
+		x.Stdout, x.Stderr = out, errOut
+		if err := x.Run(); err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return fmt.Errorf("%s on %s: %w", strings.Join(cmd, " "), where, err)
+			}
+			return fmt.Errorf("running %s in the network of %s: %w", cmd[0], where, err)
+		}
+		return nil
+	})
+}
+
+// output runs a command through run with capped output buffers.
+func output(where string, cmd []string, run func(out, errOut io.Writer) error) (string, error) {
 	if len(cmd) == 0 {
 		return "", errors.New("no command given")
 	}
 	out := NewCappedBuffer(MaxDataplaneOutput)
 	errOut := NewCappedBuffer(64 << 10)
-	var err error
-	if nc, ok := c.(NetnsCluster); ok {
-		err = runIn(ctx, nc, node, cmd, out, errOut)
-	} else {
-		err = c.NodeExec(ctx, node, cmd, Stdio{Stdout: out, Stderr: errOut})
-	}
+	err := run(out, errOut)
 	if out.over {
-		return "", fmt.Errorf("%s on node %s: %w (over %d MiB)", strings.Join(cmd, " "), node, ErrOutputTooLarge, MaxDataplaneOutput>>20)
+		return "", fmt.Errorf("%s on %s: %w (over %d MiB)", strings.Join(cmd, " "), where, ErrOutputTooLarge, MaxDataplaneOutput>>20)
 	}
 	if err != nil {
 		if msg := strings.TrimSpace(errOut.String()); msg != "" {
@@ -93,26 +124,6 @@ func DataplaneOutput(ctx context.Context, c Cluster, node string, cmd ...string)
 		return out.String(), err
 	}
 	return out.String(), nil
-}
-
-func runIn(ctx context.Context, nc NetnsCluster, node string, cmd []string, out, errOut io.Writer) error {
-	ns, err := nc.NodeNetns(node)
-	if err != nil {
-		return err
-	}
-	x, err := ns.Command(ctx, cmd...)
-	if err != nil {
-		return err
-	}
-	x.Stdout, x.Stderr = out, errOut
-	if err := x.Run(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("%s on %s: %w", strings.Join(cmd, " "), node, err)
-		}
-		return fmt.Errorf("running %s in node %s's network: %w", cmd[0], node, err)
-	}
-	return nil
 }
 
 // CappedBuffer keeps at most max bytes of what a command in a lab prints;

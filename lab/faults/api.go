@@ -630,7 +630,7 @@ func (f rolloutRestart) Inject(ctx context.Context, c cluster.Cluster, p scenari
 		if d.Spec.Template.Annotations == nil {
 			d.Spec.Template.Annotations = map[string]string{}
 		}
-		d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339)
+		d.Spec.Template.Annotations[cluster.RestartedAtAnnotation] = time.Now().Format(time.RFC3339)
 		return nil
 	})
 }

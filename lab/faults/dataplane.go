@@ -910,8 +910,8 @@ func (f outsideRoute) Inject(ctx context.Context, c cluster.Cluster, p scenario.
 	if err != nil {
 		return err
 	}
-	if out, err := netnsCommand(ctx, ns, "ip", "route", "replace", cidr, "via", via); err != nil {
-		return fmt.Errorf("routing %s through %s outside the cluster: %w %s", cidr, via, err, out)
+	if _, err := cluster.NetnsOutput(ctx, ns, "the network outside the cluster", "ip", "route", "replace", cidr, "via", via); err != nil {
+		return fmt.Errorf("routing %s through %s outside the cluster: %w", cidr, via, err)
 	}
 	return nil
 }
@@ -921,8 +921,8 @@ func (f outsideRoute) Revert(ctx context.Context, c cluster.Cluster, p scenario.
 	if err != nil {
 		return err
 	}
-	if out, err := netnsCommand(ctx, ns, "ip", "route", "del", cidr, "via", via); err != nil && !strings.Contains(out, "No such process") {
-		return fmt.Errorf("removing the route of %s through %s outside the cluster: %w %s", cidr, via, err, out)
+	if _, err := cluster.NetnsOutput(ctx, ns, "the network outside the cluster", "ip", "route", "del", cidr, "via", via); err != nil && !strings.Contains(err.Error(), "No such process") {
+		return fmt.Errorf("removing the route of %s through %s outside the cluster: %w", cidr, via, err)
 	}
 	return nil
 }
@@ -956,14 +956,4 @@ func (f outsideRoute) target(ctx context.Context, c cluster.Cluster, p scenario.
 		}
 	}
 	return nil, "", "", fmt.Errorf("cluster %s has no node %s", c.Name(), node)
-}
-
-// netnsCommand runs a host program in ns and returns its combined output.
-func netnsCommand(ctx context.Context, ns cluster.Netns, argv ...string) (string, error) {
-	cmd, err := ns.Command(ctx, argv...)
-	if err != nil {
-		return "", err
-	}
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
 }

@@ -2,7 +2,6 @@ package grade
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -33,10 +33,6 @@ const (
 	statusGap = 500 * time.Millisecond
 )
 
-// restartedAtAnnotation is what kubectl rollout restart sets on the Pod
-// template.
-const restartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
-
 // probeDuring restarts the rollout of the probe's Deployment, as kubectl
 // rollout restart does, and sends the probe's attempts round after round
 // (once) until the rollout is complete and the replaced Pods are gone,
@@ -54,11 +50,9 @@ func (g *Grader) probeDuring(ctx context.Context, cs kubernetes.Interface, p *sc
 		return "", fmt.Errorf("before restarting the Deployment %s: %w", name, err)
 	}
 	if d == nil {
-		return "", failf("the Deployment %s is not ready, so the grader cannot restart it to watch the requests: %s", name, rolloutState(currentDeployment(ctx, cs, ns, r.Deployment)))
+		return "", failf("the Deployment %s is not ready, so the grader cannot restart it to watch the requests: %s", name, rolloutState(ctx, cs, ns, r.Deployment))
 	}
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{restartedAtAnnotation: time.Now().Format(time.RFC3339Nano)}}}}})
-	d, err = cs.AppsV1().Deployments(ns).Patch(ctx, r.Deployment, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	d, err = cs.AppsV1().Deployments(ns).Patch(ctx, r.Deployment, types.StrategicMergePatchType, cluster.RolloutRestartPatch(time.Now()), metav1.PatchOptions{})
 	if err != nil {
 		return "", fmt.Errorf("restarting the Deployment %s: %w", name, err)
 	}
@@ -92,8 +86,9 @@ func (g *Grader) probeDuring(ctx context.Context, cs kubernetes.Interface, p *sc
 				// One more round once the old Pods are gone.
 				done = true
 			} else if time.Now().After(deadline) {
+				_, state := cluster.RolledOut(cur)
 				return "", failf("the rollout restart of the Deployment %s did not finish within %s (%s); %d requests sent meanwhile, %s",
-					name, rolloutWait, rolloutState(cur), len(all), outcomeWords(all))
+					name, rolloutWait, state, len(all), outcomeWords(all))
 			}
 		}
 		if wait := roundGap - time.Since(roundStart); wait > 0 {
@@ -117,13 +112,14 @@ func (g *Grader) probeDuring(ctx context.Context, cs kubernetes.Interface, p *sc
 	return prefix + what, nil
 }
 
-// currentDeployment reads a Deployment for a message (nil when it cannot).
-func currentDeployment(ctx context.Context, cs kubernetes.Interface, ns, name string) *appsv1.Deployment {
+// rolloutState says where the Deployment's rollout stands, for a message.
+func rolloutState(ctx context.Context, cs kubernetes.Interface, ns, name string) string {
 	d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil
+		return "it cannot be read"
 	}
-	return d
+	_, state := cluster.RolledOut(d)
+	return state
 }
 
 // waitRolledOut waits up to wait for the Deployment's current rollout to
@@ -158,15 +154,9 @@ func waitRolledOut(ctx context.Context, cs kubernetes.Interface, ns, name string
 }
 
 // rolledOut tells whether the Deployment's rollout up to generation is
-// complete, as kubectl rollout status judges it, and no Pod of it is
-// still terminating.
+// complete (cluster.RolledOut) and no Pod of it is still terminating.
 func rolledOut(ctx context.Context, cs kubernetes.Interface, d *appsv1.Deployment, generation int64) (bool, error) {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	st := d.Status
-	if st.ObservedGeneration < generation || st.UpdatedReplicas != want || st.Replicas != want || st.AvailableReplicas != want {
+	if done, _ := cluster.RolledOut(d); !done || d.Status.ObservedGeneration < generation {
 		return false, nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
@@ -183,16 +173,4 @@ func rolledOut(ctx context.Context, cs kubernetes.Interface, d *appsv1.Deploymen
 		}
 	}
 	return true, nil
-}
-
-// rolloutState says where a rollout stands, for a message.
-func rolloutState(d *appsv1.Deployment) string {
-	if d == nil {
-		return "it cannot be read"
-	}
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	return fmt.Sprintf("%d of %d replicas updated, %d available, %d in all", d.Status.UpdatedReplicas, want, d.Status.AvailableReplicas, d.Status.Replicas)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -70,8 +71,8 @@ func TestProbeDuringRollout(t *testing.T) {
 			gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 			fc.cs.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				p := a.(k8stesting.PatchAction)
-				if !strings.Contains(string(p.GetPatch()), restartedAtAnnotation) {
-					t.Errorf("patch %s does not set %s", p.GetPatch(), restartedAtAnnotation)
+				if !strings.Contains(string(p.GetPatch()), cluster.RestartedAtAnnotation) {
+					t.Errorf("patch %s does not set %s", p.GetPatch(), cluster.RestartedAtAnnotation)
 				}
 				obj, err := fc.cs.Tracker().Get(gvr, "shop", "web")
 				if err != nil {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/svclab/svclab/lab/cluster"
 )
 
 // The cluster-wide objects a scenario may change outside its namespaces:
@@ -261,11 +263,7 @@ func waitDeployment(ctx context.Context, cs kubernetes.Interface, name string, t
 }
 
 func deploymentDone(d *appsv1.Deployment, last *string) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	st := d.Status
-	*last = fmt.Sprintf("%d of %d replicas updated, %d available, %d in all", st.UpdatedReplicas, want, st.AvailableReplicas, st.Replicas)
-	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas == want
+	done, state := cluster.RolledOut(d)
+	*last = state
+	return done
 }
