@@ -610,6 +610,26 @@ func TestAnswers(t *testing.T) {
 	if m, _ := l.fa.Answers(context.Background(), 1); len(m) != 2 || m["step-named"] != "6" {
 		t.Errorf("answers after refused ones: %v", m)
 	}
+	// A page on another site cannot answer for the learner.
+	req, _ := http.NewRequest("POST", base+"/answer", strings.NewReader(url.Values{"check": {"step-named"}, "text": {"7"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site answer: %d, want 403", resp.StatusCode)
+	}
+	// An answer is text on the page, never markup.
+	if code, body := answer(url.Values{"check": {"what-it-showed"}, "text": {`</textarea><script>alert(1)</script>`}}); code != 200 {
+		t.Fatalf("answer with markup: %d %s", code, body)
+	}
+	if page := get(t, base); strings.Contains(page, "<script>alert(1)") || !strings.Contains(page, "&lt;/textarea&gt;&lt;script&gt;") {
+		t.Error("an answer's markup reaches the page unescaped")
+	}
 	// Scenarios without questions show none.
 	l.startAttempt(t, "selector-typo")
 	if page := get(t, l.url+"/scenarios/selector-typo"); strings.Contains(page, `class="questions"`) {
