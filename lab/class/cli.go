@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/cluster"
-	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/store"
@@ -34,31 +33,18 @@ type cliEnv struct {
 	log         *slog.Logger
 	out         io.Writer
 	now         func() time.Time
-	provider    func() cluster.Provider
+	provider    func() (cluster.Provider, error)
 }
 
-func envOf(cmd *cobra.Command) *cliEnv {
-	stateDir := embedded.DefaultStateDir()
-	if f := cmd.Flag("state-dir"); f != nil && f.Value.String() != "" {
-		stateDir = f.Value.String()
+func envOf(cmd *cobra.Command) (*cliEnv, error) {
+	env, err := cmdenv.Of(cmd)
+	if err != nil {
+		return nil, err
 	}
-	databaseURL := os.Getenv(store.EnvDatabaseURL)
-	if f := cmd.Flag("database-url"); f != nil {
-		databaseURL = f.Value.String()
-	}
-	level := slog.LevelInfo
-	if f := cmd.Flag("log-level"); f != nil {
-		_ = level.UnmarshalText([]byte(f.Value.String()))
-	}
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	return &cliEnv{
-		stateDir: stateDir, databaseURL: databaseURL, log: log, out: cmd.OutOrStdout(), now: time.Now,
-		provider: func() cluster.Provider {
-			p := embedded.New(stateDir, log)
-			p.Limits = embedded.LimitsFromFlags(cmd.Flag)
-			return p
-		},
-	}
+		stateDir: env.StateDir, databaseURL: env.DatabaseURL, log: env.Log, out: cmd.OutOrStdout(), now: time.Now,
+		provider: env.Provider,
+	}, nil
 }
 
 func (e *cliEnv) open(ctx context.Context) (*DB, error) {
@@ -104,8 +90,10 @@ review with the reference solutions at the end.
 
 The instructor token is printed once and only its hash is stored: keep it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env := envOf(cmd)
-			var err error
+			env, err := envOf(cmd)
+			if err != nil {
+				return err
+			}
 			if spec.Weights, err = ParseWeights(weights); err != nil {
 				return err
 			}
@@ -214,7 +202,10 @@ func newListCommand() *cobra.Command {
 		Short: "List the classes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env := envOf(cmd)
+			env, err := envOf(cmd)
+			if err != nil {
+				return err
+			}
 			db, err := env.open(cmd.Context())
 			if err != nil {
 				return err
@@ -274,7 +265,10 @@ func newShowCommand() *cobra.Command {
 		Short: "Show a class: its settings, join code, learners and clusters",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			env := envOf(cmd)
+			env, err := envOf(cmd)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			db, err := env.open(ctx)
 			if err != nil {
@@ -376,7 +370,10 @@ func newExportCommand() *cobra.Command {
 			if format != "csv" && format != "json" {
 				return fmt.Errorf("--format %q: use csv or json", format)
 			}
-			env := envOf(cmd)
+			env, err := envOf(cmd)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			db, err := env.open(ctx)
 			if err != nil {
@@ -404,7 +401,10 @@ func newCloseCommand() *cobra.Command {
 		Short: "Close a class: nobody can join any more, and its clusters are deleted",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			env := envOf(cmd)
+			env, err := envOf(cmd)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			db, err := env.open(ctx)
 			if err != nil {
@@ -415,7 +415,11 @@ func newCloseCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			deleted, err := CloseClass(ctx, db, c, env.provider(), env.log)
+			p, err := env.provider()
+			if err != nil {
+				return err
+			}
+			deleted, err := CloseClass(ctx, db, c, p, env.log)
 			if len(deleted) > 0 {
 				fmt.Fprintf(env.out, "Deleted the class's clusters: %s\n", strings.Join(deleted, ", "))
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/svclab/svclab/internal/pgtest"
 	"github.com/svclab/svclab/lab/cluster/owner"
+	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/store"
 )
@@ -47,6 +48,10 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"cluster", "create", "--name", "Bad_Name"}, "is not valid"},
 		{[]string{"cluster", "create", "--node-label", "nocolon"}, "use NODE:KEY=VALUE"},
 		{[]string{"cluster", "create", "--backend", "vagrant"}, `unknown backend "vagrant"`},
+		{[]string{"--backend", "vagrant", "serve"}, `unknown backend "vagrant"`},
+		{[]string{"exercise", "run", "--backend", "vagrant", "selector-typo"}, `unknown backend "vagrant"`},
+		{[]string{"scenario", "list", "--backend", "vagrant"}, `unknown backend "vagrant"`},
+		{[]string{"class", "list", "--backend", "vagrant"}, `unknown backend "vagrant"`},
 		{[]string{"cluster", "create", "--nodes", "0"}, "at least 1 node"},
 		{[]string{"cluster", "create", "--proxy-mode", "ipvs"}, "no IPVS"},
 		{[]string{"cluster", "create", "--proxy-mode", "userspace"}, `unknown proxy mode "userspace"`},
@@ -95,10 +100,10 @@ func TestSplitNameFlag(t *testing.T) {
 		{[]string{"--name=c2", "version"}, "c2", "version", ""},
 		{[]string{"--state-dir", "/s", "--name", "c3", "get", "--state-dir"}, "c3", "get --state-dir", "/s"},
 	} {
-		o := &options{}
+		o := &options{env: &cmdenv.Env{}}
 		name, rest, err := splitNameFlag(tc.in, o)
-		if err != nil || name != tc.name || strings.Join(rest, " ") != tc.rest || o.stateDir != tc.stateDir {
-			t.Errorf("splitNameFlag(%q) = %q %q %q %v", tc.in, name, rest, o.stateDir, err)
+		if err != nil || name != tc.name || strings.Join(rest, " ") != tc.rest || o.env.StateDir != tc.stateDir {
+			t.Errorf("splitNameFlag(%q) = %q %q %q %v", tc.in, name, rest, o.env.StateDir, err)
 		}
 	}
 }

@@ -3,14 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
-	"github.com/svclab/svclab/lab/kind"
 )
 
 func newClusterCommand(o *options) *cobra.Command {
@@ -24,10 +22,10 @@ func newClusterCommand(o *options) *cobra.Command {
 
 func newClusterCreate(o *options) *cobra.Command {
 	var (
-		name, backend, proxyMode string
-		nodes                    int
-		labels                   []string
-		kf                       kindFlags
+		name, proxyMode string
+		nodes           int
+		labels          []string
+		kf              kindFlags
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -47,7 +45,8 @@ func newClusterCreate(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := o.provider(backend)
+			backend := o.env.Backend
+			p, err := o.env.Provider()
 			if err != nil {
 				return err
 			}
@@ -82,7 +81,6 @@ func newClusterCreate(o *options) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&name, "name", "lab", "cluster name")
-	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
 	c.Flags().IntVar(&nodes, "nodes", 3, "number of nodes: one control plane, the rest workers (NAME-worker, NAME-worker2, ...)")
 	c.Flags().StringVar(&proxyMode, "proxy-mode", "nftables", "kube-proxy mode: nftables or iptables")
 	c.Flags().StringArrayVar(&labels, "node-label", nil, "extra node label NODE:KEY=VALUE (repeatable), e.g. lab-worker:topology.kubernetes.io/zone=zone-a")
@@ -92,8 +90,8 @@ func newClusterCreate(o *options) *cobra.Command {
 
 func newClusterDelete(o *options) *cobra.Command {
 	var (
-		name, backend string
-		all, force    bool
+		name       string
+		all, force bool
 	)
 	c := &cobra.Command{
 		Use:   "delete",
@@ -104,15 +102,14 @@ crashed labs of any state directory left on the machine (--all).
 A cluster that another svclab process or a running attempt holds (svclab
 serve, svclab scenario start, svclab exercise run) is not deleted: the
 command says who holds it. --force deletes it anyway. A sweep never removes
-what a live lab owns, whichever state directory made it.`,
+what a live lab owns, whichever state directory made it.
+
+--name finds the cluster on either backend unless --backend names one;
+--all sweeps the backend that --backend names (or the machine's default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if all == (name != "") {
 				return fmt.Errorf("pass either --name NAME or --all")
-			}
-			p, err := o.provider(backend)
-			if err != nil {
-				return err
 			}
 			owners, err := o.owners(cmd)
 			if err != nil {
@@ -120,6 +117,11 @@ what a live lab owns, whichever state directory made it.`,
 			}
 			ctx := cmd.Context()
 			if all {
+				backend := o.env.Backend
+				p, err := o.env.Provider()
+				if err != nil {
+					return err
+				}
 				var kept []string
 				keep := func(name string) bool {
 					if force {
@@ -150,14 +152,23 @@ what a live lab owns, whichever state directory made it.`,
 				}
 				return p.Delete(ctx, name)
 			}
-			err = del(backend, p)
-			if errors.Is(err, cluster.ErrNotFound) && !cmd.Flags().Changed("backend") {
-				// Perhaps the kind backend's.
-				if kp, kerr := o.provider(kind.BackendName); kerr == nil {
-					if kerr = del(kind.BackendName, kp); !errors.Is(kerr, cluster.ErrNotFound) {
-						err = kerr
-					}
+			// The first backend's "no cluster named" stands unless another
+			// backend has the cluster (or fails otherwise).
+			var notFound error
+			for _, b := range o.backendsToSearch() {
+				p, perr := o.env.ProviderOf(b)
+				if perr != nil {
+					return perr
 				}
+				if err = del(b, p); !errors.Is(err, cluster.ErrNotFound) {
+					break
+				}
+				if notFound == nil {
+					notFound = err
+				}
+			}
+			if errors.Is(err, cluster.ErrNotFound) {
+				err = notFound
 			}
 			if err != nil {
 				return err
@@ -169,26 +180,18 @@ what a live lab owns, whichever state directory made it.`,
 	c.Flags().StringVar(&name, "name", "", "cluster to delete")
 	c.Flags().BoolVar(&all, "all", false, "delete every cluster and sweep leftovers of crashed runs")
 	c.Flags().BoolVar(&force, "force", false, "delete clusters that another svclab process or a running attempt holds")
-	c.Flags().StringVar(&backend, "backend", "embedded", "cluster backend: embedded or kind")
 	return c
 }
 
 func newClusterList(o *options) *cobra.Command {
-	var backend string
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List clusters with their state",
+		Short: "List clusters with their state (of every backend unless --backend names one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if backend != "" && !slices.Contains(backends, backend) {
-				return fmt.Errorf("unknown backend %q: use embedded or kind", backend)
-			}
 			var list []cluster.Summary
-			for _, b := range backends {
-				if backend != "" && b != backend {
-					continue
-				}
-				p, err := o.provider(b)
+			for _, b := range o.backendsToSearch() {
+				p, err := o.env.ProviderOf(b)
 				if err != nil {
 					return err
 				}
@@ -221,7 +224,6 @@ func newClusterList(o *options) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	c.Flags().StringVar(&backend, "backend", "", "list only this backend's clusters: embedded or kind (default: both)")
 	return c
 }
 
@@ -235,23 +237,14 @@ func usage(c owner.Claim) string {
 }
 
 func newClusterKubeconfig(o *options) *cobra.Command {
-	var name, backend string
+	var name string
 	c := &cobra.Command{
 		Use:   "kubeconfig",
 		Short: "Print a cluster's kubeconfig",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			var c cluster.Cluster
-			if cmd.Flags().Changed("backend") {
-				p, err := o.provider(backend)
-				if err != nil {
-					return err
-				}
-				c, err = p.Get(cmd.Context(), name)
-				if err != nil {
-					return err
-				}
-			} else if c, err = o.findCluster(cmd.Context(), name); err != nil {
+			c, err := o.findCluster(cmd.Context(), name)
+			if err != nil {
 				return err
 			}
 			b, err := c.Kubeconfig()
@@ -263,6 +256,5 @@ func newClusterKubeconfig(o *options) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&name, "name", "lab", "cluster name")
-	c.Flags().StringVar(&backend, "backend", "", "cluster backend: embedded or kind (default: whichever has the cluster)")
 	return c
 }

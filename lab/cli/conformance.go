@@ -19,10 +19,10 @@ func newConformanceCommand(o *options) *cobra.Command {
 		Short: "Put a lab cluster through upstream Kubernetes' [sig-network] conformance specs",
 	}
 	var (
-		backend, name, focus, skip, reportDir, mode string
-		workers                                     int
-		keep                                        bool
-		timeout                                     time.Duration
+		name, focus, skip, reportDir, mode string
+		workers                            int
+		keep                               bool
+		timeout                            time.Duration
 	)
 	run := &cobra.Command{
 		Use:   "run",
@@ -37,7 +37,8 @@ a one-line summary and deletes the cluster. It exits with status 1 when a spec f
 regular expression.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.provider(backend)
+			backend := o.env.Backend
+			p, err := o.env.Provider()
 			if err != nil {
 				return err
 			}
@@ -52,15 +53,12 @@ regular expression.`,
 				focus = conformance.ServicesFocus
 			}
 			if reportDir == "" {
-				reportDir = filepath.Join(o.stateDir, "conformance", time.Now().Format("20060102-150405"))
-			}
-			if backend == "" {
-				backend = "embedded"
+				reportDir = filepath.Join(o.env.StateDir, "conformance", time.Now().Format("20060102-150405"))
 			}
 			res, err := conformance.Run(cmd.Context(), conformance.Options{
 				Provider: p, Backend: backend, Owners: owners, Cluster: name, Keep: keep,
 				Workers: workers, ProxyMode: mode, Focus: focus, Skip: skip, ReportDir: reportDir, Timeout: timeout,
-				Progress: cluster.NewTextProgress(o.err), Log: o.logger(),
+				Progress: cluster.NewTextProgress(o.err), Log: o.env.Log,
 			})
 			if err != nil && res == nil {
 				return err
@@ -87,7 +85,6 @@ regular expression.`,
 		},
 	}
 	f := run.Flags()
-	f.StringVar(&backend, "backend", "embedded", "the cluster's backend: embedded or kind")
 	f.StringVar(&name, "cluster", "", "name the run's cluster (default cf- and five random letters); it must not exist")
 	f.BoolVar(&keep, "keep", false, "leave the cluster running afterwards")
 	f.IntVar(&workers, "workers", 2, "worker nodes of the cluster")

@@ -8,19 +8,27 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/kind/nodeimage"
 )
 
-// backends are the backends in the order findCluster tries them.
-var backends = []string{"embedded", kind.BackendName}
+// backendsToSearch are the backends where commands look for a cluster by
+// name: the one --backend (or SVCLAB_BACKEND) names, else every one.
+func (o *options) backendsToSearch() []string {
+	if o.env.BackendGiven {
+		return []string{o.env.Backend}
+	}
+	return cmdenv.Backends
+}
 
 // findCluster returns the cluster called name from whichever backend has
-// it, so that kubectl and node commands work on kind clusters too.
+// it (or the one --backend names), so that kubectl and node commands work
+// on kind clusters too.
 func (o *options) findCluster(ctx context.Context, name string) (cluster.Cluster, error) {
 	var first error
-	for _, b := range backends {
-		p, err := o.provider(b)
+	for _, b := range o.backendsToSearch() {
+		p, err := o.env.ProviderOf(b)
 		if err != nil {
 			return nil, err
 		}
@@ -42,14 +50,11 @@ func (o *options) findCluster(ctx context.Context, name string) (cluster.Cluster
 // that kubectl, node and kubeconfig commands, which find a cluster on
 // either backend by name, never have to choose.
 func (o *options) nameTaken(ctx context.Context, backend, name string) error {
-	if backend == "" {
-		backend = "embedded"
-	}
-	for _, b := range backends {
+	for _, b := range cmdenv.Backends {
 		if b == backend {
 			continue
 		}
-		p, err := o.provider(b)
+		p, err := o.env.ProviderOf(b)
 		if err != nil {
 			return err
 		}
@@ -112,13 +117,13 @@ scenarios use; --image adds more (nginx:1.25). When the bundled proxier's
 image changed, the kube-proxy DaemonSet moves to the new one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.provider(kind.BackendName)
+			p, err := o.env.ProviderOf(kind.BackendName)
 			if err != nil {
 				return err
 			}
 			kp := p.(*kind.Provider)
 			if _, err := kp.Get(cmd.Context(), name); errors.Is(err, cluster.ErrNotFound) {
-				if ep, perr := o.provider("embedded"); perr == nil {
+				if ep, perr := o.env.ProviderOf("embedded"); perr == nil {
 					if _, eerr := ep.Get(cmd.Context(), name); eerr == nil {
 						fmt.Fprintf(o.out, "Cluster %q is an embedded cluster: its pods use the lab's images directly, there is nothing to load.\n", name)
 						return nil

@@ -35,7 +35,7 @@ func newKindEngineCommand(o *options) *cobra.Command {
 		Short: "Stop svclab's own Docker engine when no svclab process uses it and it has no container (--force: regardless)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			stopped, err := dockerd.Stop(cmd.Context(), dockerd.Options{Progress: cluster.NewTextProgress(o.out), Log: o.logger()}, force)
+			stopped, err := dockerd.Stop(cmd.Context(), dockerd.Options{Progress: cluster.NewTextProgress(o.out), Log: o.env.Log}, force)
 			if err != nil {
 				return err
 			}
@@ -118,7 +118,7 @@ second build only loads it, or does nothing when the engine has it.
 			if err := os.Setenv(dockerd.EnvHost, d.Host); err != nil {
 				return err
 			}
-			res, err := kind.LabNodeImage{Log: o.logger()}.Build(ctx, progress, image)
+			res, err := kind.LabNodeImage{Log: o.env.Log}.Build(ctx, progress, image)
 			if err != nil {
 				return err
 			}

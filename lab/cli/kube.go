@@ -146,7 +146,7 @@ func splitNameFlag(args []string, o *options) (string, []string, error) {
 		case "--name":
 			dst = &name
 		case "--state-dir":
-			dst = &o.stateDir
+			dst = &o.env.StateDir
 		default:
 			return name, args, nil
 		}

@@ -42,12 +42,12 @@ their own labs only. Stopping the server ends the classes' labs and deletes
 their clusters; the classes stay open for the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.provider("")
+			p, err := o.env.Provider()
 			if err != nil {
 				return err
 			}
-			log := o.logger()
-			st, err := store.Open(cmd.Context(), store.Location(o.stateDir, o.databaseURL), store.Options{Log: log})
+			log := o.env.Log
+			st, err := store.Open(cmd.Context(), store.Location(o.env.StateDir, o.env.DatabaseURL), store.Options{Log: log})
 			if err != nil {
 				return err
 			}
@@ -56,7 +56,7 @@ their clusters; the classes stay open for the next start.`,
 			if err != nil {
 				return err
 			}
-			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: o.stateDir, Owners: owners})
+			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: o.env.StateDir, Owners: owners})
 			if err != nil {
 				return err
 			}
@@ -67,7 +67,7 @@ their clusters; the classes stay open for the next start.`,
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 			}
 			if classes {
-				db, err := class.OpenDB(cmd.Context(), store.Location(o.stateDir, o.databaseURL), nil)
+				db, err := class.OpenDB(cmd.Context(), store.Location(o.env.StateDir, o.env.DatabaseURL), nil)
 				if err != nil {
 					return err
 				}

@@ -80,7 +80,7 @@ func buildImages(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	store := images.NewStore(dir, images.Options{KubeBin: kube, Logger: o.logger()})
+	store := images.NewStore(dir, images.Options{KubeBin: kube, Logger: o.env.Log})
 	if err := store.Build(ctx, progress); err != nil {
 		return err
 	}

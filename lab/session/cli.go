@@ -16,10 +16,9 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
-	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
-	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/kubebin"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
@@ -243,7 +242,7 @@ func NewCommand() *cobra.Command {
 		Short: "Self-graded exercise runs: set a scenario up, fix it (or let svclab), grade",
 	}
 	var o RunOptions
-	var dir, junit, backend string
+	var dir, junit string
 	var all, wrongFixes bool
 	var parallel int
 	run := &cobra.Command{
@@ -274,24 +273,14 @@ The run holds its clusters while it runs: another svclab process (a web UI
 on the same cluster, another run) is refused them, and the run refuses a
 cluster somebody else holds, saying who (--force takes it over).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			stateDir := embedded.DefaultStateDir()
-			if f := cmd.Flag("state-dir"); f != nil && f.Value.String() != "" {
-				stateDir = f.Value.String()
+			env, err := cmdenv.Of(cmd)
+			if err != nil {
+				return err
 			}
-			level := slog.LevelInfo
-			if f := cmd.Flag("log-level"); f != nil {
-				_ = level.UnmarshalText([]byte(f.Value.String()))
-			}
-			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			switch backend {
-			case "", embedded.BackendName:
-				p := embedded.New(stateDir, o.Log)
-				p.Limits = embedded.LimitsFromFlags(cmd.Flag)
-				o.Provider = p
-			case kind.BackendName:
-				o.Provider = kind.New(stateDir, o.Log)
-			default:
-				return fmt.Errorf("unknown backend %q: use embedded or kind", backend)
+			stateDir := env.StateDir
+			o.Log = env.Log
+			if o.Provider, err = env.Provider(); err != nil {
+				return err
 			}
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
 			if exe, err := os.Executable(); err == nil {
@@ -310,7 +299,7 @@ cluster somebody else holds, saying who (--force takes it over).`,
 			if err != nil {
 				return err
 			}
-			o.Owners, o.Backend = owners, backend
+			o.Owners, o.Backend = owners, env.Backend
 			if parallel < 1 || parallel > 8 {
 				return fmt.Errorf("--parallel %d: give 1 to 8 clusters", parallel)
 			}
@@ -356,7 +345,6 @@ cluster somebody else holds, saying who (--force takes it over).`,
 	run.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report to this file")
 	run.Flags().StringVar(&dir, "dir", "", "take the scenarios from this directory instead of the built-in ones")
 	run.Flags().IntVar(&parallel, "parallel", 1, "how many clusters work at once: the scenarios of a shape are dealt out to that many clusters of it (each about 1 GiB and a share of the CPU)")
-	run.Flags().StringVar(&backend, "backend", "embedded", "the backend of the clusters it creates: embedded or kind")
 	c.AddCommand(run)
 	return c
 }
