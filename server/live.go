@@ -498,6 +498,14 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if err != nil {
+				// A shell that could not run (its node's container is
+				// gone, the node is out of processes) says why; a shell
+				// the learner left says only that.
+				if err := sh.Err(); err != nil {
+					s.Log.Warn("a terminal's shell ended", "node", node, "err", err)
+					closeWith(websocket.CloseInternalServerErr, "the shell on "+node+" stopped: "+err.Error())
+					return
+				}
 				closeWith(websocket.CloseNormalClosure, "the shell exited")
 				return
 			}

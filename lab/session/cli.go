@@ -243,7 +243,7 @@ func NewCommand() *cobra.Command {
 	}
 	var o RunOptions
 	var dir, junit string
-	var all, wrongFixes bool
+	var all, wrongFixes, noResets bool
 	var parallel int
 	run := &cobra.Command{
 		Use:          "run [ID... | --all]",
@@ -312,7 +312,7 @@ cluster somebody else holds, saying who (--force takes it over).`,
 			}
 			outcomes, err := Exercise(cmd.Context(), ExerciseOptions{
 				Provider: o.Provider, Source: o.Source, IDs: args, All: all, Cluster: o.Cluster, Keep: o.Keep,
-				Solve: o.Solve, WrongFixes: wrongFixes, Out: o.Out, Log: o.Log, Svclab: o.Svclab,
+				Solve: o.Solve, WrongFixes: wrongFixes, NoResets: noResets, Out: o.Out, Log: o.Log, Svclab: o.Svclab,
 				Owners: o.Owners, Backend: o.Backend, Force: o.Force, Parallel: parallel,
 			})
 			if len(outcomes) > 0 {
@@ -342,6 +342,7 @@ cluster somebody else holds, saying who (--force takes it over).`,
 	run.Flags().BoolVar(&o.Solve, "solve", false, "run the reference solution instead of waiting for you")
 	run.Flags().BoolVar(&all, "all", false, "run every scenario (with --solve and/or --wrong-fixes)")
 	run.Flags().BoolVar(&wrongFixes, "wrong-fixes", false, "try each scenario's plausible wrong fixes: the checks must reject them")
+	run.Flags().BoolVar(&noResets, "no-resets", false, "skip what needs a scenario set up a second time (wrong fixes without an undo, other solutions): a quicker run")
 	run.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report to this file")
 	run.Flags().StringVar(&dir, "dir", "", "take the scenarios from this directory instead of the built-in ones")
 	run.Flags().IntVar(&parallel, "parallel", 1, "how many clusters work at once: the scenarios of a shape are dealt out to that many clusters of it (each about 1 GiB and a share of the CPU)")
