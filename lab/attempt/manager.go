@@ -525,11 +525,20 @@ func (m *Manager) Check(ctx context.Context, attemptID int64) (*grade.Report, er
 }
 
 // Evaluate grades attempt id and records the run like Check, without
-// changing the attempt's state or counting the hints it unlocks as shown:
-// continuous re-evaluation, as the web UI does while the learner works
-// ("checks passing" in Progress).
+// changing the attempt's state or counting the hints it unlocks as shown,
+// and without the checks that change the cluster (grade.Passive):
+// re-evaluation in the background while the learner works.
 func (m *Manager) Evaluate(ctx context.Context, attemptID int64) (*grade.Report, error) {
 	return m.grade(grade.Passive(ctx), attemptID, store.TriggerAuto)
+}
+
+// FinalGrade grades attempt id with every check, those that change the
+// cluster included, and records the run, without changing the attempt's
+// state or showing hints: the grade of an exam whose time is over (the lab
+// is no longer the learner's to change, so a check may restart what it
+// needs).
+func (m *Manager) FinalGrade(ctx context.Context, attemptID int64) (*grade.Report, error) {
+	return m.grade(ctx, attemptID, store.TriggerAuto)
 }
 
 func (m *Manager) grade(ctx context.Context, id int64, trigger string) (*grade.Report, error) {

@@ -163,7 +163,7 @@ func (cr *Classroom) finalGrade(ctx context.Context, learner, scenarioID string)
 	if err != nil || a == nil {
 		return nil, fmt.Errorf("no running attempt at %s (%v)", scenarioID, err)
 	}
-	return cr.opts.Attempts.Evaluate(ctx, a.ID)
+	return cr.opts.Attempts.FinalGrade(ctx, a.ID)
 }
 
 // Latest is learnerID's latest attempt at scenarioID in any state, for p

@@ -35,7 +35,7 @@ type Options struct {
 	// learner's display name is written there before their first attempt.
 	Store *store.Store
 	// FinalGrade grades a learner's exam task once more when the exam
-	// ends (default: Attempts.Evaluate of the running attempt); the last
+	// ends (default: Attempts.FinalGrade of the running attempt); the last
 	// check run counts when there is none or it fails.
 	FinalGrade func(ctx context.Context, learner, scenario string) (*grade.Report, error)
 	Now        func() time.Time

@@ -111,7 +111,7 @@ func TestProbeDuringRollout(t *testing.T) {
 }
 
 // TestProbeDuringErrors: a missing Deployment fails the check with a
-// message; a passive grade (the web UI's own evaluation) leaves the
+// message; a passive grade (a background evaluation) leaves the
 // Deployment alone and reports the check as not checked yet.
 func TestProbeDuringErrors(t *testing.T) {
 	g := newGrader(func(string, []string) (string, error) { return "@@ 1 0 \n@@ 2 0 \n", nil }, nil)
@@ -125,9 +125,16 @@ func TestProbeDuringErrors(t *testing.T) {
 		t.Error("a passive grade restarted the Deployment")
 		return true, nil, nil
 	})
-	s := &scenario.Scenario{ID: "x", Checks: []scenario.Check{rolloutCheck()}}
+	c = rolloutCheck()
+	c.UnlocksHint = 2
+	s := &scenario.Scenario{ID: "x", Checks: []scenario.Check{c}}
 	rep := g.Grade(Passive(context.Background()), s, nil)
-	if r := rep.Results[0]; r.Passed || !strings.Contains(r.Detail, "runs only when you ask for a grade") || r.ID != "no-drops" {
+	if r := rep.Results[0]; r.Passed || !r.NotChecked || !strings.Contains(r.Detail, "runs only when you ask for a grade") || r.ID != "no-drops" {
 		t.Errorf("passive grade: %+v", r)
+	}
+	// Not checked is no verdict: the scenario is not passed, but no hint
+	// is unlocked by a check that did not run.
+	if rep.Passed || len(rep.UnlockedHints) != 0 {
+		t.Errorf("passive grade: passed %v, unlocked hints %v", rep.Passed, rep.UnlockedHints)
 	}
 }

@@ -140,7 +140,11 @@ type Result struct {
 	// Error is set when the check could not be evaluated (the cluster did
 	// not answer, an object the probe needs is missing...); the check
 	// counts as failed.
-	Error       string        `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// NotChecked is set on a disruptive check that a passive grade left
+	// out (see Passive): not passed, but no verdict either, so it unlocks
+	// no hint.
+	NotChecked  bool          `json:"notChecked,omitempty"`
 	UnlocksHint int           `json:"unlocksHint,omitempty"`
 	Duration    time.Duration `json:"duration"`
 }
@@ -206,7 +210,7 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 		}
 		if isPassive(ctx) {
 			rep.Results[i] = Result{ID: c.ID, Kind: c.Kind(), Description: c.Description, Weight: c.Weight, UnlocksHint: c.UnlocksHint,
-				Message: c.Description, Detail: "not checked yet: this check " + disruption(c) + ", so it runs only when you ask for a grade"}
+				Message: c.Description, NotChecked: true, Detail: "not checked yet: this check " + disruption(c) + ", so it runs only when you ask for a grade"}
 			continue
 		}
 		rep.Results[i] = g.Check(ctx, c, base)
@@ -220,7 +224,7 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 			continue
 		}
 		rep.Passed = false
-		if r.UnlocksHint > 0 && !slices.Contains(rep.UnlockedHints, r.UnlocksHint) {
+		if r.UnlocksHint > 0 && !r.NotChecked && !slices.Contains(rep.UnlockedHints, r.UnlocksHint) {
 			rep.UnlockedHints = append(rep.UnlockedHints, r.UnlocksHint)
 		}
 	}
@@ -241,8 +245,8 @@ func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline
 type passiveKey struct{}
 
 // Passive marks ctx for a grade that must not change the cluster (the
-// web UI's continuous evaluation while the learner works): Grade reports
-// the disruptive checks as not checked yet, failed.
+// background evaluation while the learner works): Grade reports the
+// disruptive checks as not checked yet (NotChecked, not passed).
 func Passive(ctx context.Context) context.Context { return context.WithValue(ctx, passiveKey{}, true) }
 
 func isPassive(ctx context.Context) bool { v, _ := ctx.Value(passiveKey{}).(bool); return v }
