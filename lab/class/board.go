@@ -138,7 +138,7 @@ func newBoard(ctx context.Context, db *DB, c *Class, now func() time.Time) (*Boa
 	if err != nil {
 		return nil, err
 	}
-	saved, err := db.cells(ctx, c.ID)
+	saved, err := db.Cells(ctx, c.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -492,8 +492,8 @@ func (d *DB) saveCell(ctx context.Context, learner string, c Cell) error {
 	return nil
 }
 
-// cells loads the board cells of a class's learners.
-func (d *DB) cells(ctx context.Context, classID string) (map[string][]Cell, error) {
+// Cells loads the board cells of a class's learners.
+func (d *DB) Cells(ctx context.Context, classID string) (map[string][]Cell, error) {
 	var out map[string][]Cell
 	err := d.read(ctx, func() error {
 		out = map[string][]Cell{}

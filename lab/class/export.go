@@ -37,7 +37,7 @@ func (d *DB) Results(ctx context.Context, c *Class) ([]ResultRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	cells, err := d.cells(ctx, c.ID)
+	cells, err := d.Cells(ctx, c.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -10,13 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/attempt"
-	"github.com/svclab/svclab/lab/class"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/kind/dockerd"
 	"github.com/svclab/svclab/lab/scenario"
-	"github.com/svclab/svclab/lab/session"
 )
 
 // options are what every command shares: the shared flags (read by the
@@ -61,8 +59,8 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	scenarioCmd := scenario.NewCommand()
 	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.env.StateDir }, DatabaseURL: func() string { return o.env.DatabaseURL }, Provider: func() (cluster.Provider, error) { return o.env.Provider() }, Log: func() *slog.Logger { return o.env.Log }})
 	root.AddCommand(scenarioCmd)
-	root.AddCommand(session.NewCommand())
-	root.AddCommand(class.NewCommand())
+	root.AddCommand(newExerciseCommand(o))
+	root.AddCommand(newClassCommand(o))
 	return root
 }
 

@@ -807,8 +807,8 @@ func WriteJUnit(w io.Writer, outcomes []Outcome) error {
 	return err
 }
 
-// writeJUnitFile writes the JUnit XML to path.
-func writeJUnitFile(path string, outcomes []Outcome) error {
+// WriteJUnitFile writes the JUnit XML to path.
+func WriteJUnitFile(path string, outcomes []Outcome) error {
 	var b bytes.Buffer
 	if err := WriteJUnit(&b, outcomes); err != nil {
 		return err

@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
-	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
@@ -234,118 +230,3 @@ func PrintReport(w io.Writer, s *scenario.Scenario, rep *grade.Report) {
 }
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
-
-// NewCommand returns "svclab exercise" with its run subcommand.
-func NewCommand() *cobra.Command {
-	c := &cobra.Command{
-		Use:   "exercise",
-		Short: "Self-graded exercise runs: set a scenario up, fix it (or let svclab), grade",
-	}
-	var o RunOptions
-	var dir, junit string
-	var all, wrongFixes, noResets bool
-	var parallel int
-	run := &cobra.Command{
-		Use:          "run [ID... | --all]",
-		Short:        "Run scenarios on lab clusters and grade the fix",
-		SilenceUsage: true,
-		Long: `With one scenario ID and no --solve or --wrong-fixes: set scenario ID up on
-a cluster of the run's own (or on --cluster, created with the scenario's
-shape when it does not exist),
-break it with the scenario's faults and print the task. Then wait for Enter
-and grade what you did: each check, the score, the hints that failed checks
-unlock, and the explanation once every check passes.
-
-With --solve and/or --wrong-fixes (any number of IDs, or --all): grade
-without you. For each scenario: set up → every check must not pass →
-(--wrong-fixes) each of the scenario's plausible wrong fixes must be
-rejected by the checks it names → (--solve) the reference solution must
-pass every check → tear down. Scenarios of one cluster shape share a
-cluster: --cluster names the default shape's (3 nodes, nftables), the
-others get a suffix (-n4, -ipt, -zXXXX). A summary table follows, and with
---junit FILE a JUnit XML report.
-
-Afterwards a cluster is deleted if the run created it, or the scenario
-removed from it; --keep leaves both. Exits 1 unless every check (or step)
-passed.
-
-The run holds its clusters while it runs: another svclab process (a web UI
-on the same cluster, another run) is refused them, and the run refuses a
-cluster somebody else holds, saying who (--force takes it over).`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			env, err := cmdenv.Of(cmd)
-			if err != nil {
-				return err
-			}
-			stateDir := env.StateDir
-			o.Log = env.Log
-			if o.Provider, err = env.Provider(); err != nil {
-				return err
-			}
-			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
-			if exe, err := os.Executable(); err == nil {
-				o.Svclab = []string{exe, "--state-dir", stateDir}
-			}
-			if dir != "" {
-				src := scenario.DirSource(dir)
-				o.Source = &src
-			}
-			if o.Cluster != "" {
-				if err := cluster.ValidateName(o.Cluster); err != nil {
-					return err
-				}
-			}
-			owners, err := owner.New(owner.Options{Command: cmd.CommandPath(), StateDir: stateDir})
-			if err != nil {
-				return err
-			}
-			o.Owners, o.Backend = owners, env.Backend
-			if parallel < 1 || parallel > 8 {
-				return fmt.Errorf("--parallel %d: give 1 to 8 clusters", parallel)
-			}
-			if len(args) == 1 && !all && !o.Solve && !wrongFixes {
-				if junit != "" {
-					return errors.New("--junit needs a run that grades by itself: add --solve or --wrong-fixes")
-				}
-				o.ID = args[0]
-				return Run(cmd.Context(), o)
-			}
-			outcomes, err := Exercise(cmd.Context(), ExerciseOptions{
-				Provider: o.Provider, Source: o.Source, IDs: args, All: all, Cluster: o.Cluster, Keep: o.Keep,
-				Solve: o.Solve, WrongFixes: wrongFixes, NoResets: noResets, Out: o.Out, Log: o.Log, Svclab: o.Svclab,
-				Owners: o.Owners, Backend: o.Backend, Force: o.Force, Parallel: parallel,
-			})
-			if len(outcomes) > 0 {
-				PrintSummary(o.Out, outcomes)
-				if junit != "" {
-					if jerr := writeJUnitFile(junit, outcomes); jerr != nil {
-						err = errors.Join(err, jerr)
-					} else {
-						fmt.Fprintf(o.Out, "JUnit report: %s\n", junit)
-					}
-				}
-			}
-			if err != nil {
-				return err
-			}
-			for _, out := range outcomes {
-				if !out.Passed() {
-					return &ExitError{Code: 1}
-				}
-			}
-			return nil
-		},
-	}
-	run.Flags().StringVar(&o.Cluster, "cluster", "", "the cluster to run on (the base name with several shapes); created (and deleted afterwards) when it does not exist (default: clusters of the run's own, ex-XXXXX)")
-	run.Flags().BoolVar(&o.Force, "force", false, "take the clusters over when another svclab process or attempt holds them (theirs stops)")
-	run.Flags().BoolVar(&o.Keep, "keep", false, "keep the clusters and the scenario when done")
-	run.Flags().BoolVar(&o.Solve, "solve", false, "run the reference solution instead of waiting for you")
-	run.Flags().BoolVar(&all, "all", false, "run every scenario (with --solve and/or --wrong-fixes)")
-	run.Flags().BoolVar(&wrongFixes, "wrong-fixes", false, "try each scenario's plausible wrong fixes: the checks must reject them")
-	run.Flags().BoolVar(&noResets, "no-resets", false, "skip what needs a scenario set up a second time (wrong fixes without an undo, other solutions): a quicker run")
-	run.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report to this file")
-	run.Flags().StringVar(&dir, "dir", "", "take the scenarios from this directory instead of the built-in ones")
-	run.Flags().IntVar(&parallel, "parallel", 1, "how many clusters work at once: the scenarios of a shape are dealt out to that many clusters of it (each about 1 GiB and a share of the CPU)")
-	c.AddCommand(run)
-	return c
-}
