@@ -36,5 +36,5 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	return cli.NewRoot(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	return cli.Execute(ctx, os.Stdout, os.Stderr)
 }

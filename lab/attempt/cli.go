@@ -134,7 +134,7 @@ when every check passed.`, cobra.ExactArgs(1),
 			}
 			if !rep.Passed {
 				fmt.Fprintf(out, "\nNot there yet. Stuck? svclab scenario hint %s\n", s.ID)
-				return &session.ExitError{Code: 1}
+				return session.ErrNotPassed
 			}
 			return nil
 		})

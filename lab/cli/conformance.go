@@ -10,7 +10,6 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/conformance"
 	"github.com/svclab/svclab/lab/kubebin"
-	"github.com/svclab/svclab/lab/session"
 )
 
 func newConformanceCommand(o *options) *cobra.Command {
@@ -79,7 +78,7 @@ regular expression.`,
 				if len(res.Specs) == 0 {
 					fmt.Fprintf(o.out, "no spec matched %s; the suite's output is in %s\n", focus, res.Log)
 				}
-				return &session.ExitError{Code: 1}
+				return &ExitError{Code: 1}
 			}
 			return nil
 		},

@@ -104,7 +104,7 @@ cluster somebody else holds, saying who (--force takes it over).`,
 			}
 			for _, out := range outcomes {
 				if !out.Passed() {
-					return &session.ExitError{Code: 1}
+					return &ExitError{Code: 1}
 				}
 			}
 			return nil

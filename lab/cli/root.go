@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,7 +16,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/kind/dockerd"
-	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/session"
 )
 
 // options are what every command shares: the shared flags (read by the
@@ -34,6 +36,17 @@ func (o *options) engineOptions() dockerd.Options {
 // cluster, with cmd as this process's name in its claims.
 func (o *options) owners(cmd *cobra.Command) (*owner.Registry, error) {
 	return owner.New(owner.Options{Command: cmd.CommandPath(), StateDir: o.env.StateDir})
+}
+
+// Execute runs svclab's command line (os.Args) writing to out and errOut.
+// A scenario that was not passed (its grade printed already) is exit
+// status 1 and nothing more.
+func Execute(ctx context.Context, out, errOut io.Writer) error {
+	err := NewRoot(out, errOut).ExecuteContext(ctx)
+	if errors.Is(err, session.ErrNotPassed) {
+		return &ExitError{Code: 1}
+	}
+	return err
 }
 
 // NewRoot returns the svclab command tree writing to out and errOut.
@@ -56,7 +69,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.SetErr(errOut)
 	cmdenv.AddFlags(root.PersistentFlags())
 	root.AddCommand(newClusterCommand(o), newConformanceCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newKindCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
-	scenarioCmd := scenario.NewCommand()
+	scenarioCmd := newScenarioCommand(o)
 	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.env.StateDir }, DatabaseURL: func() string { return o.env.DatabaseURL }, Provider: func() (cluster.Provider, error) { return o.env.Provider() }, Log: func() *slog.Logger { return o.env.Log }})
 	root.AddCommand(scenarioCmd)
 	root.AddCommand(newExerciseCommand(o))

@@ -47,13 +47,9 @@ type RunOptions struct {
 	Svclab []string
 }
 
-// ExitError ends svclab with a code after the run printed why.
-type ExitError struct{ Code int }
-
-func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
-
-// ExitCode is the process's exit code.
-func (e *ExitError) ExitCode() int { return e.Code }
+// ErrNotPassed is Run's error when the scenario was not passed; the run
+// has printed the grade already.
+var ErrNotPassed = errors.New("the scenario was not passed")
 
 // SolveGradeTimeout bounds how long a solved run waits for the checks to
 // pass: the dataplane follows the fix within seconds.
@@ -166,7 +162,7 @@ func Run(ctx context.Context, o RunOptions) error {
 		return err
 	}
 	if rep == nil || !rep.Passed {
-		return &ExitError{Code: 1}
+		return ErrNotPassed
 	}
 	return nil
 }

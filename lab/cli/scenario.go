@@ -1,67 +1,52 @@
-package scenario
+package cli
 
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
 )
 
-// DefaultDir is where "svclab scenario lint" looks without arguments.
-const DefaultDir = "scenarios"
-
-// ExitError is returned by commands that failed in a way already reported
-// on the output; svclab exits with Code and prints nothing more.
-type ExitError struct {
-	Code int
-	Msg  string
-}
-
-func (e *ExitError) Error() string { return e.Msg }
-
-// ExitCode is the process exit code.
-func (e *ExitError) ExitCode() int { return e.Code }
-
-// NewCommand returns "svclab scenario" with its lint and list subcommands.
-func NewCommand() *cobra.Command {
+// newScenarioCommand returns "svclab scenario": lint and list here, the
+// attempt commands (start, check, hint, solve, reset, ...) added by
+// addAttemptCommands.
+func newScenarioCommand(o *options) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "scenario",
 		Short: "Scenarios: list and lint them; start, check, hint, solve and reset attempts",
 	}
-	c.AddCommand(newLintCommand(), newListCommand())
+	c.AddCommand(newScenarioLint(o), newScenarioList(o))
 	return c
 }
 
-func logger(c *cobra.Command) *slog.Logger {
-	level := slog.LevelInfo
-	if f := c.Flag("log-level"); f != nil {
-		_ = level.UnmarshalText([]byte(f.Value.String()))
-	}
-	return slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-}
+// scenariosDir is where "svclab scenario lint" looks without arguments.
+const scenariosDir = "scenarios"
 
-// sources are the directories given, or the scenarios directory of the
-// working tree if there is one, or the scenarios built into svclab.
-func sources(dirs []string) []Source {
+// builtIn is the scenarios built into svclab.
+var builtIn = scenario.Source{FS: scenarios.FS, Display: "scenarios (built in)"}
+
+// lintSources are the directories given, or the scenarios directory of
+// the working tree if there is one, or the scenarios built into svclab.
+func lintSources(dirs []string) []scenario.Source {
 	if len(dirs) == 0 {
-		if fi, err := os.Stat(DefaultDir); err == nil && fi.IsDir() {
-			return []Source{DirSource(DefaultDir)}
+		if fi, err := os.Stat(scenariosDir); err == nil && fi.IsDir() {
+			return []scenario.Source{scenario.DirSource(scenariosDir)}
 		}
-		return []Source{{FS: scenarios.FS, Display: "scenarios (built in)"}}
+		return []scenario.Source{builtIn}
 	}
-	out := make([]Source, len(dirs))
+	out := make([]scenario.Source, len(dirs))
 	for i, d := range dirs {
-		out[i] = DirSource(d)
+		out[i] = scenario.DirSource(d)
 	}
 	return out
 }
 
-func newLintCommand() *cobra.Command {
+func newScenarioLint(o *options) *cobra.Command {
 	return &cobra.Command{
 		Use:           "lint [DIR...]",
 		SilenceUsage:  true,
@@ -72,14 +57,15 @@ single scenario directory) and print every problem as FILE:LINE: FIELD: MESSAGE.
 Without DIR it checks ./scenarios, or the scenarios built into svclab when
 there is no such directory. Exits 1 when there are problems.`,
 		RunE: func(c *cobra.Command, args []string) error {
-			srcs := sources(args)
-			cat, problems := Load(Options{Logger: logger(c)}, srcs...)
-			return report(c.OutOrStdout(), cat, problems)
+			cat, problems := scenario.Load(scenario.Options{Logger: o.env.Log}, lintSources(args)...)
+			return lintReport(c.OutOrStdout(), cat, problems)
 		},
 	}
 }
 
-func report(w io.Writer, cat *Catalog, problems Problems) error {
+// lintReport prints the problems, one a line, and a summary; an
+// ExitError when there are problems.
+func lintReport(w io.Writer, cat *scenario.Catalog, problems scenario.Problems) error {
 	for _, p := range problems {
 		fmt.Fprintln(w, p)
 	}
@@ -92,6 +78,7 @@ func report(w io.Writer, cat *Catalog, problems Problems) error {
 	return nil
 }
 
+// plural is "1 noun" or "N nouns".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
@@ -99,7 +86,7 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func newListCommand() *cobra.Command {
+func newScenarioList(o *options) *cobra.Command {
 	var dir string
 	c := &cobra.Command{
 		Use:          "list",
@@ -107,13 +94,11 @@ func newListCommand() *cobra.Command {
 		Short:        "List the scenarios",
 		Args:         cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var srcs []Source
+			src := builtIn
 			if dir != "" {
-				srcs = []Source{DirSource(dir)}
-			} else {
-				srcs = []Source{{FS: scenarios.FS, Display: "scenarios (built in)"}}
+				src = scenario.DirSource(dir)
 			}
-			cat, problems := Load(Options{Logger: logger(c)}, srcs...)
+			cat, problems := scenario.Load(scenario.Options{Logger: o.env.Log}, src)
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tDOMAIN\tDIFFICULTY\tMINUTES\tTITLE")
 			for _, s := range cat.Scenarios {
