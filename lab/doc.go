@@ -1,0 +1,62 @@
+// Package lab is the root of svclab's domain code; it holds nothing but
+// this map.
+//
+// # What lives where
+//
+// The command line and the server sit on top; the domain in the middle;
+// the cluster seam and the backends below it; the proxier beside them.
+//
+//	cmd/svclab            main: the binary's roles by argv[0], then lab/cli
+//	lab/cli               the cobra commands (thin: flags → a domain call); the
+//	                      attempt commands are still lab/attempt's AddCommands
+//	lab/cmdenv            the shared flags, read once: state dir, database,
+//	                      log level, limits, the backend (--backend)
+//	server/, web/         the HTTP server and its templ pages and assets
+//
+//	lab/scenario          the data: scenario.yaml, checks, the catalog (scenarios/ holds the files)
+//	lab/faults            how lessons break a cluster (a registry checked against declarations)
+//	lab/grade             how checks are judged on a live cluster
+//	lab/session           one scenario on one cluster: set up, break, solve, tear down;
+//	                      exercise runs (Run, Exercise)
+//	lab/attempt           a learner's attempts: start, check, hints, history (on lab/store)
+//	lab/class             classrooms and exams: joins, labs (class/labs), the board (class/stream)
+//	lab/views             what the live panels show (EndpointSlices, rules, conntrack, probes, path)
+//	lab/terminal          a shell on a node for the browser terminal
+//	lab/store             persistence (SQLite or PostgreSQL; store/sqldb: migrations, retries)
+//	lab/netcheck          svclab's own traffic (probes of the grader and the views)
+//	lab/proxierctl        the client of the bundled proxier's status and fault endpoints
+//	lab/conformance       upstream's [sig-network] conformance specs on a lab cluster
+//
+//	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster
+//	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
+//	                      runc pods (lab/nodeagent is its kubelet, lab/netpol its NetworkPolicy)
+//	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
+//	                      engine; kind/nodeimage: the offline node image; lab/ociimage its images)
+//	lab/images            the images pods run from, built here (no registry)
+//	lab/kubebin           svclab-kube: kubectl and the control plane built from the Kubernetes modules
+//	lab/loadbalancer      a lab's cloud load balancer
+//	lab/proxier           the bundled kube-proxy (its own README; imports nothing else of svclab)
+//
+// # Which may import which
+//
+// Downward only. lab/cli and server may import anything. The domain
+// packages (scenario, faults, grade, session, attempt, class, views,
+// terminal, store) reach clusters only through lab/cluster and import no
+// backend: `go list -deps ./lab/session` shows neither lab/embedded nor
+// lab/kind. lab/cmdenv is the one place that knows both
+// backends by name. lab/proxier imports nothing of svclab outside itself;
+// svclab talks to a running proxier through lab/proxierctl.
+//
+// # Where a change goes
+//
+//   - a new lesson: a directory under scenarios/ (svclab scenario lint);
+//     a new way to break a cluster: a fault in lab/faults, declared and
+//     registered; a new kind of check: lab/scenario (the format) and
+//     lab/grade (the judging).
+//   - a new command or flag: lab/cli (shared flags: lab/cmdenv).
+//   - what a panel shows: lab/views (the model) and web/ (the page).
+//   - a rule the proxier writes: lab/proxier, with its golden files.
+//   - what a node runs or how: lab/embedded and lab/nodeagent (embedded),
+//     lab/kind (kind); both behind lab/cluster.
+//   - what is kept: lab/store (a numbered migration in store/sqldb).
+package lab
