@@ -1,3 +1,5 @@
+//go:build linux
+
 package embedded
 
 import (
@@ -8,7 +10,6 @@ import (
 )
 
 const (
-	apiserverPort         = 6443
 	etcdClientPort        = 2379
 	controllerManagerPort = 10257
 	schedulerPort         = 10259

@@ -57,4 +57,11 @@
 //	clusters/NAME/exits/         exit codes of containers of a dead agent
 //	clusters/NAME/status.json    the supervisor's view of the components
 //	clusters/NAME/userns         the pin of the lab's user namespace
+//
+// The backend is made of Linux, and so are most of its files (build tag
+// linux). On other systems (macOS, where svclab runs the kind backend) the
+// package keeps its API for the commands: New returns a Provider that has
+// no clusters and makes none (ErrNeedsLinux), Preflight reports
+// ErrNeedsLinux, Init does nothing; the limits, state layout, PKI and
+// kubeconfigs build everywhere (provider_other.go).
 package embedded

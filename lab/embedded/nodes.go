@@ -1,3 +1,5 @@
+//go:build linux
+
 package embedded
 
 import (
@@ -285,4 +287,14 @@ func waitNodesReady(ctx context.Context, client kubernetes.Interface, st *State,
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// isolation is what every container of the cluster in dir shares (see
+// nodeagent.Isolation).
+func (s *State) isolation(dir string) nodeagent.Isolation {
+	iso := nodeagent.Isolation{Userns: paths{dir}.userns(), RunDir: runDir(s.Name)}
+	if s.IDs != nil {
+		iso.IDs = s.IDs.Range
+	}
+	return iso
 }

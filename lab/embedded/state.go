@@ -11,7 +11,6 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded/userns"
-	"github.com/svclab/svclab/lab/nodeagent"
 )
 
 // EnvStateDir overrides the default state directory.
@@ -83,16 +82,6 @@ type State struct {
 	Limits Limits `json:"limits"`
 }
 
-// isolation is what every container of the cluster in dir shares (see
-// nodeagent.Isolation).
-func (s *State) isolation(dir string) nodeagent.Isolation {
-	iso := nodeagent.Isolation{Userns: paths{dir}.userns(), RunDir: runDir(s.Name)}
-	if s.IDs != nil {
-		iso.IDs = s.IDs.Range
-	}
-	return iso
-}
-
 // runBase holds every lab's runtime directory (runDir): the root
 // filesystems of its containers and its idmapped image layers, mounted
 // where the lab's ids may search, whichever state directory the lab lives
@@ -115,6 +104,9 @@ func (s *State) ControlPlane() NodeSpec {
 	}
 	return NodeSpec{}
 }
+
+// apiserverPort is the API server's port on the control-plane node.
+const apiserverPort = 6443
 
 // Server is the API server URL.
 func (s *State) Server() string {

@@ -22,4 +22,9 @@
 // it, root filesystems over idmapped image layers, and every mount into a
 // container done by the agent before runc starts it, from files opened
 // with their links confined (mounts.go), so that the kernel locks them.
+//
+// The agent is Linux's (runc, namespaces, openat2, the new mount API):
+// its files build on Linux only. Elsewhere (macOS, where svclab runs the
+// kind backend) the package holds only LogLimits, which the lab's limit
+// flags name on every system.
 package nodeagent

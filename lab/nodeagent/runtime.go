@@ -1,3 +1,5 @@
+//go:build linux
+
 package nodeagent
 
 import (
@@ -655,16 +657,6 @@ type containerLog struct {
 	maxBytes int64
 	maxFiles int
 }
-
-// LogLimits bound a container's log (the kubelet's containerLogMaxSize
-// and containerLogMaxFiles; 10 MiB and 5 by default).
-type LogLimits struct {
-	MaxBytes int64 `json:"maxBytes"`
-	MaxFiles int   `json:"maxFiles"`
-}
-
-// DefaultLogLimits are the kubelet's defaults.
-var DefaultLogLimits = LogLimits{MaxBytes: 10 << 20, MaxFiles: 5}
 
 // logLimits is the configured limits, or the defaults.
 func (c Config) logLimits() LogLimits {

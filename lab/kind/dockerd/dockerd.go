@@ -177,6 +177,9 @@ func Ensure(ctx context.Context, o Options) (*Daemon, error) {
 		}
 		return nil, ErrNoOwn
 	}
+	if err := ownEngine(); err != nil {
+		return nil, err
+	}
 	return ensureOwn(ctx, o)
 }
 

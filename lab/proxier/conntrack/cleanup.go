@@ -83,16 +83,15 @@ func CleanStaleEntries(ctx context.Context, logger *slog.Logger, ct Interface, s
 
 	var stale []*netlink.ConntrackFlow
 	for _, entry := range entries {
-		if entry.Forward.Protocol != unix.IPPROTO_UDP {
+		udp, origDst, replySrc, dstPort := udpFlow(entry)
+		if !udp {
 			continue
 		}
-		origDst := net.JoinHostPort(entry.Forward.DstIP.String(), strconv.Itoa(int(entry.Forward.DstPort)))
-		replySrc := net.JoinHostPort(entry.Reverse.SrcIP.String(), strconv.Itoa(int(entry.Reverse.SrcPort)))
 		if eps, ok := serviceIPEndpoints[origDst]; ok && !eps[replySrc] {
 			stale = append(stale, entry)
 			continue
 		}
-		if eps, ok := serviceNodePortEndpoints[int(entry.Forward.DstPort)]; ok && !eps[replySrc] {
+		if eps, ok := serviceNodePortEndpoints[dstPort]; ok && !eps[replySrc] {
 			stale = append(stale, entry)
 			continue
 		}

@@ -53,7 +53,7 @@ func (n *Netlink) ListEntries(family uint8) ([]*netlink.ConntrackFlow, error) {
 	var entries []*netlink.ConntrackFlow
 	err := retryEINTR(func() error {
 		var err error
-		entries, err = n.handle.ConntrackTableList(netlink.ConntrackTable, netlink.InetFamily(family))
+		entries, err = n.handle.ConntrackTableList(table, netlink.InetFamily(family))
 		return err
 	})
 	return entries, err
@@ -64,10 +64,10 @@ func (n *Netlink) DeleteEntries(family uint8, flows []*netlink.ConntrackFlow) (i
 	if len(flows) == 0 {
 		return 0, nil
 	}
-	filter := newFlowFilter(flows)
+	filter := deleteFilter(flows)
 	var total uint
 	err := retryEINTR(func() error {
-		count, err := n.handle.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.InetFamily(family), filter)
+		count, err := n.handle.ConntrackDeleteFilters(table, netlink.InetFamily(family), filter)
 		total += count
 		return err
 	})
@@ -75,33 +75,4 @@ func (n *Netlink) DeleteEntries(family uint8, flows []*netlink.ConntrackFlow) (i
 		return int(total), fmt.Errorf("error deleting conntrack entries: %w", err)
 	}
 	return int(total), nil
-}
-
-// flowFilter matches flows by their full original and reply tuples.
-type flowFilter struct {
-	flows map[string]bool
-}
-
-var _ netlink.CustomConntrackFilter = (*flowFilter)(nil)
-
-func newFlowFilter(flows []*netlink.ConntrackFlow) *flowFilter {
-	f := &flowFilter{flows: make(map[string]bool, len(flows))}
-	for _, flow := range flows {
-		f.flows[flowKey(flow)] = true
-	}
-	return f
-}
-
-func flowKey(flow *netlink.ConntrackFlow) string {
-	return fmt.Sprintf("%d#%s#%d#%s#%d#%s#%d#%s#%d",
-		flow.Forward.Protocol,
-		flow.Forward.SrcIP, flow.Forward.SrcPort,
-		flow.Forward.DstIP, flow.Forward.DstPort,
-		flow.Reverse.SrcIP, flow.Reverse.SrcPort,
-		flow.Reverse.DstIP, flow.Reverse.DstPort)
-}
-
-// MatchConntrackFlow is part of netlink.CustomConntrackFilter.
-func (f *flowFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
-	return f.flows[flowKey(flow)]
 }

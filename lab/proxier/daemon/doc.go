@@ -10,7 +10,9 @@
 //
 // Appliers put rules into the kernel: NFTablesApplier drives the
 // nftables.Syncer through knftables (the nft binary); IPTablesApplier
-// feeds iptables-restore --noflush. A failed apply leaves the previous
+// feeds iptables-restore --noflush. What uses knftables (NFTablesApplier,
+// the cleanup of the other mode) builds on Linux only, as package
+// nftables does. A failed apply leaves the previous
 // ruleset in place (both are transactional), is counted in metrics,
 // logged, and retried with a full sync.
 //

@@ -15,8 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Prefix starts the name of every network namespace these tests create.
@@ -59,7 +57,7 @@ func (n Netns) Do(fn func() error) error {
 			errc <- fmt.Errorf("open namespace %s: %w", n.Name, err)
 			return
 		}
-		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+		err = setns(f)
 		f.Close()
 		if err != nil {
 			errc <- fmt.Errorf("enter namespace %s: %w", n.Name, err)

@@ -9,4 +9,9 @@
 // are rewritten, map and set elements are diffed, and chains that are no
 // longer used are flushed and deleted at least a second later. Render
 // produces the output of a first sync without a kernel.
+//
+// Its files build on Linux only: knftables lists over netlink with
+// google/nftables, which builds nowhere else. On other systems (macOS,
+// where svclab runs the kind backend, whose nodes are Linux) the package
+// is empty, and its importers leave the nftables mode out there.
 package nftables

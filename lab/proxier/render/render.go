@@ -17,7 +17,6 @@ import (
 	"github.com/svclab/svclab/lab/proxier/iptables"
 	"github.com/svclab/svclab/lab/proxier/manifest"
 	"github.com/svclab/svclab/lab/proxier/model"
-	"github.com/svclab/svclab/lab/proxier/nftables"
 )
 
 // Proxy modes.
@@ -130,34 +129,7 @@ func Render(ctx context.Context, logger *slog.Logger, opts Options, r io.Reader,
 
 	switch opts.Mode {
 	case ModeNFTables:
-		var serviceCIDRs []string
-		for _, c := range opts.ServiceCIDRs {
-			if _, _, err := netutils.ParseCIDRSloppy(c); err != nil {
-				return fmt.Errorf("--service-cidr %q: %w", c, err)
-			}
-			// Like kube-proxy, keep only the CIDRs of this family.
-			if netutils.IsIPv6CIDRString(c) == (family == v1.IPv6Protocol) {
-				serviceCIDRs = append(serviceCIDRs, c)
-			}
-		}
-		out, err := nftables.Render(ctx, logger, nftables.Config{
-			Family:            family,
-			NodeIP:            nodeIP,
-			ClusterCIDR:       familyCIDR(opts.ClusterCIDR, family),
-			ServiceCIDRs:      serviceCIDRs,
-			NodePortAddresses: npa,
-			LocalAddresses:    localAddrs,
-			MasqueradeAll:     opts.MasqueradeAll,
-		}, snap)
-		if err != nil {
-			return err
-		}
-		text := out.Ruleset
-		if opts.Output == OutputTransaction {
-			text = out.Transaction
-		}
-		_, err = io.WriteString(w, text)
-		return err
+		return renderNFTables(ctx, logger, opts, family, nodeIP, npa, localAddrs, snap, w)
 	default:
 		res, err := iptables.Render(ctx, logger, iptables.Config{
 			Family:             family,
