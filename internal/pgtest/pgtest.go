@@ -214,13 +214,7 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = s.dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=" + s.dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: s.uid, Gid: s.gid},
-		Setpgid:    true,
-		// A test binary that dies (a timeout, kill -9) takes the server
-		// with it: nothing is left running.
-		Pdeathsig: syscall.SIGQUIT,
-	}
+	cmd.SysProcAttr = serverProcAttr(s.uid, s.gid)
 	return cmd
 }
 
