@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/proxier/control"
@@ -43,7 +42,7 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clientcmd.RESTConfigFromKubeConfig(b)
+	return cluster.RESTConfigFromKubeconfig(b)
 }
 
 func (c *Cluster) Client() (kubernetes.Interface, error) {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/proxier/deploy"
@@ -29,7 +28,7 @@ import (
 type ClientFunc func(kubeconfig []byte) (kubernetes.Interface, error)
 
 func realClient(kubeconfig []byte) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	cfg, err := cluster.RESTConfigFromKubeconfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +78,7 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clientcmd.RESTConfigFromKubeConfig(data)
+	return cluster.RESTConfigFromKubeconfig(data)
 }
 
 // Client returns a clientset for the cluster.
