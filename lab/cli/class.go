@@ -13,6 +13,21 @@ import (
 	"github.com/svclab/svclab/lab/store"
 )
 
+// openClass opens the classes' database and finds the class called (or
+// numbered) idOrName; the caller closes the database.
+func (o *options) openClass(ctx context.Context, idOrName string) (*class.DB, *class.Class, error) {
+	db, err := o.classDB(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := db.Class(ctx, idOrName)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, c, nil
+}
+
 // classDB opens the classes' database: the state directory's, or
 // --database-url's.
 func (o *options) classDB(ctx context.Context) (*class.DB, error) {
@@ -130,15 +145,11 @@ func newClassShow(o *options) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := o.classDB(ctx)
+			db, c, err := o.openClass(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			c, err := db.Class(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			learners, err := db.Learners(ctx, c.ID)
 			if err != nil {
 				return err
@@ -170,15 +181,11 @@ func newClassExport(o *options) *cobra.Command {
 				return fmt.Errorf("--format %q: use csv or json", format)
 			}
 			ctx := cmd.Context()
-			db, err := o.classDB(ctx)
+			db, c, err := o.openClass(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			c, err := db.Class(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			rows, err := db.Results(ctx, c)
 			if err != nil {
 				return err
@@ -197,15 +204,11 @@ func newClassClose(o *options) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := o.classDB(ctx)
+			db, c, err := o.openClass(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			c, err := db.Class(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			p, err := o.env.Provider()
 			if err != nil {
 				return err
