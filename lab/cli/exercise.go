@@ -51,14 +51,13 @@ on the same cluster, another run) is refused them, and the run refuses a
 cluster somebody else holds, saying who (--force takes it over).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			stateDir := o.env.StateDir
 			ro.Log = o.env.Log
 			if ro.Provider, err = o.env.Provider(); err != nil {
 				return err
 			}
 			ro.In, ro.Out = os.Stdin, cmd.OutOrStdout()
 			if exe, err := os.Executable(); err == nil {
-				ro.Svclab = []string{exe, "--state-dir", stateDir}
+				ro.Svclab = []string{exe, "--state-dir", o.env.StateDir}
 			}
 			if dir != "" {
 				src := scenario.DirSource(dir)

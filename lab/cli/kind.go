@@ -9,6 +9,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cmdenv"
+	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/kind/nodeimage"
 )
@@ -123,7 +124,7 @@ image changed, the kube-proxy DaemonSet moves to the new one.`,
 			}
 			kp := p.(*kind.Provider)
 			if _, err := kp.Get(cmd.Context(), name); errors.Is(err, cluster.ErrNotFound) {
-				if ep, perr := o.env.ProviderOf("embedded"); perr == nil {
+				if ep, perr := o.env.ProviderOf(embedded.BackendName); perr == nil {
 					if _, eerr := ep.Get(cmd.Context(), name); eerr == nil {
 						fmt.Fprintf(o.out, "Cluster %q is an embedded cluster: its pods use the lab's images directly, there is nothing to load.\n", name)
 						return nil

@@ -2,7 +2,6 @@ package cmdenv
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"runtime"
@@ -25,22 +24,22 @@ const EnvBackend = "SVCLAB_BACKEND"
 // cluster by name try them.
 var Backends = []string{embedded.BackendName, kind.BackendName}
 
-// Flag names of the root command's persistent flags.
+// Names of the root command's persistent flags.
 const (
-	FlagStateDir    = "state-dir"
-	FlagDatabaseURL = "database-url"
-	FlagLogLevel    = "log-level"
-	FlagBackend     = "backend"
+	flagStateDir    = "state-dir"
+	flagDatabaseURL = "database-url"
+	flagLogLevel    = "log-level"
+	flagBackend     = "backend"
 )
 
 // AddFlags registers the flags every command shares on the root command's
 // persistent flags.
 func AddFlags(fs *pflag.FlagSet) {
-	fs.String(FlagStateDir, embedded.DefaultStateDir(), "where svclab keeps its clusters' state (env "+embedded.EnvStateDir+")")
-	fs.String(FlagDatabaseURL, os.Getenv(store.EnvDatabaseURL),
+	fs.String(flagStateDir, embedded.DefaultStateDir(), "where svclab keeps its clusters' state (env "+embedded.EnvStateDir+")")
+	fs.String(flagDatabaseURL, os.Getenv(store.EnvDatabaseURL),
 		"keep learners, attempts and classes in this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DATABASE) instead of svclab.db in the state directory (env "+store.EnvDatabaseURL+")")
-	fs.String(FlagLogLevel, "info", "log level: debug, info, warn or error")
-	fs.String(FlagBackend, "", "cluster backend: embedded or kind (env "+EnvBackend+"; default: embedded where it can run, on Linux as root, kind elsewhere)")
+	fs.String(flagLogLevel, "info", "log level: debug, info, warn or error")
+	fs.String(flagBackend, "", "cluster backend: embedded or kind (env "+EnvBackend+"; default: embedded where it can run, on Linux as root, kind elsewhere)")
 	limits := embedded.DefaultLimits()
 	limits.AddFlags(fs)
 }
@@ -51,7 +50,6 @@ type Env struct {
 	DatabaseURL string
 	Log         *slog.Logger
 	Limits      embedded.Limits
-	Out, Err    io.Writer
 	// Backend is the backend given by --backend or SVCLAB_BACKEND, or
 	// chosen for the machine.
 	Backend string
@@ -71,44 +69,44 @@ func Of(cmd *cobra.Command) (*Env, error) {
 		}
 		return def, false
 	}
-	e := &Env{Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
-	e.StateDir, _ = value(FlagStateDir, embedded.DefaultStateDir())
+	e := &Env{}
+	e.StateDir, _ = value(flagStateDir, embedded.DefaultStateDir())
 	if e.StateDir == "" {
 		e.StateDir = embedded.DefaultStateDir()
 	}
-	e.DatabaseURL, _ = value(FlagDatabaseURL, os.Getenv(store.EnvDatabaseURL))
-	levelText, _ := value(FlagLogLevel, "info")
+	e.DatabaseURL, _ = value(flagDatabaseURL, os.Getenv(store.EnvDatabaseURL))
+	levelText, _ := value(flagLogLevel, "info")
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(levelText)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", levelText)
 	}
-	e.Log = slog.New(slog.NewTextHandler(e.Err, &slog.HandlerOptions{Level: level}))
+	e.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	e.Limits = embedded.LimitsFromFlags(cmd.Flag)
-	b, given := value(FlagBackend, "")
+	b, given := value(flagBackend, "")
 	if b == "" {
 		b, given = os.Getenv(EnvBackend), os.Getenv(EnvBackend) != ""
 	}
 	if b == "" {
-		b, e.whyNotEmbedded = MachineDefault()
+		b, e.whyNotEmbedded = machineDefault()
 	}
-	if err := Valid(b); err != nil {
+	if err := valid(b); err != nil {
 		return nil, err
 	}
 	e.Backend, e.BackendGiven = b, given
 	return e, nil
 }
 
-// Valid checks a backend's name.
-func Valid(name string) error {
+// valid checks a backend's name.
+func valid(name string) error {
 	if !slices.Contains(Backends, name) {
 		return fmt.Errorf("unknown backend %q: use %s", name, strings.Join(Backends, " or "))
 	}
 	return nil
 }
 
-// MachineDefault is the backend that fits this machine: embedded where
+// machineDefault is the backend that fits this machine: embedded where
 // it can run, else kind, with the reason embedded cannot.
-func MachineDefault() (string, error) {
+func machineDefault() (string, error) {
 	if err := embedded.Preflight(); err != nil {
 		return kind.BackendName, err
 	}
@@ -139,5 +137,5 @@ func (e *Env) ProviderOf(name string) (cluster.Provider, error) {
 	case kind.BackendName:
 		return kind.New(e.StateDir, e.Log), nil
 	}
-	return nil, Valid(name)
+	return nil, valid(name)
 }

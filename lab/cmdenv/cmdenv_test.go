@@ -31,7 +31,7 @@ func envOf(t *testing.T, env string, args ...string) (*Env, error) {
 }
 
 func TestBackend(t *testing.T) {
-	machine, _ := MachineDefault()
+	machine, _ := machineDefault()
 	for _, tc := range []struct {
 		name    string
 		env     string
