@@ -499,11 +499,12 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			}
 			if err != nil {
 				// A shell that could not run (its node's container is
-				// gone, the node is out of processes) says why; a shell
-				// the learner left says only that.
+				// gone, the node is out of processes) is told apart from
+				// one the learner left; why goes to the log, not to the
+				// page (the error names host paths).
 				if err := sh.Err(); err != nil {
 					s.Log.Warn("a terminal's shell ended", "node", node, "err", err)
-					closeWith(websocket.CloseInternalServerErr, "the shell on "+node+" stopped: "+err.Error())
+					closeWith(websocket.CloseInternalServerErr, "the shell on "+node+" could not run: is the node up? (Lab health, or Start over)")
 					return
 				}
 				closeWith(websocket.CloseNormalClosure, "the shell exited")
