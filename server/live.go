@@ -504,7 +504,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 				// page (the error names host paths).
 				if err := sh.Err(); err != nil {
 					s.Log.Warn("a terminal's shell ended", "node", node, "err", err)
-					closeWith(websocket.CloseInternalServerErr, "the shell on "+node+" could not run; the lab may be down: its state is at the top of the page (Start over brings it back)")
+					closeWith(websocket.CloseInternalServerErr, "the shell on "+node+" could not run: the lab may be down (see the top of the page, or Start over)")
 					return
 				}
 				closeWith(websocket.CloseNormalClosure, "the shell exited")
