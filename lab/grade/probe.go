@@ -123,6 +123,7 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 	if err != nil {
 		return "", err
 	}
+	g.clearHalfOpen(ctx, p.Protocol, src, tgt)
 	if p.During != nil {
 		return g.probeDuring(ctx, cs, p, func(ctx context.Context) ([]attempt, error) {
 			return g.attempts(ctx, p, src, tgt, n, timeout, connect)
