@@ -123,7 +123,7 @@ func newClassServer(t testing.TB, spec class.Spec) *classServer {
 		t.Fatal(err)
 	}
 	s := &Server{Clusters: fp, Log: slog.New(slog.DiscardHandler), Background: ctx, Catalog: cat, Classes: hub, ClassesOnly: true}
-	s.labs.linger = time.Millisecond
+	s.feeds.linger = time.Millisecond
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { ts.Close(); s.Wait(); hub.Shutdown(context.Background()) })
 	return &classServer{s: s, ts: ts, hub: hub, room: room, created: created, provider: fp}

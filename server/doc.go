@@ -3,7 +3,7 @@
 // in web/ from the state of the lab's clusters.
 //
 // A scenario's page is a workspace fed by two websockets: the terminal
-// (live.go) and the live views. The views run one views.Lab per attempt and
+// (live.go) and the live views. The views run one views.Feed per attempt and
 // cluster generation (labs.go: cluster.Generation, the CA's hash); a socket
 // ends with close code 4001 when its attempt or generation stops being the
 // learner's current one (the page loads again) and 4002, after a "down"

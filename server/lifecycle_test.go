@@ -64,9 +64,9 @@ func TestViewsFollowTheLabsLife(t *testing.T) {
 		t.Errorf("after the rebuild: %+v (before %+v)", lab2, lab)
 	}
 	next(t, ws, "slices", nil)
-	l.s.labs.mu.Lock()
-	n := len(l.s.labs.running)
-	l.s.labs.mu.Unlock()
+	l.s.feeds.mu.Lock()
+	n := len(l.s.feeds.running)
+	l.s.feeds.mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d Labs run for one cluster", n)
 	}

@@ -158,7 +158,7 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 	if writeFrame(conn, mustFrame("lab", labFrame{Cluster: c.Name(), Generation: gen, Attempt: a.ID})) != nil {
 		return
 	}
-	lab, release, err := s.acquireLab(ctx, c, gen, sc, a)
+	lab, release, err := s.acquireFeed(ctx, c, gen, sc, a)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.Log.Warn("watching a lab", "cluster", c.Name(), "err", err)
@@ -396,7 +396,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 	rec := &commandRecorder{record: func(cmd string) {
 		ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCommand, Source: node, Text: cmd}
 		s.record(a.ID, ev)
-		if lab := s.runningLab(c.Name(), a.ID); lab != nil {
+		if lab := s.runningFeed(c.Name(), a.ID); lab != nil {
 			lab.Record(ev)
 		}
 	}}

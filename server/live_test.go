@@ -218,9 +218,9 @@ func TestLabsPace(t *testing.T) {
 	for _, tc := range []struct{ running, want int }{
 		{0, 1}, {1, 1}, {per, 1}, {per + 1, 2}, {3 * per, 3}, {3*per + 1, 4},
 	} {
-		ls := &labs{running: map[labKey]*labEntry{}}
+		ls := &feeds{running: map[feedKey]*feedEntry{}}
 		for i := range tc.running {
-			ls.running[labKey{cluster: fmt.Sprint(i)}] = &labEntry{}
+			ls.running[feedKey{cluster: fmt.Sprint(i)}] = &feedEntry{}
 		}
 		if got := ls.pace(); got != tc.want {
 			t.Errorf("%d labs running: pace %d, want %d", tc.running, got, tc.want)

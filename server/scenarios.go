@@ -285,7 +285,7 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	scope := s.scopeOf(r)
 	// A lab that is down (or whose nodes cannot reach each other) cannot
 	// be graded: say so now rather than after every check timed out.
-	if lab := s.runningLab(a.Cluster, a.ID); lab != nil {
+	if lab := s.runningFeed(a.Cluster, a.ID); lab != nil {
 		if h := lab.Health(); h.State == views.HealthDown || !partOK(h, views.PartFabric) {
 			writeJSON(w, http.StatusConflict, map[string]string{"error": h.Summary + " Checking needs a working lab: use Start over (at the top of the page) to set it up again.", "detail": healthDetail(h)})
 			return
@@ -312,7 +312,7 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	}
 	ev := views.TimelineEvent{Time: time.Now(), Kind: views.KindCheck, Level: level, Text: fmt.Sprintf("Check my work: %d of %d checks passed, score %s", passed, len(rep.Results), rep.ScoreText())}
 	s.record(a.ID, ev)
-	if lab := s.runningLab(a.Cluster, a.ID); lab != nil {
+	if lab := s.runningFeed(a.Cluster, a.ID); lab != nil {
 		lab.Record(ev)
 	}
 	state := StateRunning

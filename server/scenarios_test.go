@@ -250,7 +250,7 @@ func newLabServer(t testing.TB) *labServer {
 	fa := &fakeAttempts{catalog: cat}
 	tl := &memTimeline{}
 	s := &Server{Clusters: fakeClusters{c: fc, gone: new(atomic.Bool)}, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa, Timeline: tl}
-	s.labs.linger = time.Millisecond
+	s.feeds.linger = time.Millisecond
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { ts.Close(); s.Wait() })
 	return &labServer{s: s, ts: ts, fa: fa, fc: fc, tl: tl, url: ts.URL}

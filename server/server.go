@@ -78,7 +78,7 @@ type Server struct {
 	Access *Access
 
 	ops   operations
-	labs  labs
+	feeds feeds
 	terms terminalCounts
 	// lifecycle limits each learner's scenario starts and resets.
 	lifecycleOnce sync.Once
@@ -102,7 +102,7 @@ func (s *Server) nav(next http.Handler) http.Handler {
 // live views.
 func (s *Server) Wait() {
 	s.ops.wait()
-	s.stopLabs()
+	s.stopFeeds()
 	s.flushTimeline()
 }
 

@@ -21,7 +21,7 @@
 //     ruleset: map element, chains and rules to an endpoint, or the rule
 //     that rejects or drops the packet and why.
 //
-// A Lab runs the collectors for one cluster and one set of Services; the Bus
+// A Feed runs the collectors for one cluster and one set of Services; the Bus
 // fans its frames out to any number of subscribers. Each subscriber has its
 // own buffer that keeps the latest frame per topic (and a bounded list of
 // appended timeline frames): a slow subscriber skips intermediate frames and

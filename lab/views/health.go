@@ -75,7 +75,7 @@ type HealthPart struct {
 
 // Health is the latest Health (State HealthChecking before the first
 // round).
-func (l *Lab) Health() Health {
+func (l *Feed) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.health.State == "" {
@@ -87,7 +87,7 @@ func (l *Lab) Health() Health {
 // healthInterval is the time between health rounds (stretched by Pace).
 const healthInterval = 5 * time.Second
 
-func (l *Lab) healthLoop(ctx context.Context) {
+func (l *Feed) healthLoop(ctx context.Context) {
 	for {
 		h := l.checkHealth(ctx)
 		if ctx.Err() != nil {
@@ -116,7 +116,7 @@ const KindHealth = "health"
 
 // checkHealth runs one round: the API first; the nodes, the traffic
 // between them, every proxier and DNS only when the API answers.
-func (l *Lab) checkHealth(ctx context.Context) Health {
+func (l *Feed) checkHealth(ctx context.Context) Health {
 	h := Health{Checked: time.Now()}
 	api := HealthPart{ID: PartAPI, Title: "API server"}
 	if err := l.apiReady(ctx); err != nil {
@@ -205,7 +205,7 @@ func lowerFirstOne(s string) string {
 }
 
 // apiReady asks the API server whether it is ready (/readyz), within 3 s.
-func (l *Lab) apiReady(ctx context.Context) error {
+func (l *Feed) apiReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	return cluster.APIReady(ctx, l.cs)
@@ -221,7 +221,7 @@ type healthReach struct {
 	dialer netcheck.Dialer
 }
 
-func (l *Lab) healthReach() (healthReach, error) {
+func (l *Feed) healthReach() (healthReach, error) {
 	r := healthReach{nodes: l.nodes}
 	for _, n := range l.nodes {
 		if n.Role == cluster.RoleControlPlane {
@@ -247,7 +247,7 @@ func (l *Lab) healthReach() (healthReach, error) {
 	return r, nil
 }
 
-func (l *Lab) checkNodes(ctx context.Context, p *HealthPart) {
+func (l *Feed) checkNodes(ctx context.Context, p *HealthPart) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	list, err := l.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -290,7 +290,7 @@ func healthzURL(ip string) string {
 
 // checkFabric connects from the control plane to every other node's
 // proxier health port: an answer or a refusal both mean packets flow.
-func (l *Lab) checkFabric(ctx context.Context, r healthReach, p *HealthPart) {
+func (l *Feed) checkFabric(ctx context.Context, r healthReach, p *HealthPart) {
 	var cut, detail []string
 	for _, n := range r.nodes {
 		if n.Name == r.cp.Name {
@@ -322,7 +322,7 @@ type proxierHealth struct {
 	CurrentTime time.Time `json:"currentTime"`
 }
 
-func (l *Lab) checkProxiers(ctx context.Context, r healthReach, p *HealthPart) {
+func (l *Feed) checkProxiers(ctx context.Context, r healthReach, p *HealthPart) {
 	var bad, detail []string
 	for _, n := range r.nodes {
 		var status int
@@ -386,7 +386,7 @@ func httpGet(ctx context.Context, d netcheck.Dialer, url string) (int, string, e
 // dnsName is what the DNS check asks for.
 const dnsName = "kubernetes.default.svc." + cluster.DefaultDNSDomain
 
-func (l *Lab) checkDNS(ctx context.Context, r healthReach, p *HealthPart) {
+func (l *Feed) checkDNS(ctx context.Context, r healthReach, p *HealthPart) {
 	server := cluster.DefaultClusterDNS
 	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	if svc, err := l.cs.CoreV1().Services("kube-system").Get(gctx, "kube-dns", metav1.GetOptions{}); err == nil && net.ParseIP(svc.Spec.ClusterIP) != nil {
@@ -415,7 +415,7 @@ func (l *Lab) checkDNS(ctx context.Context, r healthReach, p *HealthPart) {
 // dnsByCommand asks server for dnsName with bash's /dev/udp on node, for
 // clusters whose nodes svclab cannot dial from (a DNS query by hand: the
 // nodes of kind have no DNS client).
-func (l *Lab) dnsByCommand(ctx context.Context, node, server string) error {
+func (l *Feed) dnsByCommand(ctx context.Context, node, server string) error {
 	var q strings.Builder
 	q.WriteString(`\x53\x4c\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00`)
 	for _, label := range strings.Split(dnsName, ".") {
@@ -442,7 +442,7 @@ func (l *Lab) dnsByCommand(ctx context.Context, node, server string) error {
 
 // nodeCommand runs cmd on node (the backend's NodeExec) and returns its
 // output.
-func (l *Lab) nodeCommand(ctx context.Context, node string, cmd ...string) (string, error) {
+func (l *Feed) nodeCommand(ctx context.Context, node string, cmd ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var out strings.Builder

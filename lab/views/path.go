@@ -18,7 +18,7 @@ type PathRequest struct {
 	Protocol   string `json:"protocol"`
 	Port       int    `json:"port"`
 	// NodeIP is the address of the node the path is traced on (set by
-	// Lab.Path).
+	// Feed.Path).
 	NodeIP string `json:"nodeIP,omitempty"`
 }
 

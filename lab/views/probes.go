@@ -24,7 +24,7 @@ type target struct {
 	label   string // "shop/web:80"
 }
 
-func (l *Lab) targets() []target {
+func (l *Feed) targets() []target {
 	var out []target
 	for _, s := range l.Services() {
 		if s.ClusterIP == "" || s.ClusterIP == "None" {
@@ -42,7 +42,7 @@ func (l *Lab) targets() []target {
 
 // conntrackTargets are the destinations of Service traffic: every
 // ClusterIP (and external IP) port, and every NodePort on every node.
-func (l *Lab) conntrackTargets() map[string]string {
+func (l *Feed) conntrackTargets() map[string]string {
 	out := map[string]string{}
 	for _, s := range l.Services() {
 		for _, p := range s.Ports {
@@ -118,7 +118,7 @@ func backendName(body string) string {
 // client in the node's network namespace (one attempt, two seconds, as
 // nodeProbeScript's curl) and lists the node's conntrack table with the
 // host's conntrack there.
-func (l *Lab) nodeProbesInNetns(ctx context.Context, nc cluster.NetnsCluster, node string, ts []target) ([]ProbeResult, string, error) {
+func (l *Feed) nodeProbesInNetns(ctx context.Context, nc cluster.NetnsCluster, node string, ts []target) ([]ProbeResult, string, error) {
 	ns, err := nc.NodeNetns(node)
 	if err != nil {
 		return nil, "", err
@@ -137,7 +137,7 @@ func (l *Lab) nodeProbesInNetns(ctx context.Context, nc cluster.NetnsCluster, no
 
 // podProbeInNetns probes t from a client Pod with svclab's own HTTP client
 // in the Pod's network namespace.
-func (l *Lab) podProbeInNetns(ctx context.Context, nc cluster.NetnsCluster, pod string, t target) ProbeResult {
+func (l *Feed) podProbeInNetns(ctx context.Context, nc cluster.NetnsCluster, pod string, t target) ProbeResult {
 	ns, name := splitID(pod)
 	src := "pod " + pod
 	p, err := l.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -172,7 +172,7 @@ func probeResult(source string, t target, r netcheck.Result) ProbeResult {
 
 // podProbe probes t from a client Pod with wget (curl where there is no
 // wget).
-func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
+func (l *Feed) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 	ns, name := splitID(pod)
 	url := fmt.Sprintf("http://%s:%d/hostname", t.ip, t.port)
 	script := fmt.Sprintf(`if command -v wget >/dev/null; then wget -qO- -T 2 %s 2>&1; else curl -sS -m 2 %s 2>&1; fi; echo "@@rc=$?"`, url, url)
@@ -206,7 +206,7 @@ func (l *Lab) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 	return r
 }
 
-func (l *Lab) probeLoop(ctx context.Context) {
+func (l *Feed) probeLoop(ctx context.Context) {
 	prevCT := map[string]map[string]bool{}
 	for {
 		l.probeRound(ctx, prevCT)
@@ -218,7 +218,7 @@ func (l *Lab) probeLoop(ctx context.Context) {
 	}
 }
 
-func (l *Lab) probeRound(ctx context.Context, prevCT map[string]map[string]bool) {
+func (l *Feed) probeRound(ctx context.Context, prevCT map[string]map[string]bool) {
 	ts := l.targets()
 	ctTargets := l.conntrackTargets()
 	var mu sync.Mutex

@@ -179,7 +179,7 @@ var (
 // env is what the measurements share: the cluster holding the objects and
 // the namespaces.
 type env struct {
-	lab     *flowtest.Lab
+	lab     *flowtest.Sandbox
 	cluster *embedded.Cluster
 	client  kubernetes.Interface
 	kubeBin string
@@ -235,7 +235,7 @@ func newEnv(b *testing.B) *env {
 		upstreamVersion = strings.TrimSpace(string(out))
 	}
 
-	e.lab = flowtest.NewLab("b", logger)
+	e.lab = flowtest.NewSandbox("b", logger)
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -40,12 +40,12 @@ func (c *countingIPTables) EnsureRule(ctx context.Context, table, chain string, 
 
 // iptablesLab returns a lab for network namespaces of the test's own,
 // removed when it ends; the test is skipped without root or with -short.
-func iptablesLab(t *testing.T, prefix string) *flowtest.Lab {
+func iptablesLab(t *testing.T, prefix string) *flowtest.Sandbox {
 	t.Helper()
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and iptables")
 	}
-	lab := flowtest.NewLab(prefix, nil)
+	lab := flowtest.NewSandbox(prefix, nil)
 	t.Cleanup(func() {
 		if err := lab.Close(context.Background()); err != nil {
 			t.Error(err)

@@ -88,7 +88,7 @@ func TestBatchingFreshTable(t *testing.T) {
 		t.Fatalf("the transaction splits into %d steps, want several", len(chunks))
 	}
 
-	lab := newLab(t, "bt")
+	lab := newSandbox(t, "bt")
 	batched, err := lab.Netns(ctx, "b")
 	if err != nil {
 		t.Fatal(err)

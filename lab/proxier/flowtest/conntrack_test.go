@@ -190,7 +190,7 @@ func udpConntrackCase(t *testing.T, mode string, fault bool) {
 func newCTWorld(t *testing.T, mode string, pods map[string]string, objects string) *ctWorld {
 	t.Helper()
 	ctx := t.Context()
-	lab := newLab(t, "c"+mode[:1])
+	lab := newSandbox(t, "c"+mode[:1])
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -412,7 +412,7 @@ type kubeProxy struct {
 // startKubeProxy runs "svclab-kube kube-proxy" for m's node in a new
 // namespace of lab that has the node's IPs and reaches the API server over
 // a veth on the cluster's bridge. It is killed when t ends.
-func startKubeProxy(t *testing.T, lab *Lab, c *embedded.Cluster, bin string, index int, m diffMode) *kubeProxy {
+func startKubeProxy(t *testing.T, lab *Sandbox, c *embedded.Cluster, bin string, index int, m diffMode) *kubeProxy {
 	t.Helper()
 	ctx := t.Context()
 	st := c.State()
@@ -637,7 +637,7 @@ func TestDifferentialUpstreamKubeProxy(t *testing.T) {
 	if err != nil {
 		t.Skipf("differential test: svclab-kube not available: %v", err)
 	}
-	lab := newLab(t, "d")
+	lab := newSandbox(t, "d")
 
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p := embedded.New(t.TempDir(), logger)
@@ -739,7 +739,7 @@ func TestDifferentialUpstreamKubeProxy(t *testing.T) {
 // the ServiceCIDRs), renders them for mode m, loads the result into a new namespace of lab with the real nft or
 // iptables-restore, and returns its listing, normalised, and the path of
 // the objects.
-func ourRules(ctx context.Context, t *testing.T, lab *Lab, client kubernetes.Interface, m diffMode, nsName string, withServiceCIDRs, withZone bool) (listing, objsPath string, err error) {
+func ourRules(ctx context.Context, t *testing.T, lab *Sandbox, client kubernetes.Interface, m diffMode, nsName string, withServiceCIDRs, withZone bool) (listing, objsPath string, err error) {
 	objs, serviceCIDRs, err := apiObjects(ctx, client, withZone)
 	if err != nil {
 		return "", "", err

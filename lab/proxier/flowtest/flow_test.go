@@ -195,7 +195,7 @@ func newWorld(t *testing.T, mode string) *world {
 		t.Fatalf("render: %v", err)
 	}
 
-	lab := newLab(t, "f"+mode[:1])
+	lab := newSandbox(t, "f"+mode[:1])
 	w := &world{mode: mode, objs: objs, pods: map[string]Netns{}}
 	must := func(err error) {
 		t.Helper()

@@ -81,12 +81,12 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// newLab returns a Lab whose namespaces are deleted when t ends, after
+// newSandbox returns a Sandbox whose namespaces are deleted when t ends, after
 // which nothing of it may be left on the host. Register it before anything
 // that holds sockets in its namespaces, so that those close first.
-func newLab(t testing.TB, prefix string) *Lab {
+func newSandbox(t testing.TB, prefix string) *Sandbox {
 	t.Helper()
-	lab := NewLab(prefix, testLogger(t))
+	lab := NewSandbox(prefix, testLogger(t))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

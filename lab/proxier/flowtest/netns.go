@@ -83,11 +83,11 @@ func run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte
 	return stdout.Bytes(), nil
 }
 
-// Lab tracks the namespaces of one test so that they can all be deleted,
+// Sandbox tracks the namespaces of one test so that they can all be deleted,
 // and checked for, afterwards. Namespace names are Prefix + run ID + "-" +
 // a short name; veths are created directly inside the namespaces and go
 // away with them.
-type Lab struct {
+type Sandbox struct {
 	ID  string
 	log *slog.Logger
 
@@ -121,7 +121,7 @@ func owner(pid int) (string, bool) {
 
 // claim records this process as the lab's owner, before its first
 // namespace exists.
-func (l *Lab) claim() error {
+func (l *Sandbox) claim() error {
 	if l.claimed {
 		return nil
 	}
@@ -198,19 +198,19 @@ func SweepStale(ctx context.Context) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// NewLab returns a Lab with a fresh random ID (prefix + 4 hex digits, so
+// NewSandbox returns a Sandbox with a fresh random ID (prefix + 4 hex digits, so
 // that names stay short enough for interfaces too).
-func NewLab(prefix string, log *slog.Logger) *Lab {
+func NewSandbox(prefix string, log *slog.Logger) *Sandbox {
 	b := make([]byte, 2)
 	rand.Read(b)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Lab{ID: prefix + hex.EncodeToString(b), log: log}
+	return &Sandbox{ID: prefix + hex.EncodeToString(b), log: log}
 }
 
 // Netns creates the namespace Prefix+ID+"-"+short with loopback up.
-func (l *Lab) Netns(ctx context.Context, short string) (Netns, error) {
+func (l *Sandbox) Netns(ctx context.Context, short string) (Netns, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -237,7 +237,7 @@ func (l *Lab) Netns(ctx context.Context, short string) (Netns, error) {
 
 // Veth links two namespaces: interface aName in a (with address aAddr, a
 // CIDR, if not empty) and bName in b (bAddr likewise), both up.
-func (l *Lab) Veth(ctx context.Context, a Netns, aName, aAddr string, b Netns, bName, bAddr string) error {
+func (l *Sandbox) Veth(ctx context.Context, a Netns, aName, aAddr string, b Netns, bName, bAddr string) error {
 	if _, err := run(ctx, nil, "ip", "link", "add", "name", aName, "netns", a.Name, "type", "veth", "peer", "name", bName, "netns", b.Name); err != nil {
 		return fmt.Errorf("create veth %s/%s - %s/%s: %w", a.Name, aName, b.Name, bName, err)
 	}
@@ -261,7 +261,7 @@ func (l *Lab) Veth(ctx context.Context, a Netns, aName, aAddr string, b Netns, b
 // bridge master, if not empty) and nsName in ns with address nsAddr (a
 // CIDR), both up. Close deletes the host end explicitly: the kernel tears
 // a deleted namespace down asynchronously, veths included.
-func (l *Lab) HostVeth(ctx context.Context, hostName, master string, ns Netns, nsName, nsAddr string) error {
+func (l *Sandbox) HostVeth(ctx context.Context, hostName, master string, ns Netns, nsName, nsAddr string) error {
 	if _, err := run(ctx, nil, "ip", "link", "add", "name", hostName, "type", "veth", "peer", "name", nsName, "netns", ns.Name); err != nil {
 		return fmt.Errorf("create veth %s - %s/%s: %w", hostName, ns.Name, nsName, err)
 	}
@@ -282,7 +282,7 @@ func (l *Lab) HostVeth(ctx context.Context, hostName, master string, ns Netns, n
 }
 
 // Names returns the names of the namespaces created so far.
-func (l *Lab) Names() []string {
+func (l *Sandbox) Names() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
@@ -295,7 +295,7 @@ func (l *Lab) Names() []string {
 // Close deletes every namespace of the lab (and with them their veths).
 // Sockets opened in them must be closed first, or the kernel keeps the
 // namespaces alive, unnamed.
-func (l *Lab) Close(ctx context.Context) error {
+func (l *Sandbox) Close(ctx context.Context) error {
 	l.mu.Lock()
 	l.closed = true
 	if l.claimed {

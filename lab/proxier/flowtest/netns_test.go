@@ -16,13 +16,13 @@ import (
 func TestSweepStale(t *testing.T) {
 	requireRoot(t)
 	ctx := context.Background()
-	live := newLab(t, "sl")
+	live := newSandbox(t, "sl")
 	if _, err := live.Netns(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	// A lab of a run that is gone: its owner record names a process that
 	// has exited.
-	dead := NewLab("sd", nil)
+	dead := NewSandbox("sd", nil)
 	ns, err := dead.Netns(ctx, "a")
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ type PodExecutor interface {
 	Exec(ctx context.Context, namespace, pod, container string, cmd []string, stdout, stderr io.Writer) error
 }
 
-// Config says what a Lab watches.
+// Config says what a Feed watches.
 type Config struct {
 	Cluster cluster.Cluster
 	// Client is the cluster's clientset (default: Cluster.Client()).
@@ -67,11 +67,11 @@ type Config struct {
 	// many labs on few CPUs slows them all down together rather than
 	// starving each.
 	Pace func() int
-	// Observe, when set, sees every event the Lab itself adds to the
+	// Observe, when set, sees every event the Feed itself adds to the
 	// timeline (Kubernetes events, proxier syncs) — not those given to
 	// Record — so that they can be kept for replay. It must not block.
 	Observe func(TimelineEvent)
-	// Since, when set, is when the attempt the Lab watches began:
+	// Since, when set, is when the attempt the Feed watches began:
 	// Kubernetes events from before it (an earlier attempt's, in the same
 	// namespaces) stay off the timeline.
 	Since time.Time
@@ -81,8 +81,8 @@ type Config struct {
 	Log       *slog.Logger
 }
 
-// Lab runs the collectors of one cluster's views.
-type Lab struct {
+// Feed runs the collectors of one cluster's views.
+type Feed struct {
 	cfg    Config
 	bus    *Bus
 	cancel context.CancelFunc
@@ -102,14 +102,14 @@ type Lab struct {
 }
 
 // Start starts the collectors; Stop ends them.
-func Start(ctx context.Context, cfg Config) (*Lab, error) {
+func Start(ctx context.Context, cfg Config) (*Feed, error) {
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = time.Second
 	}
 	if cfg.RulesInterval <= 0 {
 		cfg.RulesInterval = 3 * time.Second
 	}
-	l := &Lab{cfg: cfg, bus: NewBus(300), log: cfg.Log, services: map[string]ServiceInfo{}, refresh: map[string]chan struct{}{}, prevEndpoints: map[string]map[string]EndpointView{}, svcListers: map[string]func() ([]*corev1.Service, []*discoveryv1.EndpointSlice){}}
+	l := &Feed{cfg: cfg, bus: NewBus(300), log: cfg.Log, services: map[string]ServiceInfo{}, refresh: map[string]chan struct{}{}, prevEndpoints: map[string]map[string]EndpointView{}, svcListers: map[string]func() ([]*corev1.Service, []*discoveryv1.EndpointSlice){}}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	return l, nil
 }
 
-func (l *Lab) goLoop(ctx context.Context, f func(ctx context.Context)) {
+func (l *Feed) goLoop(ctx context.Context, f func(ctx context.Context)) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -163,26 +163,26 @@ func (l *Lab) goLoop(ctx context.Context, f func(ctx context.Context)) {
 	}()
 }
 
-// Bus is where the Lab publishes its frames.
-func (l *Lab) Bus() *Bus { return l.bus }
+// Bus is where the Feed publishes its frames.
+func (l *Feed) Bus() *Bus { return l.bus }
 
 // Stop ends the collectors and the bus's subscriptions.
-func (l *Lab) Stop() {
+func (l *Feed) Stop() {
 	l.cancel()
 	l.wg.Wait()
 	l.bus.Close()
 }
 
 // Record adds an entry to the timeline (a terminal command, a check).
-func (l *Lab) Record(ev TimelineEvent) {
+func (l *Feed) Record(ev TimelineEvent) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	l.bus.Publish(TopicTimeline, ev, true)
 }
 
-// observed adds an event the Lab saw to the timeline.
-func (l *Lab) observed(ev TimelineEvent) {
+// observed adds an event the Feed saw to the timeline.
+func (l *Feed) observed(ev TimelineEvent) {
 	l.bus.Publish(TopicTimeline, ev, true)
 	if l.cfg.Observe != nil {
 		l.cfg.Observe(ev)
@@ -190,10 +190,10 @@ func (l *Lab) observed(ev TimelineEvent) {
 }
 
 // Nodes are the cluster's nodes.
-func (l *Lab) Nodes() []cluster.Node { return l.nodes }
+func (l *Feed) Nodes() []cluster.Node { return l.nodes }
 
 // Services are the watched Services as last seen.
-func (l *Lab) Services() []ServiceInfo {
+func (l *Feed) Services() []ServiceInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []ServiceInfo
@@ -206,7 +206,7 @@ func (l *Lab) Services() []ServiceInfo {
 }
 
 // RefreshRules asks for node's rules to be read now (all nodes if "").
-func (l *Lab) RefreshRules(node string) {
+func (l *Feed) RefreshRules(node string) {
 	for n, ch := range l.refresh {
 		if node == "" || n == node {
 			select {
@@ -227,7 +227,7 @@ func splitID(id string) (ns, name string) {
 
 // watchAPI watches the Services, their EndpointSlices and the events of
 // their namespaces.
-func (l *Lab) watchAPI(ctx context.Context) error {
+func (l *Feed) watchAPI(ctx context.Context) error {
 	byNS := map[string][]string{}
 	for _, id := range l.cfg.Services {
 		ns, _ := splitID(id)
@@ -279,7 +279,7 @@ func (l *Lab) watchAPI(ctx context.Context) error {
 	return nil
 }
 
-func (l *Lab) kubeEvent(e *corev1.Event, started time.Time) {
+func (l *Feed) kubeEvent(e *corev1.Event, started time.Time) {
 	t := e.LastTimestamp.Time
 	if t.IsZero() {
 		t = e.EventTime.Time
@@ -304,7 +304,7 @@ func (l *Lab) kubeEvent(e *corev1.Event, started time.Time) {
 }
 
 // publishSlices rebuilds the EndpointSlice view from the informers' caches.
-func (l *Lab) publishSlices() {
+func (l *Feed) publishSlices() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	view := SlicesView{}
@@ -436,13 +436,13 @@ func endpointView(ep discoveryv1.Endpoint) EndpointView {
 // nodeOutput reads node's dataplane with cmd and returns its standard
 // output (see cluster.DataplaneOutput: the host's tools in the node's
 // network namespace where the cluster allows it, never the lab's).
-func (l *Lab) nodeOutput(ctx context.Context, node string, cmd ...string) (string, error) {
+func (l *Feed) nodeOutput(ctx context.Context, node string, cmd ...string) (string, error) {
 	return cluster.DataplaneOutput(ctx, l.cfg.Cluster, node, cmd...)
 }
 
 // readRules reads node's proxy rules: kube-proxy's nftables table, or
 // iptables-save when there is none.
-func (l *Lab) readRules(ctx context.Context, node string) (mode, raw string, err error) {
+func (l *Feed) readRules(ctx context.Context, node string) (mode, raw string, err error) {
 	raw, err = l.nodeOutput(ctx, node, "nft", "list", "table", "ip", "kube-proxy")
 	if err == nil {
 		return "nftables", raw, nil
@@ -454,7 +454,7 @@ func (l *Lab) readRules(ctx context.Context, node string) (mode, raw string, err
 	return "", "", fmt.Errorf("node %s has neither kube-proxy's nftables table nor its iptables chains (is kube-proxy running there?): %w", node, err)
 }
 
-func (l *Lab) rulesLoop(ctx context.Context, node string) {
+func (l *Feed) rulesLoop(ctx context.Context, node string) {
 	var last RulesView
 	var lastLines = map[string][]RuleLine{}
 	lastServices := ""
@@ -499,7 +499,7 @@ func (l *Lab) rulesLoop(ctx context.Context, node string) {
 
 // after is a channel that receives once d, stretched by Config.Pace, has
 // passed.
-func (l *Lab) after(d time.Duration) <-chan time.Time {
+func (l *Feed) after(d time.Duration) <-chan time.Time {
 	if l.cfg.Pace != nil {
 		d *= time.Duration(max(1, l.cfg.Pace()))
 	}
@@ -509,7 +509,7 @@ func (l *Lab) after(d time.Duration) <-chan time.Time {
 // monitorRules reads node's rules again whenever its ruleset changes,
 // whoever changed it (the proxier, a fault, the learner): nft monitor
 // prints a "new generation" line after each committed transaction.
-func (l *Lab) monitorRules(ctx context.Context, node string) {
+func (l *Feed) monitorRules(ctx context.Context, node string) {
 	l.follow(ctx, node, []string{"nft", "monitor"}, func(line []byte) {
 		if bytes.HasPrefix(line, []byte("# new generation")) {
 			l.RefreshRules(node)
@@ -521,7 +521,7 @@ func (l *Lab) monitorRules(ctx context.Context, node string) {
 // program in its network namespace where the cluster allows it, else on
 // the node) and hands each line of its output to f, starting it again
 // (after a pause) whenever it ends, until ctx ends.
-func (l *Lab) follow(ctx context.Context, node string, cmd []string, f func(line []byte)) {
+func (l *Feed) follow(ctx context.Context, node string, cmd []string, f func(line []byte)) {
 	if nc, ok := l.cfg.Cluster.(cluster.NetnsCluster); ok {
 		l.followStream(ctx, node, f, func(ctx context.Context) (io.ReadCloser, func() error, error) {
 			ns, err := nc.NodeNetns(node)
@@ -596,7 +596,7 @@ func (l *Lab) follow(ctx context.Context, node string, cmd []string, f func(line
 // proxierEvents follows the proxier's sync events on node (its /events
 // stream, read with curl on the node) into the timeline, and reads the
 // rules again after each sync that changed them.
-func (l *Lab) proxierEvents(ctx context.Context, node string) {
+func (l *Feed) proxierEvents(ctx context.Context, node string) {
 	handle := func(line []byte) {
 		var ev events.Event
 		if json.Unmarshal(line, &ev) == nil {
@@ -637,7 +637,7 @@ func (l *Lab) proxierEvents(ctx context.Context, node string) {
 // followStream reads lines from the streams open makes, one after the
 // other (after a pause when one ends), until ctx ends; wait reaps what
 // made a stream once it is read to its end.
-func (l *Lab) followStream(ctx context.Context, node string, f func(line []byte), open func(context.Context) (io.ReadCloser, func() error, error)) {
+func (l *Feed) followStream(ctx context.Context, node string, f func(line []byte), open func(context.Context) (io.ReadCloser, func() error, error)) {
 	for ctx.Err() == nil {
 		r, wait, err := open(ctx)
 		if err == nil {
@@ -661,7 +661,7 @@ func (l *Lab) followStream(ctx context.Context, node string, f func(line []byte)
 	}
 }
 
-func (l *Lab) proxierEvent(node string, ev events.Event) {
+func (l *Feed) proxierEvent(node string, ev events.Event) {
 	changes := len(ev.RulesAdded) + len(ev.RulesRemoved)
 	if changes > 0 || ev.Kind != events.KindSync {
 		l.RefreshRules(node)
@@ -698,7 +698,7 @@ func (l *Lab) proxierEvent(node string, ev events.Event) {
 // on. A request may name its source instead of giving its address:
 // SourceName is a node (FromNode) or a Pod ("namespace/name"), and the
 // path is traced on that node, or on the Pod's node.
-func (l *Lab) Path(ctx context.Context, req PathRequest) (*Path, error) {
+func (l *Feed) Path(ctx context.Context, req PathRequest) (*Path, error) {
 	if req.Port < 1 || req.Port > 65535 || req.Dest == "" {
 		return nil, fmt.Errorf("choose a Service port to trace (port %d, address %q)", req.Port, req.Dest)
 	}

@@ -13,26 +13,26 @@ import (
 	"github.com/svclab/svclab/lab/views"
 )
 
-// labs runs one views.Lab per attempt and life of its cluster while
+// feeds runs one views.Feed per attempt and life of its cluster while
 // someone watches it, and stops it a while after the last viewer has gone
 // — at once when the cluster is rebuilt or another attempt starts on it:
-// a Lab of an old generation would show a cluster that is not there.
-type labs struct {
+// a Feed of an old generation would show a cluster that is not there.
+type feeds struct {
 	mu      sync.Mutex
-	running map[labKey]*labEntry
+	running map[feedKey]*feedEntry
 	linger  time.Duration
-	closed  bool // the server stopped: no more Labs
+	closed  bool // the server stopped: no more Feeds
 }
 
-// labKey names what a Lab watches: an attempt at a scenario on one
+// feedKey names what a Feed watches: an attempt at a scenario on one
 // generation of a cluster (cluster.Generation).
-type labKey struct {
+type feedKey struct {
 	cluster, generation, scenario string
 	attempt                       int64
 }
 
-type labEntry struct {
-	lab     *views.Lab
+type feedEntry struct {
+	feed    *views.Feed
 	err     error
 	ready   chan struct{}
 	viewers int
@@ -55,11 +55,11 @@ func scenarioServices(sc *scenario.Scenario) (services, clients []string) {
 	return services, clients
 }
 
-// pace is how much every running Lab stretches its probe and rule
-// intervals: 1 while there are at most two Labs per CPU, then in
+// pace is how much every running Feed stretches its probe and rule
+// intervals: 1 while there are at most two Feeds per CPU, then in
 // proportion (30 labs on 2 CPUs probe every 8 s instead of every second),
 // so that the labs together leave the machine room to answer learners.
-func (ls *labs) pace() int {
+func (ls *feeds) pace() int {
 	ls.mu.Lock()
 	n := len(ls.running)
 	ls.mu.Unlock()
@@ -67,30 +67,30 @@ func (ls *labs) pace() int {
 	return max(1, (n+per-1)/per)
 }
 
-// acquireLab returns the running Lab of the attempt on generation gen
+// acquireLab returns the running Feed of the attempt on generation gen
 // of cluster c, starting it when nobody watches it yet; release gives it
-// back. Labs of other generations or attempts on the same cluster stop.
-func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, gen string, sc *scenario.Scenario, a *Attempt) (*views.Lab, func(), error) {
+// back. Feeds of other generations or attempts on the same cluster stop.
+func (s *Server) acquireFeed(ctx context.Context, c cluster.Cluster, gen string, sc *scenario.Scenario, a *Attempt) (*views.Feed, func(), error) {
 	attemptID := a.ID
-	key := labKey{cluster: c.Name(), generation: gen, scenario: sc.ID, attempt: attemptID}
-	s.labs.mu.Lock()
-	if s.labs.closed {
-		s.labs.mu.Unlock()
+	key := feedKey{cluster: c.Name(), generation: gen, scenario: sc.ID, attempt: attemptID}
+	s.feeds.mu.Lock()
+	if s.feeds.closed {
+		s.feeds.mu.Unlock()
 		return nil, nil, errors.New("the server is stopping")
 	}
-	if s.labs.running == nil {
-		s.labs.running = map[labKey]*labEntry{}
+	if s.feeds.running == nil {
+		s.feeds.running = map[feedKey]*feedEntry{}
 	}
-	e, ok := s.labs.running[key]
+	e, ok := s.feeds.running[key]
 	if !ok {
-		stale := s.labs.takeStale(key)
-		e = &labEntry{ready: make(chan struct{})}
-		s.labs.running[key] = e
+		stale := s.feeds.takeStale(key)
+		e = &feedEntry{ready: make(chan struct{})}
+		s.feeds.running[key] = e
 		go func() {
 			defer close(e.ready)
 			stopEntries(stale)
 			services, clients := scenarioServices(sc)
-			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log, Pace: s.labs.pace,
+			cfg := views.Config{Cluster: c, Services: services, Clients: clients, Log: s.Log, Pace: s.feeds.pace,
 				Disturbed: scenario.Disturbed(sc.Faults), Since: a.Started,
 				Observe: func(ev views.TimelineEvent) { s.record(attemptID, ev) }}
 			if s.PodExec != nil {
@@ -101,7 +101,7 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, gen string, 
 					cfg.Pods = pe
 				}
 			}
-			e.lab, e.err = views.Start(s.base(), cfg)
+			e.feed, e.err = views.Start(s.base(), cfg)
 		}()
 	}
 	e.viewers++
@@ -109,27 +109,27 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, gen string, 
 		e.stop.Stop()
 		e.stop = nil
 	}
-	s.labs.mu.Unlock()
+	s.feeds.mu.Unlock()
 	release := func() {
-		s.labs.mu.Lock()
-		defer s.labs.mu.Unlock()
+		s.feeds.mu.Lock()
+		defer s.feeds.mu.Unlock()
 		e.viewers--
-		if e.viewers > 0 || s.labs.closed {
+		if e.viewers > 0 || s.feeds.closed {
 			return
 		}
-		linger := s.labs.linger
+		linger := s.feeds.linger
 		if linger == 0 {
 			linger = 30 * time.Second
 		}
 		e.stop = time.AfterFunc(linger, func() {
-			s.labs.mu.Lock()
-			if e.viewers > 0 || s.labs.running[key] != e {
-				s.labs.mu.Unlock()
+			s.feeds.mu.Lock()
+			if e.viewers > 0 || s.feeds.running[key] != e {
+				s.feeds.mu.Unlock()
 				return
 			}
-			delete(s.labs.running, key)
-			s.labs.mu.Unlock()
-			stopEntries([]*labEntry{e})
+			delete(s.feeds.running, key)
+			s.feeds.mu.Unlock()
+			stopEntries([]*feedEntry{e})
 		})
 	}
 	select {
@@ -140,21 +140,21 @@ func (s *Server) acquireLab(ctx context.Context, c cluster.Cluster, gen string, 
 	}
 	if e.err != nil {
 		release()
-		s.labs.mu.Lock()
-		if s.labs.running[key] == e {
-			delete(s.labs.running, key) // the next viewer tries again
+		s.feeds.mu.Lock()
+		if s.feeds.running[key] == e {
+			delete(s.feeds.running, key) // the next viewer tries again
 		}
-		s.labs.mu.Unlock()
+		s.feeds.mu.Unlock()
 		return nil, nil, fmt.Errorf("watching cluster %s: %w", c.Name(), e.err)
 	}
-	return e.lab, release, nil
+	return e.feed, release, nil
 }
 
 // takeStale removes the entries of key's cluster that are not key's (an
 // older generation, another attempt) and returns them, to be stopped
 // outside the lock. The caller holds ls.mu.
-func (ls *labs) takeStale(key labKey) []*labEntry {
-	var stale []*labEntry
+func (ls *feeds) takeStale(key feedKey) []*feedEntry {
+	var stale []*feedEntry
 	for k, e := range ls.running {
 		if k.cluster == key.cluster && k != key {
 			if e.stop != nil {
@@ -167,60 +167,60 @@ func (ls *labs) takeStale(key labKey) []*labEntry {
 	return stale
 }
 
-// forget stops every Lab of cluster name: it is being rebuilt or set up
+// forget stops every Feed of cluster name: it is being rebuilt or set up
 // again, and nothing they show holds any more.
 func (s *Server) forgetLabs(name string) {
-	s.labs.mu.Lock()
-	stale := s.labs.takeStale(labKey{cluster: name, attempt: -1})
-	s.labs.mu.Unlock()
+	s.feeds.mu.Lock()
+	stale := s.feeds.takeStale(feedKey{cluster: name, attempt: -1})
+	s.feeds.mu.Unlock()
 	go stopEntries(stale)
 }
 
-// stopEntries stops the entries' Labs once they have started; their
+// stopEntries stops the entries' Feeds once they have started; their
 // subscribers' sockets end with them.
-func stopEntries(es []*labEntry) {
+func stopEntries(es []*feedEntry) {
 	for _, e := range es {
 		<-e.ready
-		if e.lab != nil {
-			e.lab.Stop()
+		if e.feed != nil {
+			e.feed.Stop()
 		}
 	}
 }
 
-// runningLab returns the Lab of the attempt on cluster clusterName if one
+// runningLab returns the Feed of the attempt on cluster clusterName if one
 // runs.
-func (s *Server) runningLab(clusterName string, attemptID int64) *views.Lab {
-	s.labs.mu.Lock()
-	var e *labEntry
-	for k, x := range s.labs.running {
+func (s *Server) runningFeed(clusterName string, attemptID int64) *views.Feed {
+	s.feeds.mu.Lock()
+	var e *feedEntry
+	for k, x := range s.feeds.running {
 		if k.cluster == clusterName && k.attempt == attemptID {
 			e = x
 		}
 	}
-	s.labs.mu.Unlock()
+	s.feeds.mu.Unlock()
 	if e == nil {
 		return nil
 	}
 	select {
 	case <-e.ready:
-		return e.lab
+		return e.feed
 	default:
 		return nil
 	}
 }
 
-// stopLabs stops every Lab (the server is stopping).
-func (s *Server) stopLabs() {
-	s.labs.mu.Lock()
-	all := make([]*labEntry, 0, len(s.labs.running))
-	for _, e := range s.labs.running {
+// stopLabs stops every Feed (the server is stopping).
+func (s *Server) stopFeeds() {
+	s.feeds.mu.Lock()
+	all := make([]*feedEntry, 0, len(s.feeds.running))
+	for _, e := range s.feeds.running {
 		if e.stop != nil {
 			e.stop.Stop()
 		}
 		all = append(all, e)
 	}
-	s.labs.running = nil
-	s.labs.closed = true
-	s.labs.mu.Unlock()
+	s.feeds.running = nil
+	s.feeds.closed = true
+	s.feeds.mu.Unlock()
 	stopEntries(all)
 }
