@@ -18,12 +18,13 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/roles"
 	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/lab/store"
 )
 
 func TestMain(m *testing.M) {
-	embedded.Init()
+	roles.Dispatch()
 	os.Exit(m.Run())
 }
 

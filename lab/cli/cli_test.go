@@ -16,11 +16,12 @@ import (
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/cmdenv"
 	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/roles"
 	"github.com/svclab/svclab/lab/store"
 )
 
 func TestMain(m *testing.M) {
-	embedded.Init()
+	roles.Dispatch()
 	os.Exit(pgtest.Main(m))
 }
 
