@@ -64,6 +64,10 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"kubectl", "--name"}, "--name needs a value"},
 		{[]string{"kubectl", "--name", "nope", "get", "pods"}, `no cluster named "nope"`},
 		{[]string{"proxier", "render", "--mode", "ipvs", "-f", "-"}, `unknown mode "ipvs"`},
+		{[]string{"scenario", "check", "selector-typo"}, "you have not started scenario selector-typo"},
+		{[]string{"scenario", "hint", "selector-typo", "--learner", "ann"}, "you have not started scenario selector-typo"},
+		{[]string{"scenario", "history"}, "accepts 1 arg(s), received 0"},
+		{[]string{"scenario", "start", "selector-typo", "--cluster", "Bad_Name"}, "is not valid"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, err := runCLI(t, append([]string{"--state-dir", state}, tc.args...)...)

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/cmdenv"
@@ -69,9 +67,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	root.SetErr(errOut)
 	cmdenv.AddFlags(root.PersistentFlags())
 	root.AddCommand(newClusterCommand(o), newConformanceCommand(o), newKubeCommand(o), newKubectlCommand(o), newProxierCommand(), newNodeCommand(o), newImagesCommand(o), newKindCommand(o), newSetupCommand(o), newServeCommand(o), newVersionCommand(o))
-	scenarioCmd := newScenarioCommand(o)
-	attempt.AddCommands(scenarioCmd, attempt.Env{StateDir: func() string { return o.env.StateDir }, DatabaseURL: func() string { return o.env.DatabaseURL }, Provider: func() (cluster.Provider, error) { return o.env.Provider() }, Log: func() *slog.Logger { return o.env.Log }})
-	root.AddCommand(scenarioCmd)
+	root.AddCommand(newScenarioCommand(o))
 	root.AddCommand(newExerciseCommand(o))
 	root.AddCommand(newClassCommand(o))
 	return root

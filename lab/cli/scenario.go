@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,19 +9,23 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/svclab/svclab/lab/attempt"
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/scenario"
+	"github.com/svclab/svclab/lab/store"
 	"github.com/svclab/svclab/scenarios"
 )
 
-// newScenarioCommand returns "svclab scenario": lint and list here, the
-// attempt commands (start, check, hint, solve, reset, ...) added by
-// addAttemptCommands.
+// newScenarioCommand returns "svclab scenario": lint and list, and the
+// learner's commands on attempts (start, check, hint, solve, reset, ...).
 func newScenarioCommand(o *options) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "scenario",
 		Short: "Scenarios: list and lint them; start, check, hint, solve and reset attempts",
 	}
 	c.AddCommand(newScenarioLint(o), newScenarioList(o))
+	c.AddCommand(newAttemptCommands(o)...)
 	return c
 }
 
@@ -116,3 +121,131 @@ func newScenarioList(o *options) *cobra.Command {
 	c.Flags().StringVar(&dir, "dir", "", "list the scenarios in this directory instead of the built-in ones")
 	return c
 }
+
+// newAttemptCommands returns the learner's commands: start, check, hint,
+// solve, reset, abandon, status and history (package attempt does the
+// work; each command opens the store and a Manager, as a new process).
+func newAttemptCommands(o *options) []*cobra.Command {
+	var (
+		learner, clusterName string
+		force                bool
+	)
+	type body func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error
+	cmd := func(use, short, long string, args cobra.PositionalArgs, run body) *cobra.Command {
+		c := &cobra.Command{Use: use, Short: short, Long: long, Args: args, SilenceUsage: true, RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := o.openAttempts(cmd, force)
+			if err != nil {
+				return err
+			}
+			defer a.close()
+			return run(cmd.Context(), a.manager, cmd.OutOrStdout(), args)
+		}}
+		c.Flags().StringVar(&learner, "learner", store.LocalLearner, "whose attempt (classrooms; the local learner by default)")
+		return c
+	}
+
+	start := cmd("start ID", "Set a scenario up on a lab cluster, break it and print the task",
+		`Set scenario ID up on cluster --cluster (created with the scenario's shape
+when it does not exist), inject its faults and print the task. The attempt is
+recorded: check, hint, solve and reset work on it from any later svclab
+process.`, cobra.ExactArgs(1),
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error {
+			return inUseAdvice(attempt.RunStart(ctx, m, out, learner, args[0], clusterName), "--cluster NAME uses another; ")
+		})
+	start.Flags().StringVar(&clusterName, "cluster", "lab", "the cluster to use; created with the scenario's shape when it does not exist")
+	start.Flags().BoolVar(&force, "force", false, "take the cluster over when another svclab process or attempt holds it (theirs stops)")
+
+	check := cmd("check ID", "Grade your fix: each check, the score and the hints failed checks unlock",
+		`Grade your attempt at scenario ID against what the cluster really does, print
+each check's result, the score and the hints that failed checks unlock, and the
+explanation once every check passes. The check run is recorded. Exits 0 only
+when every check passed.`, cobra.ExactArgs(1),
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error {
+			return attempt.RunCheck(ctx, m, out, learner, args[0])
+		})
+
+	hint := cmd("hint ID", "Show the next hint", `Show the next hint of your attempt at scenario ID that you have not seen
+(hints that failed checks unlocked count as seen), and record it.`, cobra.ExactArgs(1),
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error {
+			return attempt.RunHint(ctx, m, out, learner, args[0])
+		})
+
+	solve := cmd("solve ID", "Apply the reference solution", `Run the reference solution of scenario ID on your attempt's cluster, showing
+each command and its output; then grade it with svclab scenario check ID. The
+attempt records that the solution was used.`, cobra.ExactArgs(1),
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error {
+			return attempt.RunSolve(ctx, m, out, learner, args[0])
+		})
+
+	reset := cmd("reset ID", "Start a scenario over: remove it and set it up again", `Remove your attempt at scenario ID from its cluster (it is recorded as
+abandoned, unless it passed) and set the scenario up again, broken, as a new
+attempt.`, cobra.ExactArgs(1),
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error {
+			return inUseAdvice(attempt.RunReset(ctx, m, out, learner, args[0]), "")
+		})
+	reset.Flags().BoolVar(&force, "force", false, "take the cluster over when another svclab process or attempt holds it (theirs stops)")
+
+	abandon := cmd("abandon ID", "Stop working on a scenario and remove it from its cluster", `Remove your attempt at scenario ID from its cluster (reverting its faults)
+and record it as abandoned. The cluster stays.`, cobra.ExactArgs(1),
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error {
+			return attempt.RunAbandon(ctx, m, out, learner, args[0])
+		})
+
+	status := cmd("status", "Your progress: each scenario's state, best score and hints used", "", cobra.NoArgs,
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, _ []string) error {
+			return attempt.RunStatus(ctx, m, out, learner)
+		})
+
+	history := cmd("history ID", "The check runs of your latest attempt at a scenario", "", cobra.ExactArgs(1),
+		func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error {
+			return attempt.RunHistory(ctx, m, out, learner, args[0])
+		})
+
+	return []*cobra.Command{start, check, hint, solve, reset, abandon, status, history}
+}
+
+// inUseAdvice adds the command line's ways out to an error that says
+// somebody else holds the cluster.
+func inUseAdvice(err error, other string) error {
+	if !owner.IsInUse(err) {
+		return err
+	}
+	return fmt.Errorf("%w (%s--force takes this one over, and the holder's work there stops)", err, other)
+}
+
+// attempts are what the commands on attempts share: the backend's
+// provider, the learners' store (the state directory's database, or
+// --database-url's), the machine's record of who holds which cluster, and
+// a Manager of attempts on them.
+type attempts struct {
+	provider cluster.Provider
+	store    *store.Store
+	owners   *owner.Registry
+	manager  *attempt.Manager
+}
+
+// openAttempts opens the store and a Manager for cmd; takeOver lets it
+// take clusters that others hold (--force). close closes the store.
+func (o *options) openAttempts(cmd *cobra.Command, takeOver bool) (*attempts, error) {
+	p, err := o.env.Provider()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(cmd.Context(), store.Location(o.env.StateDir, o.env.DatabaseURL), store.Options{Log: o.env.Log})
+	if err != nil {
+		return nil, err
+	}
+	owners, err := o.owners(cmd)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: o.env.Log, StateDir: o.env.StateDir, Owners: owners, TakeOver: takeOver})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &attempts{provider: p, store: st, owners: owners, manager: m}, nil
+}
+
+func (a *attempts) close() error { return a.store.Close() }

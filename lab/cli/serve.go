@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class"
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/cluster"
@@ -42,26 +41,14 @@ their own labs only. Stopping the server ends the classes' labs and deletes
 their clusters; the classes stay open for the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.env.Provider()
+			a, err := o.openAttempts(cmd, false)
 			if err != nil {
 				return err
 			}
-			log := o.env.Log
-			st, err := store.Open(cmd.Context(), store.Location(o.env.StateDir, o.env.DatabaseURL), store.Options{Log: log})
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			owners, err := o.owners(cmd)
-			if err != nil {
-				return err
-			}
-			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: o.env.StateDir, Owners: owners})
-			if err != nil {
-				return err
-			}
+			defer a.close()
+			p, st, m, log := a.provider, a.store, a.manager, o.env.Log
 			s := &server.Server{
-				Clusters: p, Log: log, Background: cmd.Context(), Owners: owners,
+				Clusters: p, Log: log, Background: cmd.Context(), Owners: a.owners,
 				Catalog: m.Catalog(), Attempts: server.AttemptManager{M: m}, Learner: store.LocalLearner, Timeline: st,
 				KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
