@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/svclab/svclab/lab/cli"
+	"github.com/svclab/svclab/cmd/svclab/internal/cli"
 	"github.com/svclab/svclab/lab/roles"
 )
 

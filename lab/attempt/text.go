@@ -17,10 +17,10 @@ import (
 )
 
 // The learner's commands ("svclab scenario start|check|hint|solve|reset|
-// abandon|status|history") as text: each Run
-// function does what its Manager method does for the learner's latest
-// attempt at a scenario and writes the outcome to out as the command line
-// shows it.
+// abandon|status|history", which cmd/svclab/internal/cli builds) as text:
+// each Run function does what its Manager method does for the learner's
+// latest attempt at a scenario and writes the outcome to out as the
+// command line shows it.
 
 // RunStart sets scenario id up on cluster clusterName (created with the
 // scenario's shape when it does not exist), breaks it and prints the task,

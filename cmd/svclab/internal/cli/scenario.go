@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/attempt"
-	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/store"
@@ -19,13 +18,13 @@ import (
 
 // newScenarioCommand returns "svclab scenario": lint and list, and the
 // learner's commands on attempts (start, check, hint, solve, reset, ...).
-func newScenarioCommand(o *options) *cobra.Command {
+func newScenarioCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "scenario",
 		Short: "Scenarios: list and lint them; start, check, hint, solve and reset attempts",
 	}
-	c.AddCommand(newScenarioLint(o), newScenarioList(o))
-	c.AddCommand(newAttemptCommands(o)...)
+	c.AddCommand(newScenarioLint(e), newScenarioList(e))
+	c.AddCommand(newAttemptCommands(e)...)
 	return c
 }
 
@@ -51,7 +50,7 @@ func lintSources(dirs []string) []scenario.Source {
 	return out
 }
 
-func newScenarioLint(o *options) *cobra.Command {
+func newScenarioLint(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:           "lint [DIR...]",
 		SilenceUsage:  true,
@@ -62,7 +61,7 @@ single scenario directory) and print every problem as FILE:LINE: FIELD: MESSAGE.
 Without DIR it checks ./scenarios, or the scenarios built into svclab when
 there is no such directory. Exits 1 when there are problems.`,
 		RunE: func(c *cobra.Command, args []string) error {
-			cat, problems := scenario.Load(scenario.Options{Logger: o.env.Log}, lintSources(args)...)
+			cat, problems := scenario.Load(scenario.Options{Logger: e.log}, lintSources(args)...)
 			return lintReport(c.OutOrStdout(), cat, problems)
 		},
 	}
@@ -91,7 +90,7 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func newScenarioList(o *options) *cobra.Command {
+func newScenarioList(e *env) *cobra.Command {
 	var dir string
 	c := &cobra.Command{
 		Use:          "list",
@@ -103,7 +102,7 @@ func newScenarioList(o *options) *cobra.Command {
 			if dir != "" {
 				src = scenario.DirSource(dir)
 			}
-			cat, problems := scenario.Load(scenario.Options{Logger: o.env.Log}, src)
+			cat, problems := scenario.Load(scenario.Options{Logger: e.log}, src)
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tDOMAIN\tDIFFICULTY\tMINUTES\tTITLE")
 			for _, s := range cat.Scenarios {
@@ -125,7 +124,7 @@ func newScenarioList(o *options) *cobra.Command {
 // newAttemptCommands returns the learner's commands: start, check, hint,
 // solve, reset, abandon, status and history (package attempt does the
 // work; each command opens the store and a Manager, as a new process).
-func newAttemptCommands(o *options) []*cobra.Command {
+func newAttemptCommands(e *env) []*cobra.Command {
 	var (
 		learner, clusterName string
 		force                bool
@@ -133,7 +132,7 @@ func newAttemptCommands(o *options) []*cobra.Command {
 	type body func(ctx context.Context, m *attempt.Manager, out io.Writer, args []string) error
 	cmd := func(use, short, long string, args cobra.PositionalArgs, run body) *cobra.Command {
 		c := &cobra.Command{Use: use, Short: short, Long: long, Args: args, SilenceUsage: true, RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := o.openAttempts(cmd, force)
+			a, err := e.openAttempts(cmd, force)
 			if err != nil {
 				return err
 			}
@@ -212,40 +211,3 @@ func inUseAdvice(err error, other string) error {
 	}
 	return fmt.Errorf("%w (%s--force takes this one over, and the holder's work there stops)", err, other)
 }
-
-// attempts are what the commands on attempts share: the backend's
-// provider, the learners' store (the state directory's database, or
-// --database-url's), the machine's record of who holds which cluster, and
-// a Manager of attempts on them.
-type attempts struct {
-	provider cluster.Provider
-	store    *store.Store
-	owners   *owner.Registry
-	manager  *attempt.Manager
-}
-
-// openAttempts opens the store and a Manager for cmd; takeOver lets it
-// take clusters that others hold (--force). close closes the store.
-func (o *options) openAttempts(cmd *cobra.Command, takeOver bool) (*attempts, error) {
-	p, err := o.env.Provider()
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.Open(cmd.Context(), store.Location(o.env.StateDir, o.env.DatabaseURL), store.Options{Log: o.env.Log})
-	if err != nil {
-		return nil, err
-	}
-	owners, err := o.owners(cmd)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: o.env.Log, StateDir: o.env.StateDir, Owners: owners, TakeOver: takeOver})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return &attempts{provider: p, store: st, owners: owners, manager: m}, nil
-}
-
-func (a *attempts) close() error { return a.store.Close() }
