@@ -6,11 +6,15 @@
 // The command line and the server sit on top; the domain in the middle;
 // the cluster seam and the backends below it; the proxier beside them.
 //
-//	cmd/svclab            main: the binary's roles by argv[0], then lab/cli
-//	lab/cli               the cobra commands (thin: flags → a domain call); the
-//	                      attempt commands are still lab/attempt's AddCommands
-//	lab/cmdenv            the shared flags, read once: state dir, database,
-//	                      log level, limits, the backend (--backend)
+//	cmd/svclab            main: the binary's roles by argv[0] (the table: lab/roles),
+//	                      then the command line
+//	cmd/svclab/internal/cli
+//	                      every command of svclab, one file per command tree
+//	                      (thin: flags → a domain call); env.go: the shared
+//	                      flags, read once: state dir, database, log level,
+//	                      limits, the backend (--backend)
+//	lab/roles             what the binary runs when called by another name
+//	                      (svclab-runc, the embedded cluster's processes, pods' programs)
 //	server/, web/         the HTTP server and its templ pages and assets
 //
 //	lab/scenario          the data: scenario.yaml, checks, the catalog (scenarios/ holds the files)
@@ -39,11 +43,12 @@
 //
 // # Which may import which
 //
-// Downward only. lab/cli and server may import anything. The domain
+// Downward only. cmd/svclab/internal/cli, lab/roles and server may import
+// anything. The domain
 // packages (scenario, faults, grade, session, attempt, class, views,
 // terminal, store) reach clusters only through lab/cluster and import no
 // backend: `go list -deps ./lab/session` shows neither lab/embedded nor
-// lab/kind. lab/cmdenv is the one place that knows both
+// lab/kind. The command line's env.go is the one place that knows both
 // backends by name. lab/proxier imports nothing of svclab outside itself;
 // svclab talks to a running proxier through lab/proxierctl.
 //
@@ -53,7 +58,9 @@
 //     a new way to break a cluster: a fault in lab/faults, declared and
 //     registered; a new kind of check: lab/scenario (the format) and
 //     lab/grade (the judging).
-//   - a new command or flag: lab/cli (shared flags: lab/cmdenv).
+//   - a new command or flag: cmd/svclab/internal/cli (shared flags: its
+//     env.go); the work it does goes in the domain package it calls.
+//   - a new program the binary stands in for (argv[0]): lab/roles.
 //   - what a panel shows: lab/views (the model) and web/ (the page).
 //   - a rule the proxier writes: lab/proxier, with its golden files.
 //   - what a node runs or how: lab/embedded and lab/nodeagent (embedded),

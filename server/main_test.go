@@ -4,12 +4,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/roles"
 )
 
 // TestMain lets the test binary serve as the embedded backend's
 // supervisor and node agents.
 func TestMain(m *testing.M) {
-	embedded.Init()
+	roles.Dispatch()
 	os.Exit(m.Run())
 }

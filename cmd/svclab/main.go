@@ -7,21 +7,26 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
-	"github.com/svclab/svclab/lab/cli"
-	"github.com/svclab/svclab/lab/embedded"
-	"github.com/svclab/svclab/lab/kind/dockerd"
+	"github.com/svclab/svclab/cmd/svclab/internal/cli"
+	"github.com/svclab/svclab/lab/roles"
 )
 
 func main() {
-	// svclab's dockerd runs its containers through the svclab binary
-	// called svclab-runc where the capability bounding set needs it.
-	if run, ok := dockerd.Applet(filepath.Base(os.Args[0])); ok {
-		os.Exit(run(os.Args[1:]))
-	}
-	embedded.Init()
+	// First the binary's other programs, by argv[0], before any signal
+	// handler is installed — one table, roles.Table:
+	//
+	//	svclab-runc                     the runc wrapper of svclab's Docker engine
+	//	svclab-supervisor               an embedded cluster's supervisor
+	//	svclab-node-agent               its nodes' agents
+	//	svclab-load-balancer            its load balancer
+	//	kube-proxy                      the proxier image's bundled kube-proxy
+	//	agnhost, agnhost-2, pause       the agnhost image's programs
+	//	nginx, httpd, httpd-foreground  the web image's server
+	//
+	// Called by any other name, svclab is the command line.
+	roles.Dispatch()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx)
 	stop()

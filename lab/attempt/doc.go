@@ -24,6 +24,11 @@
 // attempt it was taken from errors at its next step and leaves the
 // taker's scenario alone when it is abandoned.
 //
+// The Run functions (RunStart, RunCheck, RunHint, ...) are the learner's
+// commands as text: the Manager's work for the learner's latest attempt
+// at a scenario, printed as "svclab scenario" shows it. The commands
+// themselves are cmd/svclab/internal/cli's; this package has no flags.
+//
 // The session layer sits behind the small Runner interface, so the manager
 // is unit-tested with hand-written fakes; the end-to-end test runs it on a
 // real embedded cluster.

@@ -13,17 +13,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/roles"
 	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/lab/store"
 )
 
 func TestMain(m *testing.M) {
-	embedded.Init()
+	roles.Dispatch()
 	os.Exit(m.Run())
 }
 
@@ -57,32 +57,47 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("cluster %s still there after delete: %v", name, err)
 		}
 	})
-	env := Env{
-		StateDir: func() string { return stateDir },
-		Provider: func() (cluster.Provider, error) { return provider, nil },
-		Log:      func() *slog.Logger { return log },
-	}
-	svclab := func(args ...string) (string, int) {
+	// svclab runs a learner's command as "svclab scenario CMD ID" does, with
+	// a new Manager as in a new process; the exit code is 1 for a check
+	// that did not pass.
+	svclab := func(cmd, id string) (string, int) {
 		t.Helper()
-		root := &cobra.Command{Use: "scenario", SilenceErrors: true, SilenceUsage: true}
-		AddCommands(root, env)
+		st, err := store.Open(ctx, store.DefaultPath(stateDir), store.Options{Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		owners, err := owner.New(owner.Options{Command: "svclab scenario " + cmd, StateDir: stateDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(Options{Store: st, Provider: provider, Log: log, StateDir: stateDir, Owners: owners})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(args)
 		start := time.Now()
-		err := root.ExecuteContext(ctx)
-		t.Logf("svclab scenario %s (%s):\n%s", strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond), out.String())
+		switch cmd {
+		case "start":
+			err = RunStart(ctx, m, &out, store.LocalLearner, id, name)
+		case "check":
+			err = RunCheck(ctx, m, &out, store.LocalLearner, id)
+		case "status":
+			err = RunStatus(ctx, m, &out, store.LocalLearner)
+		default:
+			t.Fatalf("no command %q", cmd)
+		}
+		t.Logf("svclab scenario %s %s (%s):\n%s", cmd, id, time.Since(start).Round(100*time.Millisecond), out.String())
 		switch {
 		case errors.Is(err, session.ErrNotPassed):
 			return out.String(), 1
 		case err != nil:
-			t.Fatalf("svclab scenario %s: %v", strings.Join(args, " "), err)
+			t.Fatalf("svclab scenario %s %s: %v", cmd, id, err)
 		}
 		return out.String(), 0
 	}
 
-	out, code := svclab("start", "selector-typo", "--cluster", name)
+	out, code := svclab("start", "selector-typo")
 	if code != 0 || !strings.Contains(out, "── Task ──") {
 		t.Fatalf("start: exit %d", code)
 	}
@@ -131,7 +146,7 @@ func TestEndToEnd(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Score: 100%") || !strings.Contains(out, "── Explanation ──") {
 		t.Fatalf("check after the solution: exit %d", code)
 	}
-	out, _ = svclab("status")
+	out, _ = svclab("status", "")
 	if !regexpLine(out, `selector-typo +solved +100% \(9 of 9 points\) +2 +1 `) {
 		t.Errorf("status does not show selector-typo solved with 2 hints")
 	}

@@ -20,13 +20,14 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
 	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/roles"
 )
 
 // TestMain lets this test binary act as the cluster supervisor and node
-// agents it re-executes itself as (embedded.Init); without it, every
+// agents it re-executes itself as (lab/roles); without it, every
 // "supervisor" would run the tests again.
 func TestMain(m *testing.M) {
-	embedded.Init()
+	roles.Dispatch()
 	os.Exit(pgtest.Main(m))
 }
 

@@ -45,14 +45,6 @@ type Component struct {
 	HealthSocket string
 }
 
-// defaultGOGC is the garbage-collector target of every Go process of a
-// cluster: below Go's 100, to keep an idle lab near 400 MiB, but not much
-// below, because CPU and not memory limits how many labs a machine runs
-// (at GOGC=10 garbage collection was a third of an idle lab API server's
-// CPU; 50 costs about 35 MiB more per lab than 10/25 and saves a quarter
-// of that CPU).
-const defaultGOGC = 50
-
 // Components returns the control plane of st in start order, with every
 // file path inside the cluster's state directory dir.
 func Components(st *State, dir string) []Component {
@@ -199,9 +191,6 @@ const (
 	retryPeriod   = "--leader-elect-retry-period=10s"
 )
 
-// nodeAgentArg0 is argv[0] of the re-executed node agents.
-const nodeAgentArg0 = "svclab-node-agent"
-
 // nodeAgentsName is the component that runs every node's agent.
 const nodeAgentsName = "kubelet"
 
@@ -214,7 +203,7 @@ func NodeAgentsComponent(dir string) Component {
 		Name:         nodeAgentsName,
 		After:        "kube-apiserver",
 		Self:         true,
-		Argv0:        nodeAgentArg0,
+		Argv0:        NodeAgentArg0,
 		Args:         []string{dir},
 		Health:       "http://node-agents/healthz",
 		HealthSocket: paths{dir}.agentsSocket(),

@@ -24,7 +24,8 @@
 // where the lab's ids may search; the state directory stays root's.
 //
 // The control plane runs as processes supervised by a per-cluster daemon
-// (this binary re-executed as "svclab-supervisor"), which restarts crashed
+// (this binary re-executed as "svclab-supervisor"; lab/roles runs it and
+// the other re-executed processes by their argv[0]), which restarts crashed
 // components with backoff and records their state in status.json. Every
 // process is marked with SVCLAB_CLUSTER_DIR so that Delete and Sweep find
 // them even after a crash of svclab itself.
@@ -62,6 +63,6 @@
 // linux). On other systems (macOS, where svclab runs the kind backend) the
 // package keeps its API for the commands: New returns a Provider that has
 // no clusters and makes none (ErrNeedsLinux), Preflight reports
-// ErrNeedsLinux, Init does nothing; the limits, state layout, PKI and
+// ErrNeedsLinux, and so do the roles of its processes; the limits, state layout, PKI and
 // kubeconfigs build everywhere (provider_other.go).
 package embedded

@@ -27,11 +27,6 @@ import (
 	"github.com/svclab/svclab/lab/kubebin"
 )
 
-func TestMain(m *testing.M) {
-	Init()
-	os.Exit(m.Run())
-}
-
 // requireLab skips end-to-end tests in -short mode and where the host
 // cannot run embedded clusters.
 func requireLab(t testing.TB) {

@@ -35,10 +35,7 @@ import (
 // and ports), or a blackhole when none is healthy. It asks the nodes from
 // that namespace, as the load balancer in front of them would.
 
-const (
-	lbArg0 = "svclab-load-balancer"
-	lbName = "load-balancer"
-)
+const lbName = "load-balancer"
 
 func (p paths) lbSocket() string { return filepath.Join(p.dir, "load-balancer.sock") }
 
@@ -49,7 +46,7 @@ func LoadBalancerComponent(dir string) Component {
 		Name:         lbName,
 		After:        "kube-apiserver",
 		Self:         true,
-		Argv0:        lbArg0,
+		Argv0:        LoadBalancerArg0,
 		Args:         []string{dir},
 		Health:       "http://load-balancer/healthz",
 		HealthSocket: paths{dir}.lbSocket(),
@@ -81,7 +78,7 @@ func runLoadBalancer(dir string) int {
 		log.Error("the cluster's kubeconfig", "err", err)
 		return 1
 	}
-	cfg.UserAgent = lbArg0
+	cfg.UserAgent = LoadBalancerArg0
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		log.Error("a client for the cluster", "err", err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/svclab/svclab/lab/cluster"
 )
@@ -22,9 +23,15 @@ var ErrNeedsLinux = fmt.Errorf("the embedded backend needs Linux (network namesp
 // Preflight reports ErrNeedsLinux.
 func Preflight() error { return ErrNeedsLinux }
 
-// Init does nothing: none of svclab's embedded roles (supervisor, node
-// agent, pod images) runs here.
-func Init() {}
+// The roles of an embedded cluster's processes report ErrNeedsLinux.
+func runSupervisor(string) int   { return needsLinux() }
+func runNodeAgents(string) int   { return needsLinux() }
+func runLoadBalancer(string) int { return needsLinux() }
+
+func needsLinux() int {
+	fmt.Fprintln(os.Stderr, ErrNeedsLinux)
+	return 1
+}
 
 // Create reports ErrNeedsLinux.
 func (p *Provider) Create(_ context.Context, opts cluster.CreateOptions) (cluster.Cluster, error) {

@@ -16,15 +16,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/nodeagent"
-	proxierrun "github.com/svclab/svclab/lab/proxier/run"
 )
 
 // Component states recorded in status.json.
@@ -71,52 +68,6 @@ func (s Status) Component(name string) (ComponentStatus, bool) {
 // cluster's state directory, so that a sweep after a crash can find them.
 const EnvClusterDir = "SVCLAB_CLUSTER_DIR"
 
-// supervisorArg0 is argv[0] of the re-executed supervisor process.
-const supervisorArg0 = "svclab-supervisor"
-
-// Init must be called first thing in main (and in TestMain of tests that
-// create clusters): when the process was started in one of svclab's other
-// roles — a cluster supervisor, a node agent, or a program of a pod image
-// (images.Applet: agnhost, pause, nginx, httpd; and kube-proxy) — it runs
-// that and exits.
-func Init() {
-	role := filepath.Base(os.Args[0])
-	applet, isApplet := images.Applet(role)
-	if role == supervisorArg0 || role == nodeAgentArg0 || role == lbArg0 || role == "kube-proxy" || isApplet {
-		// Long-running lab processes: memory over CPU (see
-		// defaultGOGC), unless GOGC says otherwise.
-		if os.Getenv("GOGC") == "" {
-			debug.SetGCPercent(defaultGOGC)
-		}
-	}
-	// Inside containers the svclab binary stands in for the programs of
-	// the images it serves (package images says which).
-	if isApplet {
-		os.Exit(applet(os.Args[1:]))
-	}
-	switch role {
-	case supervisorArg0:
-		if len(os.Args) == 2 {
-			os.Exit(runSupervisor(os.Args[1]))
-		}
-	case nodeAgentArg0:
-		if len(os.Args) == 2 {
-			os.Exit(runNodeAgents(os.Args[1]))
-		}
-	case lbArg0:
-		if len(os.Args) == 2 {
-			os.Exit(runLoadBalancer(os.Args[1]))
-		}
-	case "kube-proxy":
-		cmd := proxierrun.NewRunCommand()
-		cmd.SetArgs(os.Args[1:])
-		if err := cmd.Execute(); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-}
-
 // spawnSupervisor starts the supervisor of the cluster in dir as a daemon in
 // its own session, so it outlives the command that created the cluster.
 func spawnSupervisor(dir string) error {
@@ -131,7 +82,7 @@ func spawnSupervisor(dir string) error {
 	defer logf.Close()
 	cmd := &exec.Cmd{
 		Path:        exe,
-		Args:        []string{supervisorArg0, dir},
+		Args:        []string{SupervisorArg0, dir},
 		Env:         append(os.Environ(), EnvClusterDir+"="+dir),
 		Stdout:      logf,
 		Stderr:      logf,
@@ -404,7 +355,7 @@ func (p *process) runOnce(ctx context.Context) error {
 		}
 		cmd = &exec.Cmd{Path: exe, Args: append([]string{p.c.Argv0}, p.c.Args...)}
 	}
-	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC="+strconv.Itoa(defaultGOGC))
+	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC="+strconv.Itoa(DefaultGOGC))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so stop reaches everything it started; and
 	// killed with the supervisor, so a crashed supervisor leaves no

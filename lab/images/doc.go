@@ -22,7 +22,7 @@
 //     proxier, for registry.k8s.io/kube-proxy:* and svclab/proxier.
 //
 // The agnhost, web and proxier programs are the svclab binary itself under
-// other names (it dispatches on the name it is called by, see Applet); the
+// other names (it dispatches on the name it is called by: lab/roles); the
 // binary sits in a layer of its own so the three share one copy.
 //
 // Layers live in Store.Dir()/layers/NAME-KEY/rootfs, where KEY hashes what

@@ -127,34 +127,3 @@ func TestAvailable(t *testing.T) {
 		}
 	}
 }
-
-func TestApplet(t *testing.T) {
-	// Every program name the images link to the svclab binary, except the
-	// proxier's, has an applet.
-	for layer, entries := range treeLayers() {
-		for _, e := range entries {
-			if e.link != svclabPath {
-				continue
-			}
-			name := e.path[strings.LastIndex(e.path, "/")+1:]
-			if name == "kube-proxy" {
-				continue
-			}
-			if _, ok := Applet(name); !ok {
-				t.Errorf("layer %s links %s to svclab, but Applet(%q) has no program", layer, e.path, name)
-			}
-		}
-	}
-	for _, name := range []string{"agnhost-2", "httpd-foreground"} {
-		if _, ok := Applet(name); !ok {
-			t.Errorf("Applet(%q) missing", name)
-		}
-	}
-	if _, ok := Applet("svclab"); ok {
-		t.Error("Applet(svclab) should not be an applet")
-	}
-	run, _ := Applet("agnhost")
-	if code := run([]string{"dns-server-list", "extra-arg"}); code != 1 {
-		t.Errorf("agnhost applet with a bad argument exited %d, want 1", code)
-	}
-}

@@ -23,12 +23,13 @@ import (
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/roles"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
 )
 
 func TestMain(m *testing.M) {
-	embedded.Init()
+	roles.Dispatch()
 	os.Exit(m.Run())
 }
 

@@ -12,10 +12,11 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded"
+	"github.com/svclab/svclab/lab/roles"
 )
 
 func TestMain(m *testing.M) {
-	embedded.Init()
+	roles.Dispatch()
 	os.Exit(m.Run())
 }
 

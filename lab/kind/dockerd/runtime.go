@@ -17,17 +17,8 @@ import (
 // RuntimeName is the name of svclab's runc wrapper: the runtime svclab's
 // dockerd runs containers with when the machine's capability bounding set
 // lacks capabilities a privileged container asks for. It is the svclab
-// binary called by that name (see Applet).
+// binary called by that name (RuntimeMain; lab/roles runs it).
 const RuntimeName = "svclab-runc"
-
-// Applet returns the runc wrapper when the svclab binary is called as
-// RuntimeName.
-func Applet(name string) (run func(args []string) int, ok bool) {
-	if name == RuntimeName {
-		return runcWrapper, true
-	}
-	return nil, false
-}
 
 // capNames are the Linux capabilities by number (capability.h).
 var capNames = []string{
@@ -208,10 +199,12 @@ func runtimeFiles(args []string) (config, process string) {
 	return "", ""
 }
 
-// runcWrapper removes the capabilities this machine's bounding set lacks
-// from the container or process runc is asked to start, then runs runc
-// with the same arguments.
-func runcWrapper(args []string) int {
+// RuntimeMain is the main function of RuntimeName, the runc wrapper: it
+// removes the capabilities this machine's bounding set lacks from the
+// container or process runc is asked to start, then runs runc with the
+// same arguments (args, those after argv[0]). It returns the exit code
+// when it cannot.
+func RuntimeMain(args []string) int {
 	runc, err := exec.LookPath("runc")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: runc is not installed: %v\n", RuntimeName, err)

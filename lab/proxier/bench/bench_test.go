@@ -35,6 +35,7 @@ import (
 	"github.com/svclab/svclab/lab/kubebin"
 	"github.com/svclab/svclab/lab/proxier/flowtest"
 	"github.com/svclab/svclab/lab/proxier/run"
+	"github.com/svclab/svclab/lab/roles"
 )
 
 var (
@@ -67,7 +68,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runOurs(os.Args[1:]))
 	}
 	// The embedded cluster's supervisor is this binary re-executed.
-	embedded.Init()
+	roles.Dispatch()
 	code := m.Run()
 	printTable(os.Stdout)
 	os.Exit(code)

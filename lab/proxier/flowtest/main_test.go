@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/embedded"
 	proxierrun "github.com/svclab/svclab/lab/proxier/run"
+	"github.com/svclab/svclab/lab/roles"
 )
 
 // proxierEnv makes this test binary "svclab proxier run" with the
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	// The differential test creates an embedded cluster, whose supervisor
 	// is this binary re-executed.
-	embedded.Init()
+	roles.Dispatch()
 	if os.Geteuid() == 0 {
 		// What killed earlier runs left behind goes first.
 		removed, err := SweepStale(context.Background())

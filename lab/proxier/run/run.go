@@ -69,3 +69,15 @@ switches) and /sync on metricsBindAddress (127.0.0.1:10249).`,
 	fl.StringVar(&extra.ControlKey, "control-key", "", "svclab: a public key file; /faults and /sync then obey only requests signed with its private key, and the faults name themselves nowhere (no log line, metric or event)")
 	return cmd
 }
+
+// Main is the proxier as the program kube-proxy (the proxier image's
+// entry point, lab/roles): "svclab proxier run" with args, the arguments
+// after argv[0]. It returns the exit code.
+func Main(args []string) int {
+	cmd := NewRunCommand()
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		return 1
+	}
+	return 0
+}

@@ -7,7 +7,7 @@ import (
 )
 
 func TestScenarioLintClean(t *testing.T) {
-	out, err := runCLI(t, "scenario", "lint", "../scenario/testdata/valid")
+	out, err := runCLI(t, "scenario", "lint", "../../../../lab/scenario/testdata/valid")
 	if err != nil {
 		t.Fatalf("lint: %v\n%s", err, out)
 	}
@@ -17,15 +17,15 @@ func TestScenarioLintClean(t *testing.T) {
 }
 
 func TestScenarioLintProblems(t *testing.T) {
-	out, err := runCLI(t, "scenario", "lint", "../scenario/testdata/valid", "../scenario/testdata/broken/bad-weight")
+	out, err := runCLI(t, "scenario", "lint", "../../../../lab/scenario/testdata/valid", "../../../../lab/scenario/testdata/broken/bad-weight")
 	var exit *ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("err = %v, want exit code 1", err)
 	}
-	want := `../scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:5: estimatedMinutes: must be an integer, not a string
-../scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:22: checks[0].weight: must be a positive number
-../scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:30: checks[1].weight: must be a number, not a string
-../scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:38: checks[2].weight: must be a positive number
+	want := `../../../../lab/scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:5: estimatedMinutes: must be an integer, not a string
+../../../../lab/scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:22: checks[0].weight: must be a positive number
+../../../../lab/scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:30: checks[1].weight: must be a number, not a string
+../../../../lab/scenario/testdata/broken/bad-weight/bad-weight/scenario.yaml:38: checks[2].weight: must be a positive number
 4 problems; 1 scenario clean
 `
 	if out != want {
@@ -43,7 +43,7 @@ func TestScenarioList(t *testing.T) {
 			t.Errorf("list output lacks %q:\n%s", want, out)
 		}
 	}
-	out, err = runCLI(t, "scenario", "list", "--dir", "../scenario/testdata/valid")
+	out, err = runCLI(t, "scenario", "list", "--dir", "../../../../lab/scenario/testdata/valid")
 	if err != nil {
 		t.Fatal(err)
 	}

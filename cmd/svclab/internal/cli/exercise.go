@@ -13,7 +13,7 @@ import (
 )
 
 // newExerciseCommand returns "svclab exercise" with its run subcommand.
-func newExerciseCommand(o *options) *cobra.Command {
+func newExerciseCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "exercise",
 		Short: "Self-graded exercise runs: set a scenario up, fix it (or let svclab), grade",
@@ -51,13 +51,13 @@ on the same cluster, another run) is refused them, and the run refuses a
 cluster somebody else holds, saying who (--force takes it over).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			ro.Log = o.env.Log
-			if ro.Provider, err = o.env.Provider(); err != nil {
+			ro.Log = e.log
+			if ro.Provider, err = e.provider(); err != nil {
 				return err
 			}
 			ro.In, ro.Out = os.Stdin, cmd.OutOrStdout()
 			if exe, err := os.Executable(); err == nil {
-				ro.Svclab = []string{exe, "--state-dir", o.env.StateDir}
+				ro.Svclab = []string{exe, "--state-dir", e.stateDir}
 			}
 			if dir != "" {
 				src := scenario.DirSource(dir)
@@ -68,11 +68,11 @@ cluster somebody else holds, saying who (--force takes it over).`,
 					return err
 				}
 			}
-			owners, err := o.owners(cmd)
+			owners, err := e.owners(cmd)
 			if err != nil {
 				return err
 			}
-			ro.Owners, ro.Backend = owners, o.env.Backend
+			ro.Owners, ro.Backend = owners, e.backend
 			if parallel < 1 || parallel > 8 {
 				return fmt.Errorf("--parallel %d: give 1 to 8 clusters", parallel)
 			}

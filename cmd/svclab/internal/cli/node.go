@@ -11,7 +11,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 )
 
-func newNodeCommand(o *options) *cobra.Command {
+func newNodeCommand(e *env) *cobra.Command {
 	var name string
 	c := &cobra.Command{
 		Use:   "node",
@@ -19,14 +19,14 @@ func newNodeCommand(o *options) *cobra.Command {
 	}
 	c.PersistentFlags().StringVar(&name, "name", "lab", "cluster name")
 	run := func(cmd *cobra.Command, node string, argv []string) error {
-		cl, err := o.findCluster(cmd.Context(), name)
+		cl, err := e.findCluster(cmd.Context(), name)
 		if err != nil {
 			return err
 		}
-		err = cl.NodeExec(cmd.Context(), node, argv, cluster.Stdio{Stdin: os.Stdin, Stdout: o.out, Stderr: o.err})
+		err = cl.NodeExec(cmd.Context(), node, argv, cluster.Stdio{Stdin: os.Stdin, Stdout: e.out, Stderr: e.errOut})
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return exitError{code: ee.ExitCode()}
+			return &ExitError{Code: ee.ExitCode()}
 		}
 		return err
 	}

@@ -15,16 +15,16 @@ import (
 
 // newKindCommand is "svclab kind": what the kind backend needs besides
 // clusters — its Docker engine and its offline node image.
-func newKindCommand(o *options) *cobra.Command {
+func newKindCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "kind",
 		Short: "The kind backend's Docker engine and offline node image",
 	}
-	c.AddCommand(newKindEngineCommand(o), newKindNodeImageCommand(o))
+	c.AddCommand(newKindEngineCommand(e), newKindNodeImageCommand(e))
 	return c
 }
 
-func newKindEngineCommand(o *options) *cobra.Command {
+func newKindEngineCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "engine",
 		Short: "svclab's own Docker engine, which the kind backend starts when no Docker daemon answers",
@@ -35,17 +35,17 @@ func newKindEngineCommand(o *options) *cobra.Command {
 		Short: "Stop svclab's own Docker engine when no svclab process uses it and it has no container (--force: regardless)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			stopped, err := dockerd.Stop(cmd.Context(), dockerd.Options{Progress: cluster.NewTextProgress(o.out), Log: o.env.Log}, force)
+			stopped, err := dockerd.Stop(cmd.Context(), dockerd.Options{Progress: cluster.NewTextProgress(e.out), Log: e.log}, force)
 			if err != nil {
 				return err
 			}
 			if !stopped {
 				st, _ := dockerd.OwnStatus(cmd.Context(), dockerd.Options{})
 				if st.Running {
-					fmt.Fprintln(o.out, "svclab's Docker engine is in use (a svclab process, or containers: see 'svclab cluster list --backend kind'); it keeps running")
+					fmt.Fprintln(e.out, "svclab's Docker engine is in use (a svclab process, or containers: see 'svclab cluster list --backend kind'); it keeps running")
 					return nil
 				}
-				fmt.Fprintln(o.out, "svclab's Docker engine is not running")
+				fmt.Fprintln(e.out, "svclab's Docker engine is not running")
 			}
 			return nil
 		},
@@ -56,11 +56,11 @@ func newKindEngineCommand(o *options) *cobra.Command {
 		Short: "Start svclab's own Docker engine unless a Docker daemon answers already, and print its address",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := dockerd.Ensure(cmd.Context(), o.engineOptions())
+			d, err := dockerd.Ensure(cmd.Context(), e.engineOptions())
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.out, "DOCKER_HOST=%s (Docker %s)\n", d.Host, d.Version)
+			fmt.Fprintf(e.out, "DOCKER_HOST=%s (Docker %s)\n", d.Host, d.Version)
 			return nil
 		},
 	}
@@ -74,10 +74,10 @@ func newKindEngineCommand(o *options) *cobra.Command {
 				return err
 			}
 			if !st.Running {
-				fmt.Fprintln(o.out, "svclab's Docker engine is not running")
+				fmt.Fprintln(e.out, "svclab's Docker engine is not running")
 				return nil
 			}
-			fmt.Fprintf(o.out, "svclab's Docker engine runs (pid %d, Docker %s): DOCKER_HOST=%s\n", st.Pid, st.Version, st.Host)
+			fmt.Fprintf(e.out, "svclab's Docker engine runs (pid %d, Docker %s): DOCKER_HOST=%s\n", st.Pid, st.Version, st.Host)
 			return nil
 		},
 	}
@@ -85,7 +85,7 @@ func newKindEngineCommand(o *options) *cobra.Command {
 	return c
 }
 
-func newKindNodeImageCommand(o *options) *cobra.Command {
+func newKindNodeImageCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "node-image",
 		Short: "svclab's offline kind node image (Kubernetes " + cluster.KubernetesVersion + " from svclab-kube, Debian's systemd and containerd)",
@@ -106,8 +106,8 @@ second build only loads it, or does nothing when the engine has it.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			progress := cluster.NewTextProgress(o.out)
-			opts := o.engineOptions()
+			progress := cluster.NewTextProgress(e.out)
+			opts := e.engineOptions()
 			opts.Progress = progress
 			// The engine keeps running afterwards, for kind create cluster
 			// --image (svclab kind engine stop stops it).
@@ -118,7 +118,7 @@ second build only loads it, or does nothing when the engine has it.
 			if err := os.Setenv(dockerd.EnvHost, d.Host); err != nil {
 				return err
 			}
-			res, err := kind.LabNodeImage{Log: o.env.Log}.Build(ctx, progress, image)
+			res, err := kind.LabNodeImage{Log: e.log}.Build(ctx, progress, image)
 			if err != nil {
 				return err
 			}
@@ -129,9 +129,9 @@ second build only loads it, or does nothing when the engine has it.
 			case res.Loaded:
 				how = "loaded from the cache"
 			}
-			fmt.Fprintf(o.out, "Node image %s (key %s): %s in %s.\n", res.Image, res.Key, how, res.Duration.Round(time.Second))
+			fmt.Fprintf(e.out, "Node image %s (key %s): %s in %s.\n", res.Image, res.Key, how, res.Duration.Round(time.Second))
 			if d.Own {
-				fmt.Fprintf(o.out, "It is in svclab's Docker engine, which keeps running ('svclab kind engine stop' stops it):\n  DOCKER_HOST=%s kind create cluster --image %s\n", d.Host, res.Image)
+				fmt.Fprintf(e.out, "It is in svclab's Docker engine, which keeps running ('svclab kind engine stop' stops it):\n  DOCKER_HOST=%s kind create cluster --image %s\n", d.Host, res.Image)
 			}
 			return nil
 		},

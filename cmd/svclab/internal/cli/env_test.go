@@ -1,4 +1,4 @@
-package cmdenv
+package cli
 
 import (
 	"strings"
@@ -11,16 +11,16 @@ import (
 )
 
 // envOf runs a command under a root with the shared flags and returns the
-// Env it read.
-func envOf(t *testing.T, env string, args ...string) (*Env, error) {
+// env it read.
+func envOf(t *testing.T, backend string, args ...string) (*env, error) {
 	t.Helper()
-	t.Setenv(EnvBackend, env)
-	var got *Env
+	t.Setenv(envBackend, backend)
+	got := &env{}
 	var gotErr error
 	root := &cobra.Command{Use: "svclab", SilenceErrors: true, SilenceUsage: true}
-	AddFlags(root.PersistentFlags())
+	addSharedFlags(root.PersistentFlags())
 	root.AddCommand(&cobra.Command{Use: "sub", RunE: func(cmd *cobra.Command, _ []string) error {
-		got, gotErr = Of(cmd)
+		gotErr = got.read(cmd)
 		return nil
 	}})
 	root.SetArgs(append([]string{"sub"}, args...))
@@ -59,10 +59,10 @@ func TestBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.Backend != tc.want || e.BackendGiven != tc.given {
-				t.Errorf("backend %q (given %v), want %q (given %v)", e.Backend, e.BackendGiven, tc.want, tc.given)
+			if e.backend != tc.want || e.backendGiven != tc.given {
+				t.Errorf("backend %q (given %v), want %q (given %v)", e.backend, e.backendGiven, tc.want, tc.given)
 			}
-			p, err := e.Provider()
+			p, err := e.provider()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,10 +87,10 @@ func TestSharedFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.StateDir != "/tmp/x" || e.DatabaseURL != "postgres://u@h/db" || e.Limits.Pids != 77 {
-		t.Errorf("state dir %q, database %q, pids %d", e.StateDir, e.DatabaseURL, e.Limits.Pids)
+	if e.stateDir != "/tmp/x" || e.databaseURL != "postgres://u@h/db" || e.limits.Pids != 77 {
+		t.Errorf("state dir %q, database %q, pids %d", e.stateDir, e.databaseURL, e.limits.Pids)
 	}
-	p, err := e.ProviderOf(embedded.BackendName)
+	p, err := e.providerOf(embedded.BackendName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 
 // openClass opens the classes' database and finds the class called (or
 // numbered) idOrName; the caller closes the database.
-func (o *options) openClass(ctx context.Context, idOrName string) (*class.DB, *class.Class, error) {
-	db, err := o.classDB(ctx)
+func (e *env) openClass(ctx context.Context, idOrName string) (*class.DB, *class.Class, error) {
+	db, err := e.classDB(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -30,21 +30,21 @@ func (o *options) openClass(ctx context.Context, idOrName string) (*class.DB, *c
 
 // classDB opens the classes' database: the state directory's, or
 // --database-url's.
-func (o *options) classDB(ctx context.Context) (*class.DB, error) {
-	return class.OpenDB(ctx, store.Location(o.env.StateDir, o.env.DatabaseURL), time.Now)
+func (e *env) classDB(ctx context.Context) (*class.DB, error) {
+	return class.OpenDB(ctx, store.Location(e.stateDir, e.databaseURL), time.Now)
 }
 
 // newClassCommand returns "svclab class" with create, list, show, export and close.
-func newClassCommand(o *options) *cobra.Command {
+func newClassCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "class",
 		Short: "Classrooms: an instructor's class of learners, each with their own lab",
 	}
-	c.AddCommand(newClassCreate(o), newClassList(o), newClassShow(o), newClassClose(o), newClassExport(o))
+	c.AddCommand(newClassCreate(e), newClassList(e), newClassShow(e), newClassClose(e), newClassExport(e))
 	return c
 }
 
-func newClassCreate(o *options) *cobra.Command {
+func newClassCreate(e *env) *cobra.Command {
 	var (
 		spec    class.Spec
 		weights []string
@@ -73,10 +73,10 @@ The instructor token is printed once and only its hash is stored: keep it.`,
 			if len(spec.Weights) == 0 {
 				spec.Weights = nil
 			}
-			if _, err := spec.Normalize(class.Catalog(o.env.Log)); err != nil {
+			if _, err := spec.Normalize(class.Catalog(e.log)); err != nil {
 				return err
 			}
-			db, err := o.classDB(cmd.Context())
+			db, err := e.classDB(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -85,9 +85,9 @@ The instructor token is printed once and only its hash is stored: keep it.`,
 			if err != nil {
 				return err
 			}
-			class.PrintCreated(o.out, created, url)
+			class.PrintCreated(e.out, created, url)
 			if advice := class.CapacityAdvice(spec.Capacity, runtime.NumCPU()); advice != "" {
-				fmt.Fprintf(o.out, "\nNote: %s\n", advice)
+				fmt.Fprintf(e.out, "\nNote: %s\n", advice)
 			}
 			return nil
 		},
@@ -108,13 +108,13 @@ The instructor token is printed once and only its hash is stored: keep it.`,
 	return cmd
 }
 
-func newClassList(o *options) *cobra.Command {
+func newClassList(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the classes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := o.classDB(cmd.Context())
+			db, err := e.classDB(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -131,13 +131,13 @@ func newClassList(o *options) *cobra.Command {
 				}
 				counts[c.ID] = len(ls)
 			}
-			class.PrintList(o.out, classes, counts, time.Now())
+			class.PrintList(e.out, classes, counts, time.Now())
 			return nil
 		},
 	}
 }
 
-func newClassShow(o *options) *cobra.Command {
+func newClassShow(e *env) *cobra.Command {
 	var url string
 	cmd := &cobra.Command{
 		Use:   "show ID|NAME",
@@ -145,7 +145,7 @@ func newClassShow(o *options) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, c, err := o.openClass(ctx, args[0])
+			db, c, err := e.openClass(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -162,7 +162,7 @@ func newClassShow(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			class.PrintShow(o.out, c, learners, cells, owned, url, time.Now())
+			class.PrintShow(e.out, c, learners, cells, owned, url, time.Now())
 			return nil
 		},
 	}
@@ -170,7 +170,7 @@ func newClassShow(o *options) *cobra.Command {
 	return cmd
 }
 
-func newClassExport(o *options) *cobra.Command {
+func newClassExport(e *env) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "export ID|NAME",
@@ -181,7 +181,7 @@ func newClassExport(o *options) *cobra.Command {
 				return fmt.Errorf("--format %q: use csv or json", format)
 			}
 			ctx := cmd.Context()
-			db, c, err := o.openClass(ctx, args[0])
+			db, c, err := e.openClass(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -190,37 +190,37 @@ func newClassExport(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return class.WriteResults(o.out, rows, format)
+			return class.WriteResults(e.out, rows, format)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "csv", "csv or json")
 	return cmd
 }
 
-func newClassClose(o *options) *cobra.Command {
+func newClassClose(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "close ID|NAME",
 		Short: "Close a class: nobody can join any more, and its clusters are deleted",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, c, err := o.openClass(ctx, args[0])
+			db, c, err := e.openClass(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			p, err := o.env.Provider()
+			p, err := e.provider()
 			if err != nil {
 				return err
 			}
-			deleted, err := class.CloseClass(ctx, db, c, p, o.env.Log)
+			deleted, err := class.CloseClass(ctx, db, c, p, e.log)
 			if len(deleted) > 0 {
-				fmt.Fprintf(o.out, "Deleted the class's clusters: %s\n", strings.Join(deleted, ", "))
+				fmt.Fprintf(e.out, "Deleted the class's clusters: %s\n", strings.Join(deleted, ", "))
 			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.out, "Class %q is closed.\n", c.Name)
+			fmt.Fprintf(e.out, "Class %q is closed.\n", c.Name)
 			return nil
 		},
 	}

@@ -3,7 +3,8 @@ package cli
 import "fmt"
 
 // ExitError ends svclab with Code after the command printed why (a grade,
-// a lint report, a conformance summary): main prints nothing more.
+// a lint report, a conformance summary) or after a program it ran (kubectl,
+// a command on a node) exited with Code: main prints nothing more.
 type ExitError struct {
 	Code int
 	// Msg says what failed, for callers that print errors; empty: "exit

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class"
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/cluster"
@@ -24,7 +23,7 @@ import (
 	"github.com/svclab/svclab/server"
 )
 
-func newServeCommand(o *options) *cobra.Command {
+func newServeCommand(e *env) *cobra.Command {
 	var addr, token, publicURL, tlsCert, tlsKey string
 	var classes bool
 	var maxStarting int
@@ -42,32 +41,20 @@ their own labs only. Stopping the server ends the classes' labs and deletes
 their clusters; the classes stay open for the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := o.env.Provider()
+			a, err := e.openAttempts(cmd, false)
 			if err != nil {
 				return err
 			}
-			log := o.env.Log
-			st, err := store.Open(cmd.Context(), store.Location(o.env.StateDir, o.env.DatabaseURL), store.Options{Log: log})
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			owners, err := o.owners(cmd)
-			if err != nil {
-				return err
-			}
-			m, err := attempt.New(attempt.Options{Store: st, Provider: p, Log: log, StateDir: o.env.StateDir, Owners: owners})
-			if err != nil {
-				return err
-			}
+			defer a.close()
+			p, st, m, log := a.provider, a.store, a.manager, e.log
 			s := &server.Server{
-				Clusters: p, Log: log, Background: cmd.Context(), Owners: owners,
+				Clusters: p, Log: log, Background: cmd.Context(), Owners: a.owners,
 				Catalog: m.Catalog(), Attempts: server.AttemptManager{M: m}, Learner: store.LocalLearner, Timeline: st,
 				KubeBin: func(ctx context.Context) (string, error) { return kubebin.Locate(ctx, nil) },
 				PodExec: func(c cluster.Cluster) (views.PodExecutor, error) { return grade.NewPodExecutor(c) },
 			}
 			if classes {
-				db, err := class.OpenDB(cmd.Context(), store.Location(o.env.StateDir, o.env.DatabaseURL), nil)
+				db, err := class.OpenDB(cmd.Context(), store.Location(e.stateDir, e.databaseURL), nil)
 				if err != nil {
 					return err
 				}
@@ -91,7 +78,7 @@ their clusters; the classes stay open for the next start.`,
 				}
 				s.Classes, s.ClassesOnly = hub, true
 				for _, cr := range rooms {
-					fmt.Fprintf(o.out, "class %s: join code %s\n", cr.Class.Name, cr.Class.JoinCode)
+					fmt.Fprintf(e.out, "class %s: join code %s\n", cr.Class.Name, cr.Class.JoinCode)
 				}
 			}
 			access := &server.Access{Hosts: allowedHosts}
@@ -131,7 +118,7 @@ their clusters; the classes stay open for the next start.`,
 				return err
 			}
 			if !classes && !isLoopback(l.Addr()) {
-				fmt.Fprintf(o.err, "svclab: warning: the local lab is served on %s, beyond this machine: whoever reaches that address with the link below gets root shells in your labs. Serve classes with --classes instead, or keep --addr on 127.0.0.1.\n", l.Addr())
+				fmt.Fprintf(e.errOut, "svclab: warning: the local lab is served on %s, beyond this machine: whoever reaches that address with the link below gets root shells in your labs. Serve classes with --classes instead, or keep --addr on 127.0.0.1.\n", l.Addr())
 			}
 			scheme := "http"
 			if tlsConfig != nil {
@@ -144,7 +131,7 @@ their clusters; the classes stay open for the next start.`,
 			if access.Token != "" {
 				link += "?token=" + access.Token
 			}
-			fmt.Fprintf(o.out, "svclab is serving on %s (Ctrl-C stops it)\n", link)
+			fmt.Fprintf(e.out, "svclab is serving on %s (Ctrl-C stops it)\n", link)
 			err = server.Serve(cmd.Context(), l, s.Handler(), log, tlsConfig)
 			// A cluster being created when the server stops rolls back.
 			s.Wait()

@@ -12,7 +12,7 @@ import (
 	"github.com/svclab/svclab/lab/kubebin"
 )
 
-func newConformanceCommand(o *options) *cobra.Command {
+func newConformanceCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "conformance",
 		Short: "Put a lab cluster through upstream Kubernetes' [sig-network] conformance specs",
@@ -36,12 +36,12 @@ a one-line summary and deletes the cluster. It exits with status 1 when a spec f
 regular expression.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			backend := o.env.Backend
-			p, err := o.env.Provider()
+			backend := e.backend
+			p, err := e.provider()
 			if err != nil {
 				return err
 			}
-			owners, err := o.owners(cmd)
+			owners, err := e.owners(cmd)
 			if err != nil {
 				return err
 			}
@@ -52,31 +52,31 @@ regular expression.`,
 				focus = conformance.ServicesFocus
 			}
 			if reportDir == "" {
-				reportDir = filepath.Join(o.env.StateDir, "conformance", time.Now().Format("20060102-150405"))
+				reportDir = filepath.Join(e.stateDir, "conformance", time.Now().Format("20060102-150405"))
 			}
 			res, err := conformance.Run(cmd.Context(), conformance.Options{
 				Provider: p, Backend: backend, Owners: owners, Cluster: name, Keep: keep,
 				Workers: workers, ProxyMode: mode, Focus: focus, Skip: skip, ReportDir: reportDir, Timeout: timeout,
-				Progress: cluster.NewTextProgress(o.err), Log: o.env.Log,
+				Progress: cluster.NewTextProgress(e.errOut), Log: e.log,
 			})
 			if err != nil && res == nil {
 				return err
 			}
 			if res != nil && len(res.Specs) > 0 {
 				for _, s := range res.Failed() {
-					fmt.Fprintf(o.out, "✗ %s (%s)\n    %s\n", s.Name, s.State, s.Reason())
+					fmt.Fprintf(e.out, "✗ %s (%s)\n    %s\n", s.Name, s.State, s.Reason())
 				}
 				for _, s := range res.Setup {
-					fmt.Fprintf(o.out, "✗ the suite's %s failed\n    %s\n", s.Name, s.Reason())
+					fmt.Fprintf(e.out, "✗ the suite's %s failed\n    %s\n", s.Name, s.Reason())
 				}
-				fmt.Fprintln(o.out, res.Summary())
+				fmt.Fprintln(e.out, res.Summary())
 			}
 			if err != nil {
 				return err
 			}
 			if !res.OK() {
 				if len(res.Specs) == 0 {
-					fmt.Fprintf(o.out, "no spec matched %s; the suite's output is in %s\n", focus, res.Log)
+					fmt.Fprintf(e.out, "no spec matched %s; the suite's output is in %s\n", focus, res.Log)
 				}
 				return &ExitError{Code: 1}
 			}
@@ -98,11 +98,11 @@ regular expression.`,
 		Short: "Build the conformance suite into the cache unless it is there already, and print its path",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bin, err := kubebin.E2E.Locate(cmd.Context(), cluster.NewTextProgress(o.err))
+			bin, err := kubebin.E2E.Locate(cmd.Context(), cluster.NewTextProgress(e.errOut))
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(o.out, bin)
+			fmt.Fprintln(e.out, bin)
 			return nil
 		},
 	})

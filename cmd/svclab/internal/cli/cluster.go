@@ -1,26 +1,30 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
+	"github.com/svclab/svclab/lab/kind"
+	"github.com/svclab/svclab/lab/kind/nodeimage"
 )
 
-func newClusterCommand(o *options) *cobra.Command {
+func newClusterCommand(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cluster",
 		Short: "Create, list and delete lab clusters",
 	}
-	c.AddCommand(newClusterCreate(o), newClusterDelete(o), newClusterList(o), newClusterKubeconfig(o))
+	c.AddCommand(newClusterCreate(e), newClusterDelete(e), newClusterList(e), newClusterKubeconfig(e))
 	return c
 }
 
-func newClusterCreate(o *options) *cobra.Command {
+func newClusterCreate(e *env) *cobra.Command {
 	var (
 		name, proxyMode string
 		nodes           int
@@ -45,15 +49,15 @@ func newClusterCreate(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			backend := o.env.Backend
-			p, err := o.env.Provider()
+			backend := e.backend
+			p, err := e.provider()
 			if err != nil {
 				return err
 			}
-			if err := o.nameTaken(cmd.Context(), backend, name); err != nil {
+			if err := e.nameTaken(cmd.Context(), backend, name); err != nil {
 				return err
 			}
-			if owners, err := o.owners(cmd); err != nil {
+			if owners, err := e.owners(cmd); err != nil {
 				return err
 			} else if err := owners.Busy(cmd.Context(), backend, name); err != nil {
 				return fmt.Errorf("%w: choose another --name", err)
@@ -65,18 +69,18 @@ func newClusterCreate(o *options) *cobra.Command {
 			if kf.config != "" && !cmd.Flags().Changed("proxy-mode") {
 				proxyMode = "" // the shape's: --kind-config iptables runs iptables
 			}
-			fmt.Fprintf(o.out, "Creating cluster %q ...\n", name)
+			fmt.Fprintf(e.out, "Creating cluster %q ...\n", name)
 			c, err := p.Create(cmd.Context(), cluster.CreateOptions{
-				Name: name, Workers: workers, NodeLabels: nodeLabels, ProxyMode: proxyMode, Progress: cluster.NewTextProgress(o.out),
+				Name: name, Workers: workers, NodeLabels: nodeLabels, ProxyMode: proxyMode, Progress: cluster.NewTextProgress(e.out),
 			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.out, "Cluster %q is ready. Use it with:\n\n", c.Name())
+			fmt.Fprintf(e.out, "Cluster %q is ready. Use it with:\n\n", c.Name())
 			if kp, ok := c.(interface{ KubeconfigPath() string }); ok {
-				fmt.Fprintf(o.out, "  export KUBECONFIG=%s\n", kp.KubeconfigPath())
+				fmt.Fprintf(e.out, "  export KUBECONFIG=%s\n", kp.KubeconfigPath())
 			}
-			fmt.Fprintf(o.out, "  svclab kubectl --name %s get nodes\n", c.Name())
+			fmt.Fprintf(e.out, "  svclab kubectl --name %s get nodes\n", c.Name())
 			return nil
 		},
 	}
@@ -88,7 +92,7 @@ func newClusterCreate(o *options) *cobra.Command {
 	return c
 }
 
-func newClusterDelete(o *options) *cobra.Command {
+func newClusterDelete(e *env) *cobra.Command {
 	var (
 		name       string
 		all, force bool
@@ -111,14 +115,14 @@ what a live lab owns, whichever state directory made it.
 			if all == (name != "") {
 				return fmt.Errorf("pass either --name NAME or --all")
 			}
-			owners, err := o.owners(cmd)
+			owners, err := e.owners(cmd)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
 			if all {
-				backend := o.env.Backend
-				p, err := o.env.Provider()
+				backend := e.backend
+				p, err := e.provider()
 				if err != nil {
 					return err
 				}
@@ -137,12 +141,12 @@ what a live lab owns, whichever state directory made it.
 					return err
 				}
 				if len(kept) == 0 {
-					fmt.Fprintln(o.out, "Deleted every cluster and swept leftover lab resources.")
+					fmt.Fprintln(e.out, "Deleted every cluster and swept leftover lab resources.")
 					return nil
 				}
-				fmt.Fprintln(o.out, "Deleted every other cluster and swept leftover lab resources. Kept (--force deletes them too):")
+				fmt.Fprintln(e.out, "Deleted every other cluster and swept leftover lab resources. Kept (--force deletes them too):")
 				for _, k := range kept {
-					fmt.Fprintf(o.out, "  %s\n", k)
+					fmt.Fprintf(e.out, "  %s\n", k)
 				}
 				return nil
 			}
@@ -155,8 +159,8 @@ what a live lab owns, whichever state directory made it.
 			// The first backend's "no cluster named" stands unless another
 			// backend has the cluster (or fails otherwise).
 			var notFound error
-			for _, b := range o.backendsToSearch() {
-				p, perr := o.env.ProviderOf(b)
+			for _, b := range e.backendsToSearch() {
+				p, perr := e.providerOf(b)
 				if perr != nil {
 					return perr
 				}
@@ -173,7 +177,7 @@ what a live lab owns, whichever state directory made it.
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.out, "Deleted cluster %q.\n", name)
+			fmt.Fprintf(e.out, "Deleted cluster %q.\n", name)
 			return nil
 		},
 	}
@@ -183,15 +187,15 @@ what a live lab owns, whichever state directory made it.
 	return c
 }
 
-func newClusterList(o *options) *cobra.Command {
+func newClusterList(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List clusters with their state (of every backend unless --backend names one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var list []cluster.Summary
-			for _, b := range o.backendsToSearch() {
-				p, err := o.env.ProviderOf(b)
+			for _, b := range e.backendsToSearch() {
+				p, err := e.providerOf(b)
 				if err != nil {
 					return err
 				}
@@ -202,17 +206,17 @@ func newClusterList(o *options) *cobra.Command {
 				list = append(list, l...)
 			}
 			if len(list) == 0 {
-				fmt.Fprintln(o.out, "No clusters.")
+				fmt.Fprintln(e.out, "No clusters.")
 				return nil
 			}
 			usedBy := map[string]string{}
-			if owners, err := o.owners(cmd); err == nil {
+			if owners, err := e.owners(cmd); err == nil {
 				claims, _ := owners.List(cmd.Context())
 				for _, c := range claims {
 					usedBy[c.Backend+"/"+c.Cluster] = usage(c)
 				}
 			}
-			tw := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tBACKEND\tSTATE\tIN USE BY\tSERVER\tDETAIL")
 			for _, s := range list {
 				used := usedBy[s.Backend+"/"+s.Name]
@@ -236,14 +240,14 @@ func usage(c owner.Claim) string {
 	return fmt.Sprintf("%s (pid %d)", c.Command, c.PID)
 }
 
-func newClusterKubeconfig(o *options) *cobra.Command {
+func newClusterKubeconfig(e *env) *cobra.Command {
 	var name string
 	c := &cobra.Command{
 		Use:   "kubeconfig",
 		Short: "Print a cluster's kubeconfig",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			c, err := o.findCluster(cmd.Context(), name)
+			c, err := e.findCluster(cmd.Context(), name)
 			if err != nil {
 				return err
 			}
@@ -251,10 +255,82 @@ func newClusterKubeconfig(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = o.out.Write(b)
+			_, err = e.out.Write(b)
 			return err
 		},
 	}
 	c.Flags().StringVar(&name, "name", "lab", "cluster name")
 	return c
+}
+
+// nameTaken refuses a name that a cluster of the other backend has, so
+// that kubectl, node and kubeconfig commands, which find a cluster on
+// either backend by name, never have to choose.
+func (e *env) nameTaken(ctx context.Context, backend, name string) error {
+	for _, b := range backends() {
+		if b == backend {
+			continue
+		}
+		p, err := e.providerOf(b)
+		if err != nil {
+			return err
+		}
+		if _, err := p.Get(ctx, name); err == nil {
+			return fmt.Errorf("a cluster named %q exists already on the %s backend: choose another --name, or delete it with 'svclab cluster delete --backend %s --name %s': %w", name, b, b, name, cluster.ErrExists)
+		}
+	}
+	return nil
+}
+
+// kindFlags are cluster create's kind-only flags.
+type kindFlags struct {
+	config, nodeImage string
+}
+
+func (k *kindFlags) add(c *cobra.Command) {
+	c.Flags().StringVar(&k.config, "kind-config", "", "kind backend: a cluster shape from kind-configs (nftables, iptables, three-zones, upstream-kube-proxy) or a kind configuration file; its node count unless --nodes is given")
+	c.Flags().StringVar(&k.nodeImage, "node-image", "", "kind backend: the node image (default: svclab's own, "+nodeimage.DefaultImage+", built offline by 'svclab kind node-image build')")
+}
+
+// prepare applies the kind flags to p and checks Docker before anything is
+// printed, so that a missing Docker is one line. It returns the number of
+// workers to create.
+func (k *kindFlags) prepare(cmd *cobra.Command, p cluster.Provider, workers int) (int, error) {
+	kp, ok := p.(*kind.Provider)
+	if !ok {
+		if k.config != "" || k.nodeImage != "" {
+			return 0, errors.New("--kind-config and --node-image are for --backend kind")
+		}
+		return workers, nil
+	}
+	if k.config != "" {
+		if _, err := kind.LoadShape(k.config, ""); err != nil {
+			return 0, err
+		}
+	}
+	kp.Shape, kp.NodeImage = k.config, k.nodeImage
+	if k.config != "" && !cmd.Flags().Changed("nodes") {
+		workers = -1 // the shape's
+	}
+	if _, err := kp.Preflight(cmd.Context()); err != nil {
+		return 0, err
+	}
+	return workers, nil
+}
+
+// parseNodeLabels turns NODE:KEY=VALUE flags into per-node labels.
+func parseNodeLabels(flags []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for _, f := range flags {
+		node, kv, ok := strings.Cut(f, ":")
+		k, v, ok2 := strings.Cut(kv, "=")
+		if !ok || !ok2 || node == "" || k == "" {
+			return nil, fmt.Errorf("--node-label %q: use NODE:KEY=VALUE, for example lab-worker:topology.kubernetes.io/zone=zone-a", f)
+		}
+		if out[node] == nil {
+			out[node] = map[string]string{}
+		}
+		out[node][k] = v
+	}
+	return out, nil
 }
