@@ -193,7 +193,7 @@ func (f *fakeAttempts) Progress(_ context.Context, learner string) (map[string]s
 }
 
 func loadCatalog(t testing.TB) *scenario.Catalog {
-	cat, probs := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, probs := scenarios.Load(scenario.Options{})
 	if len(probs) > 0 {
 		t.Fatalf("scenarios: %v", probs)
 	}

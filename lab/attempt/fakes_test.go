@@ -182,7 +182,7 @@ func newTestEnv(t *testing.T, clusters ...string) *testEnv {
 	t.Helper()
 	// Other scenarios may have problems while they are being written; the
 	// tests need only these.
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	for _, id := range []string{"selector-typo", "targetport-mismatch"} {
 		if cat.Get(id) == nil {
 			t.Fatalf("no scenario %s: %v", id, problems)

@@ -79,7 +79,7 @@ func shop(selector string, endpoints ...string) []runtime.Object {
 
 // scenarioObject returns an object that a scenario's setup creates.
 func scenarioObject(id, kind, name string) runtime.Object {
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		panic(err)
 	}
@@ -97,7 +97,7 @@ func scenarioObject(id, kind, name string) runtime.Object {
 
 func loadScenario(t testing.TB, id string) *scenario.Scenario {
 	t.Helper()
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestEnsureCluster(t *testing.T) {
 
 func loadScenario(t *testing.T, id string) *scenario.Scenario {
 	t.Helper()
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}
