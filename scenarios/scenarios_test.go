@@ -13,7 +13,7 @@ import (
 // Every scenario lints clean, both as compiled into svclab and as files
 // in the tree, and the two are the same set.
 func TestScenariosLintClean(t *testing.T) {
-	embedded, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	embedded, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		t.Errorf("built-in scenarios have problems:\n%v", err)
 	}
@@ -31,11 +31,32 @@ func TestScenariosLintClean(t *testing.T) {
 	}
 }
 
+// The built-in catalog is shown as such in messages, and knows the
+// images its scenarios run.
+func TestLoad(t *testing.T) {
+	if d := scenarios.Source().Display; d != "scenarios (built in)" {
+		t.Errorf("display %q", d)
+	}
+	cat, problems := scenarios.Load(scenario.Options{})
+	if err := problems.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if s := cat.Get("selector-typo"); s == nil || s.Dir != "scenarios (built in)/selector-typo" {
+		t.Fatalf("selector-typo: %+v", s)
+	}
+	images := cat.Images()
+	for _, want := range []string{"busybox:1.36", "registry.k8s.io/e2e-test-images/agnhost:2.53"} {
+		if !slices.Contains(images, want) {
+			t.Errorf("images %q lack %s", images, want)
+		}
+	}
+}
+
 // Every scenario has at least one check that fails as long as the fault is
 // in place (an API, probe or dataplane check) and at least one right-fix
 // rule, and each manifest it names is compiled in.
 func TestScenariosShape(t *testing.T) {
-	cat, _ := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, _ := scenarios.Load(scenario.Options{})
 	for _, s := range cat.Scenarios {
 		kinds := map[string]int{}
 		for _, c := range s.Checks {

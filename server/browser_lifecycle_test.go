@@ -63,8 +63,7 @@ func TestBrowserLabLife(t *testing.T) {
 		waitJS(`[...document.querySelectorAll('#hints li')].map((li) => li.dataset.hint).join() === '1,2,3'`),
 		waitText(`#hint`, "No more hints"))
 	// The lab goes away under the page.
-	gone := l.s.Clusters.(fakeClusters).gone
-	gone.Store(true)
+	l.p.Delete(t.Context(), "lab")
 	step("the lab killed under the page: the strip says so, the panels pause",
 		waitJS(`document.querySelector('#lab-health').dataset.state === 'down'`),
 		waitText(`#lab-health .health-text`, "The lab is down: its cluster lab is not there any more."),
@@ -88,7 +87,7 @@ func TestBrowserLabLife(t *testing.T) {
 		sh.take("confirm-start-over"),
 		click(`#confirm-cancel`),
 		waitJS(`!document.querySelector('#confirm-dialog').open`))
-	gone.Store(false)
+	l.p.Add(l.fc.Cluster) // the same cluster back
 	step("the lab back: the strip turns healthy, the panels show again",
 		waitJS(`document.querySelector('#lab-health').dataset.state === 'healthy'`),
 		waitJS(`document.querySelector('#views-paused') === null`),

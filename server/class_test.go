@@ -12,9 +12,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,69 +20,9 @@ import (
 
 	"github.com/svclab/svclab/lab/class"
 	classlabs "github.com/svclab/svclab/lab/class/labs"
-	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/views/viewstest"
 )
-
-// fakeProvider is a hand-written cluster.Provider whose clusters are
-// viewstest fakes, so that class labs have panels to show.
-type fakeProvider struct {
-	rules string
-	mu    sync.Mutex
-	m     map[string]*viewstest.Cluster
-}
-
-func (p *fakeProvider) Create(_ context.Context, o cluster.CreateOptions) (cluster.Cluster, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]*viewstest.Cluster{}
-	}
-	if _, ok := p.m[o.Name]; ok {
-		return nil, cluster.ErrExists
-	}
-	cluster.OrNop(o.Progress).Start("Starting etcd")(nil)
-	c := viewstest.New(o.Name, p.rules)
-	p.m[o.Name] = c
-	return c, nil
-}
-
-func (p *fakeProvider) Get(_ context.Context, name string) (cluster.Cluster, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.m[name]; ok {
-		return c, nil
-	}
-	return nil, cluster.ErrNotFound
-}
-
-func (p *fakeProvider) List(context.Context) ([]cluster.Summary, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []cluster.Summary
-	for n := range p.m {
-		out = append(out, cluster.Summary{Name: n, Backend: "fake", State: "running"})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-func (p *fakeProvider) Delete(_ context.Context, name string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.m[name]; !ok {
-		return cluster.ErrNotFound
-	}
-	delete(p.m, name)
-	return nil
-}
-
-func (p *fakeProvider) DeleteAll(context.Context, func(string) bool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.m = nil
-	return nil
-}
 
 // classServer is a server of one class, "k8s-101", on fake clusters.
 type classServer struct {
@@ -93,7 +31,7 @@ type classServer struct {
 	hub      *class.Hub
 	room     *class.Classroom
 	created  class.Created
-	provider *fakeProvider
+	provider *clustertest.Provider
 }
 
 func newClassServer(t testing.TB, spec class.Spec) *classServer {
@@ -112,7 +50,7 @@ func newClassServer(t testing.TB, spec class.Spec) *classServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := &fakeProvider{rules: readTestdata(t, "nft-selector-typo-broken.txt")}
+	fp := viewstest.NewProvider(readTestdata(t, "nft-selector-typo-broken.txt"))
 	hub := class.NewHub(class.Options{DB: db, Provider: fp, Catalog: cat, Log: slog.New(slog.DiscardHandler),
 		Labs: classlabs.Config{Memory: func() (uint64, error) { return 64 << 30, nil }, TickInterval: 50 * time.Millisecond}})
 	if err := hub.OpenAll(ctx); err != nil {

@@ -81,7 +81,7 @@ func TestViewsFollowTheLabsLife(t *testing.T) {
 	// A cluster gone: the socket says the lab is down, and closes.
 	ws = dialViews(t, l)
 	next(t, ws, "slices", nil)
-	l.s.Clusters.(fakeClusters).gone.Store(true)
+	l.p.Delete(t.Context(), "lab")
 	ce, topics := waitClose(t, ws, 3*labCheckEvery)
 	if ce.Code != closeLabDown || topics[len(topics)-1] != views.TopicHealth || !strings.Contains(ce.Text, "The lab is down") {
 		t.Errorf("cluster gone: closed with %v after %v", ce, topics)
@@ -136,8 +136,8 @@ func TestLifecycleActions(t *testing.T) {
 		t.Errorf("delete: %d", code)
 	}
 	l.s.ops.wait()
-	if cur, _ := l.fa.Current(t.Context(), DefaultLearner, "selector-typo"); cur.State != StateAbandoned || !l.s.Clusters.(fakeClusters).gone.Load() {
-		t.Errorf("after delete: %+v, cluster gone %v", cur, l.s.Clusters.(fakeClusters).gone.Load())
+	if cur, _ := l.fa.Current(t.Context(), DefaultLearner, "selector-typo"); cur.State != StateAbandoned || !l.gone() {
+		t.Errorf("after delete: %+v, cluster gone %v", cur, l.gone())
 	}
 	if clusters := get(t, l.url+"/clusters"); !strings.Contains(clusters, `id="no-clusters"`) {
 		t.Error("the Clusters page still lists the deleted cluster")
@@ -199,7 +199,7 @@ func TestDeleteRefusesAClusterSomebodyHolds(t *testing.T) {
 		t.Fatalf("delete: %d", code)
 	}
 	l.s.ops.wait()
-	if l.s.Clusters.(fakeClusters).gone.Load() {
+	if l.gone() {
 		t.Fatal("a cluster another process holds was deleted")
 	}
 	op, _ := l.s.ops.get("1")
@@ -210,7 +210,7 @@ func TestDeleteRefusesAClusterSomebodyHolds(t *testing.T) {
 	lease.Close()
 	post(t, l.url+"/clusters/lab/delete", url.Values{"confirmed": {"yes"}})
 	l.s.ops.wait()
-	if !l.s.Clusters.(fakeClusters).gone.Load() {
+	if !l.gone() {
 		t.Error("the cluster was not deleted once free")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
@@ -190,37 +192,8 @@ func (f *fakeAttempts) Progress(_ context.Context, learner string) (map[string]s
 	return out, nil
 }
 
-// fakeClusters serves one fake cluster, until it is deleted.
-type fakeClusters struct {
-	fakeLister
-	c    *viewstest.Cluster
-	gone *atomic.Bool // set: deleted
-}
-
-func (f fakeClusters) Get(_ context.Context, name string) (cluster.Cluster, error) {
-	if name != f.c.Name() || (f.gone != nil && f.gone.Load()) {
-		return nil, cluster.ErrNotFound
-	}
-	return f.c, nil
-}
-
-func (f fakeClusters) List(context.Context) ([]cluster.Summary, error) {
-	if f.gone != nil && f.gone.Load() {
-		return nil, nil
-	}
-	return []cluster.Summary{{Name: f.c.Name(), Backend: "embedded", State: "running"}}, nil
-}
-
-func (f fakeClusters) Delete(_ context.Context, name string) error {
-	if name != f.c.Name() || f.gone == nil || f.gone.Load() {
-		return cluster.ErrNotFound
-	}
-	f.gone.Store(true)
-	return nil
-}
-
 func loadCatalog(t testing.TB) *scenario.Catalog {
-	cat, probs := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, probs := scenarios.Load(scenario.Options{})
 	if len(probs) > 0 {
 		t.Fatalf("scenarios: %v", probs)
 	}
@@ -236,25 +209,33 @@ func readTestdata(t testing.TB, name string) string {
 }
 
 type labServer struct {
-	s   *Server
-	ts  *httptest.Server
-	fa  *fakeAttempts
-	fc  *viewstest.Cluster
+	s  *Server
+	ts *httptest.Server
+	fa *fakeAttempts
+	fc *viewstest.Cluster
+	// p holds fc; a test deletes it there to make the lab go away.
+	p   *clustertest.Provider
 	tl  *memTimeline
 	url string
 }
 
 func newLabServer(t testing.TB) *labServer {
 	cat := loadCatalog(t)
-	fc := viewstest.New("lab", readTestdata(t, "nft-selector-typo-broken.txt"))
+	rules := readTestdata(t, "nft-selector-typo-broken.txt")
+	fc := viewstest.New("lab", rules)
+	p := viewstest.NewProvider(rules)
+	p.Add(fc.Cluster)
 	fa := &fakeAttempts{catalog: cat}
 	tl := &memTimeline{}
-	s := &Server{Clusters: fakeClusters{c: fc, gone: new(atomic.Bool)}, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa, Timeline: tl}
+	s := &Server{Clusters: p, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa, Timeline: tl}
 	s.feeds.linger = time.Millisecond
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { ts.Close(); s.Wait() })
-	return &labServer{s: s, ts: ts, fa: fa, fc: fc, tl: tl, url: ts.URL}
+	return &labServer{s: s, ts: ts, fa: fa, fc: fc, p: p, tl: tl, url: ts.URL}
 }
+
+// gone says whether the lab's cluster is gone.
+func (l *labServer) gone() bool { return !slices.Contains(l.p.Names(), l.fc.Name()) }
 
 func (l *labServer) startAttempt(t testing.TB, id string) {
 	t.Helper()

@@ -12,76 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/store"
 	"github.com/svclab/svclab/scenarios"
 )
-
-// fakeCluster is a cluster that only has a name: the fake runner never
-// talks to it.
-type fakeCluster struct{ name string }
-
-func (c *fakeCluster) Name() string                          { return c.name }
-func (c *fakeCluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake cluster") }
-func (c *fakeCluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake cluster") }
-func (c *fakeCluster) Client() (kubernetes.Interface, error) { return nil, errors.New("fake cluster") }
-func (c *fakeCluster) Nodes(context.Context) ([]cluster.Node, error) {
-	return nil, errors.New("fake cluster")
-}
-func (c *fakeCluster) NodeExec(context.Context, string, []string, cluster.Stdio) error {
-	return errors.New("fake cluster")
-}
-
-// fakeProvider holds clusters by name; createErr fails Create.
-type fakeProvider struct {
-	mu        sync.Mutex
-	clusters  map[string]*fakeCluster
-	created   []string
-	createErr error
-}
-
-func newFakeProvider(names ...string) *fakeProvider {
-	p := &fakeProvider{clusters: map[string]*fakeCluster{}}
-	for _, n := range names {
-		p.clusters[n] = &fakeCluster{name: n}
-	}
-	return p
-}
-
-func (p *fakeProvider) Create(_ context.Context, o cluster.CreateOptions) (cluster.Cluster, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.createErr != nil {
-		return nil, p.createErr
-	}
-	c := &fakeCluster{name: o.Name}
-	p.clusters[o.Name] = c
-	p.created = append(p.created, o.Name)
-	return c, nil
-}
-
-func (p *fakeProvider) Get(_ context.Context, name string) (cluster.Cluster, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.clusters[name]; ok {
-		return c, nil
-	}
-	return nil, fmt.Errorf("no cluster named %q: %w", name, cluster.ErrNotFound)
-}
-
-func (p *fakeProvider) List(context.Context) ([]cluster.Summary, error) { return nil, nil }
-func (p *fakeProvider) Delete(_ context.Context, name string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.clusters, name)
-	return nil
-}
-func (p *fakeProvider) DeleteAll(context.Context, func(string) bool) error { return nil }
 
 // world is what the fake labs share across managers (as a real cluster
 // would across processes): which scenarios are fixed, and what happened.
@@ -235,7 +172,7 @@ func (l *fakeLab) Abort(ctx context.Context) error {
 type testEnv struct {
 	t        *testing.T
 	path     string
-	provider *fakeProvider
+	provider *clustertest.Provider
 	w        *world
 	catalog  *scenario.Catalog
 	problems scenario.Problems
@@ -245,13 +182,13 @@ func newTestEnv(t *testing.T, clusters ...string) *testEnv {
 	t.Helper()
 	// Other scenarios may have problems while they are being written; the
 	// tests need only these.
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	for _, id := range []string{"selector-typo", "targetport-mismatch"} {
 		if cat.Get(id) == nil {
 			t.Fatalf("no scenario %s: %v", id, problems)
 		}
 	}
-	return &testEnv{t: t, path: filepath.Join(t.TempDir(), store.FileName), provider: newFakeProvider(clusters...), w: newWorld(), catalog: cat}
+	return &testEnv{t: t, path: filepath.Join(t.TempDir(), store.FileName), provider: clustertest.NewProvider(clusters...), w: newWorld(), catalog: cat}
 }
 
 func (e *testEnv) options(st *store.Store) Options {

@@ -146,7 +146,7 @@ func New(opts Options) (*Manager, error) {
 		opts.Faults = faults.Registry()
 	}
 	if opts.Catalog == nil {
-		opts.Catalog, opts.Problems = scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: opts.Faults, Logger: opts.Log})
+		opts.Catalog, opts.Problems = scenarios.Load(scenario.Options{Faults: opts.Faults, Logger: opts.Log})
 	}
 	if opts.Backend == "" {
 		opts.Backend = "embedded"

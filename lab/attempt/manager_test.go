@@ -28,8 +28,8 @@ func TestAttemptAcrossRestart(t *testing.T) {
 	if a.State != StateRunning || a.Learner != store.LocalLearner || a.Cluster != "lab" || a.Backend != "embedded" || a.ScenarioID != "selector-typo" {
 		t.Fatalf("started: %+v", a)
 	}
-	if e.provider.created[0] != "lab" {
-		t.Errorf("clusters created: %v", e.provider.created)
+	if e.provider.Created[0] != "lab" {
+		t.Errorf("clusters created: %v", e.provider.Created)
 	}
 	if b, err := st.Baseline(ctx, a.ID); err != nil || string(b) != `{"baseline":"taken-selector-typo"}` {
 		t.Errorf("stored baseline %q, %v", b, err)
@@ -129,7 +129,7 @@ func TestStartErrors(t *testing.T) {
 			e.problems = scenario.Problems{{File: "scenarios/broken/scenario.yaml", Line: 3, Field: "domain", Message: "must be one of ..."}}
 		}, want: "scenario broken has problems and cannot run (svclab scenario lint shows them):\n  scenarios/broken/scenario.yaml:3: domain: must be one of"},
 		{name: "cluster cannot be created", id: "selector-typo", prepare: func(e *testEnv) {
-			e.provider.createErr = errors.New("the state directory /x is not writable")
+			e.provider.FailWith(errors.New("the state directory /x is not writable"))
 		}, want: "the state directory /x is not writable"},
 		{name: "fault does not apply", id: "selector-typo", prepare: func(e *testEnv) {
 			e.w.startErr = errors.New(`injecting the faults: fault proxier-dead: node "worker3" is not in the cluster`)
@@ -162,7 +162,8 @@ func TestStartErrors(t *testing.T) {
 				t.Errorf("events %q, want %q", got, tc.wantEvents)
 			}
 			// The errored attempt blocks nothing: a good start follows.
-			e.provider.createErr, e.w.startErr = nil, nil
+			e.provider.FailWith(nil)
+			e.w.startErr = nil
 			if e.catalog.Get(tc.id) != nil {
 				m.runner = fakeRunner{e.w}
 				if _, err := m.Start(ctx, "", tc.id, "lab", nil); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 )
@@ -24,7 +25,7 @@ func (blockingObjects) Get(ctx context.Context, _ scenario.ObjectRef) ([]*unstru
 // The manager tells a check that timed out by lab/grade's wording: keep
 // the two in step.
 func TestGradeTimeoutWording(t *testing.T) {
-	g := &grade.Grader{Cluster: &fakeCluster{name: "lab"}, Objects: blockingObjects{}, CheckTimeout: 20 * time.Millisecond}
+	g := &grade.Grader{Cluster: clustertest.NewCluster("lab"), Objects: blockingObjects{}, CheckTimeout: 20 * time.Millisecond}
 	c := &scenario.Check{ID: "slow", Description: "d", Weight: 1, API: &scenario.APICheck{
 		Object: scenario.ObjectRef{Kind: "Service", Namespace: "shop", Name: "web"}, JSONPath: "{.spec.selector.app}", Op: scenario.OpEquals, Value: "web"}}
 	r := g.Check(context.Background(), c, nil)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/cluster"
-	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
 )
@@ -24,7 +23,7 @@ import (
 // Catalog loads the scenarios built into svclab.
 
 func Catalog(log *slog.Logger) *scenario.Catalog {
-	cat, _ := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry(), Logger: log})
+	cat, _ := scenarios.Load(scenario.Options{Logger: log})
 	return cat
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,52 +15,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/rest"
 
-	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
-// fakeCluster is a cluster.Cluster over client-go's fake clientset that
-// records the commands run on nodes and answers them with respond.
-type fakeCluster struct {
-	cs      *fake.Clientset
-	mu      sync.Mutex
-	calls   []string
-	respond func(node, cmd string) (string, error)
-}
-
-func newFake(objs ...runtime.Object) *fakeCluster {
-	return &fakeCluster{cs: fake.NewClientset(objs...)}
-}
-
-func (f *fakeCluster) Name() string                          { return "lab" }
-func (f *fakeCluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake cluster") }
-func (f *fakeCluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake cluster") }
-func (f *fakeCluster) Client() (kubernetes.Interface, error) { return f.cs, nil }
-func (f *fakeCluster) Nodes(context.Context) ([]cluster.Node, error) {
-	return []cluster.Node{
-		{Name: "lab-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.1.2"},
-		{Name: "lab-worker", Role: cluster.RoleWorker, IP: "172.29.1.3"},
-		{Name: "lab-worker2", Role: cluster.RoleWorker, IP: "172.29.1.4"},
-	}, nil
-}
-
-func (f *fakeCluster) NodeExec(_ context.Context, node string, cmd []string, stdio cluster.Stdio) error {
-	line := strings.Join(cmd, " ")
-	f.mu.Lock()
-	f.calls = append(f.calls, node+": "+line)
-	f.mu.Unlock()
-	if f.respond == nil {
-		return nil
+// newFake is the cluster "lab" holding objs, whose node commands respond
+// answers, given each command as its words joined by spaces (nil: they
+// succeed, printing nothing).
+func newFake(respond func(node, cmd string) (string, error), objs ...runtime.Object) *clustertest.Cluster {
+	opts := []clustertest.Option{clustertest.WithObjects(objs...)}
+	if respond != nil {
+		opts = append(opts, clustertest.WithRespond(func(node string, cmd []string) (string, error) {
+			return respond(node, strings.Join(cmd, " "))
+		}))
 	}
-	out, err := f.respond(node, line)
-	if stdio.Stdout != nil {
-		fmt.Fprint(stdio.Stdout, out)
-	}
-	return err
+	return clustertest.NewCluster("lab", opts...)
 }
 
 func web() *appsv1.Deployment {
@@ -101,18 +70,18 @@ func webSlice() *discoveryv1.EndpointSlice {
 	}
 }
 
-func getSvc(t *testing.T, f *fakeCluster) *corev1.Service {
+func getSvc(t *testing.T, f *clustertest.Cluster) *corev1.Service {
 	t.Helper()
-	s, err := f.cs.CoreV1().Services("shop").Get(context.Background(), "web", metav1.GetOptions{})
+	s, err := f.Clientset().CoreV1().Services("shop").Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func getDeploy(t *testing.T, f *fakeCluster) *appsv1.Deployment {
+func getDeploy(t *testing.T, f *clustertest.Cluster) *appsv1.Deployment {
 	t.Helper()
-	d, err := f.cs.AppsV1().Deployments("shop").Get(context.Background(), "web", metav1.GetOptions{})
+	d, err := f.Clientset().AppsV1().Deployments("shop").Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,18 +99,18 @@ func TestAPIFaults(t *testing.T) {
 		params  scenario.Params
 		svc     func(*corev1.Service)
 		wantErr string
-		check   func(t *testing.T, f *fakeCluster)
+		check   func(t *testing.T, f *clustertest.Cluster)
 	}{
 		{name: "selector typo with a given value", fault: "selector-typo",
 			params: scenario.Params{"service": "web", "namespace": "shop", "key": "app", "value": "wbe"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.Selector; got["app"] != "wbe" || got["tier"] != "frontend" {
 					t.Errorf("selector %v", got)
 				}
 			}},
 		{name: "selector typo defaults to the first key, letters swapped", fault: "selector-typo",
 			params: scenario.Params{"service": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.Selector["app"]; got != "wbe" {
 					t.Errorf("app = %q", got)
 				}
@@ -154,14 +123,14 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"service": "api", "namespace": "shop"}, wantErr: "there is no Service shop/api: was the scenario's setup applied?"},
 		{name: "targetPort mismatch by number", fault: "targetport-mismatch",
 			params: scenario.Params{"service": "web", "namespace": "shop", "port": 80, "targetPort": 9090},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.Ports[0].TargetPort; got != intstr.FromInt32(9090) {
 					t.Errorf("targetPort %v", got)
 				}
 			}},
 		{name: "targetPort mismatch by name on the first port", fault: "targetport-mismatch",
 			params: scenario.Params{"service": "web", "namespace": "shop", "targetPort": "htpp"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.Ports[0].TargetPort; got != intstr.FromString("htpp") {
 					t.Errorf("targetPort %v", got)
 				}
@@ -172,7 +141,7 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"service": "web", "namespace": "shop", "targetPort": "http"}, wantErr: "already targets http"},
 		{name: "port renamed", fault: "port-name-mismatch", svc: twoPorts,
 			params: scenario.Params{"service": "web", "namespace": "shop", "port": 9090, "name": "metric"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.Ports[1].Name; got != "metric" {
 					t.Errorf("name %q", got)
 				}
@@ -181,7 +150,7 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"service": "web", "namespace": "shop", "port": 9090}, wantErr: "requires a name on every port"},
 		{name: "failing readiness probe", fault: "failing-readiness-probe",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				d := getDeploy(t, f)
 				if got := d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path; got != "/not-ready" {
 					t.Errorf("path %q", got)
@@ -194,7 +163,7 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"deployment": "web", "namespace": "shop", "container": "app"}, wantErr: `no container "app" (it has netexec)`},
 		{name: "abrupt shutdown", fault: "abrupt-shutdown",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				spec := getDeploy(t, f).Spec.Template.Spec
 				if g := spec.TerminationGracePeriodSeconds; g == nil || *g != 1 {
 					t.Errorf("grace period %v", g)
@@ -207,7 +176,7 @@ func TestAPIFaults(t *testing.T) {
 			}},
 		{name: "scale up", fault: "scale-deployment",
 			params: scenario.Params{"deployment": "web", "namespace": "shop", "replicas": 110},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := *getDeploy(t, f).Spec.Replicas; got != 110 {
 					t.Errorf("replicas %d", got)
 				}
@@ -216,14 +185,14 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"deployment": "web", "namespace": "shop", "replicas": 2}, wantErr: "it has 2 replicas already"},
 		{name: "scale to zero", fault: "scale-to-zero",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := *getDeploy(t, f).Spec.Replicas; got != 0 {
 					t.Errorf("replicas %d", got)
 				}
 			}},
 		{name: "eTP Local on one node", fault: "etp-local-single-node", svc: nodePort,
 			params: scenario.Params{"service": "web", "deployment": "web", "namespace": "shop", "node": "worker"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.ExternalTrafficPolicy; got != corev1.ServiceExternalTrafficPolicyLocal {
 					t.Errorf("eTP %q", got)
 				}
@@ -237,7 +206,7 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"service": "web", "deployment": "web", "namespace": "shop", "node": "worker3"}, wantErr: "cluster lab has no node lab-worker3"},
 		{name: "iTP Local without a local replica", fault: "itp-local-no-local-replica",
 			params: scenario.Params{"service": "web", "deployment": "web", "namespace": "shop", "node": "worker2"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.InternalTrafficPolicy; got == nil || *got != corev1.ServiceInternalTrafficPolicyLocal {
 					t.Errorf("iTP %v", got)
 				}
@@ -248,14 +217,14 @@ func TestAPIFaults(t *testing.T) {
 			}},
 		{name: "session affinity", fault: "session-affinity-snat",
 			params: scenario.Params{"service": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Spec.SessionAffinity; got != corev1.ServiceAffinityClientIP {
 					t.Errorf("affinity %q", got)
 				}
 			}},
 		{name: "headless confusion recreates the Service", fault: "headless-clusterip-confusion",
 			params: scenario.Params{"service": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				s := getSvc(t, f)
 				if s.Spec.ClusterIP != corev1.ClusterIPNone || s.UID == "uid-1" || s.Spec.Selector["app"] != "web" {
 					t.Errorf("service %+v", s)
@@ -265,7 +234,7 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"service": "web", "namespace": "shop"}, wantErr: "only a ClusterIP Service can be headless"},
 		{name: "ExternalName", fault: "external-name",
 			params: scenario.Params{"service": "web", "namespace": "shop", "externalName": "web.example.invalid"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				s := getSvc(t, f)
 				if s.Spec.Type != corev1.ServiceTypeExternalName || s.Spec.ExternalName != "web.example.invalid" || s.Spec.ClusterIP != "" {
 					t.Errorf("service %+v", s.Spec)
@@ -276,21 +245,21 @@ func TestAPIFaults(t *testing.T) {
 				s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, "web.right.svc", ""
 			},
 			params: scenario.Params{"service": "web", "namespace": "shop", "externalName": "web.wrong.svc"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if s := getSvc(t, f); s.Spec.ExternalName != "web.wrong.svc" {
 					t.Errorf("externalName %q", s.Spec.ExternalName)
 				}
 			}},
 		{name: "internal traffic policy Cluster", fault: "traffic-policy",
 			params: scenario.Params{"service": "web", "namespace": "shop", "internal": "Local"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if s := getSvc(t, f); s.Spec.InternalTrafficPolicy == nil || *s.Spec.InternalTrafficPolicy != corev1.ServiceInternalTrafficPolicyLocal {
 					t.Errorf("internalTrafficPolicy %v", s.Spec.InternalTrafficPolicy)
 				}
 			}},
 		{name: "external traffic policy on a NodePort Service", fault: "traffic-policy", svc: nodePort,
 			params: scenario.Params{"service": "web", "namespace": "shop", "external": "Local"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if s := getSvc(t, f); s.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 					t.Errorf("externalTrafficPolicy %v", s.Spec.ExternalTrafficPolicy)
 				}
@@ -301,7 +270,7 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"service": "web", "namespace": "shop"}, wantErr: "needs external, internal or both"},
 		{name: "stuck rollout", fault: "stuck-rollout",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				d := getDeploy(t, f)
 				if d.Spec.Template.Labels["version"] != "v2" || d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path != "/ready" {
 					t.Errorf("template %+v", d.Spec.Template)
@@ -309,7 +278,7 @@ func TestAPIFaults(t *testing.T) {
 			}},
 		{name: "failing readiness probe on a wrong port", fault: "failing-readiness-probe",
 			params: scenario.Params{"deployment": "web", "namespace": "shop", "port": 8000},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				p := getDeploy(t, f).Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet
 				if p.Port != intstr.FromInt32(8000) || p.Path != "/healthz" {
 					t.Errorf("probe %+v", p)
@@ -319,7 +288,7 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"deployment": "web", "namespace": "shop", "port": 8080}, wantErr: "must ask a port where nothing listens"},
 		{name: "stuck rollout on a wrong port", fault: "stuck-rollout",
 			params: scenario.Params{"deployment": "web", "namespace": "shop", "port": 8000},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				d := getDeploy(t, f)
 				if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet; p.Port != intstr.FromInt32(8000) || d.Spec.Template.Labels["version"] != "v2" {
 					t.Errorf("template %+v", d.Spec.Template)
@@ -327,14 +296,14 @@ func TestAPIFaults(t *testing.T) {
 			}},
 		{name: "rollout restart", fault: "rollout-restart",
 			params: scenario.Params{"deployment": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if d := getDeploy(t, f); d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
 					t.Errorf("template annotations %v", d.Spec.Template.Annotations)
 				}
 			}},
 		{name: "topology-mode annotation", fault: "topology-mode-annotation",
 			params: scenario.Params{"service": "web", "namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
+			check: func(t *testing.T, f *clustertest.Cluster) {
 				if got := getSvc(t, f).Annotations[topologyModeAnnotation]; got != "Auto" {
 					t.Errorf("annotation %q", got)
 				}
@@ -344,15 +313,15 @@ func TestAPIFaults(t *testing.T) {
 			params: scenario.Params{"service": "web", "namespace": "shop", "value": "auto"}, wantErr: "has the annotation service.kubernetes.io/topology-mode=auto already"},
 		{name: "default deny", fault: "default-deny-networkpolicy",
 			params: scenario.Params{"namespace": "shop"},
-			check: func(t *testing.T, f *fakeCluster) {
-				np, err := f.cs.NetworkingV1().NetworkPolicies("shop").Get(context.Background(), defaultDenyName, metav1.GetOptions{})
+			check: func(t *testing.T, f *clustertest.Cluster) {
+				np, err := f.Clientset().NetworkingV1().NetworkPolicies("shop").Get(context.Background(), defaultDenyName, metav1.GetOptions{})
 				if err != nil || len(np.Spec.PolicyTypes) != 1 || len(np.Spec.Ingress) != 0 {
 					t.Errorf("policy %v %+v", err, np)
 				}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(webService(tc.svc), web())
+			f := newFake(nil, webService(tc.svc), web())
 			fault, err := Lookup(Registry(), tc.fault)
 			if err != nil {
 				t.Fatal(err)
@@ -457,8 +426,7 @@ func TestDataplaneFaults(t *testing.T) {
 			wantErr: "has no endpoints on the node(s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(nftSvc.DeepCopy(), webSlice())
-			f.respond = tc.respond
+			f := newFake(tc.respond, nftSvc.DeepCopy(), webSlice())
 			fault, err := Lookup(Registry(), tc.fault)
 			if err != nil {
 				t.Fatal(err)
@@ -480,8 +448,8 @@ func TestDataplaneFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(f.calls, "\n") != strings.Join(tc.wantCalls, "\n") {
-				t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(f.calls, "\n"), strings.Join(tc.wantCalls, "\n"))
+			if strings.Join(f.Calls(), "\n") != strings.Join(tc.wantCalls, "\n") {
+				t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(f.Calls(), "\n"), strings.Join(tc.wantCalls, "\n"))
 			}
 		})
 	}
@@ -489,7 +457,7 @@ func TestDataplaneFaults(t *testing.T) {
 
 func TestProxierDead(t *testing.T) {
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}}
-	f := newFake(ds)
+	f := newFake(nil, ds)
 	p := scenario.Params{"node": "worker"}
 	fault, err := Lookup(Registry(), "proxier-dead")
 	if err != nil {
@@ -499,7 +467,7 @@ func TestProxierDead(t *testing.T) {
 	if err := fault.Inject(ctx, f, p); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := f.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	got, _ := f.Clientset().AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 	terms := got.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	if len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != "lab-worker" {
 		t.Fatalf("affinity %+v", terms)
@@ -507,7 +475,7 @@ func TestProxierDead(t *testing.T) {
 	if err := fault.(Reverter).Revert(ctx, f, p); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = f.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	got, _ = f.Clientset().AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 	if got.Spec.Template.Spec.Affinity != nil {
 		t.Errorf("affinity left after revert: %+v", got.Spec.Template.Spec.Affinity)
 	}
@@ -524,14 +492,13 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 	// A placeholder an earlier version left.
 	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "svclab-address-hold-x", Namespace: "kube-system", Labels: map[string]string{addressHoldLabel: "coredns-b"}},
 		Spec: corev1.PodSpec{NodeName: "lab-worker2"}, Status: corev1.PodStatus{PodIP: "10.244.2.3", Phase: corev1.PodRunning}})
-	f := newFake(objs...)
 	// The first query is answered by the CoreDNS Pod on the node itself,
 	// whose entry the kernel would flush with its veth; the second by the
 	// remote one.
 	answers := []string{"10.244.1.2", "10.244.2.2"}
 	// The deleted Pod's node tears it down a moment later.
 	routes := []string{"10.244.2.2 dev veth1234 scope link src 10.244.2.1\n", ""}
-	f.respond = func(node, cmd string) (string, error) {
+	f := newFake(func(node, cmd string) (string, error) {
 		if strings.HasPrefix(cmd, "ip -o route show") {
 			r := routes[0]
 			routes = routes[1:]
@@ -543,7 +510,7 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 			return "udp      17 29 src=172.29.1.3 dst=10.96.0.10 sport=53535 dport=53 src=" + ip + " dst=172.29.1.3 sport=53 dport=53535 mark=0 use=1\n", nil
 		}
 		return "", nil
-	}
+	}, objs...)
 	fault, err := Lookup(Registry(), "stale-udp-conntrack-dns")
 	if err != nil {
 		t.Fatal(err)
@@ -562,23 +529,23 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 			"lab-worker: conntrack -L -p udp --orig-dst 10.96.0.10 --orig-port-src 53535")
 	}
 	want = append(want, "lab-worker2: ip -o route show 10.244.2.2/32", "lab-worker2: ip -o route show 10.244.2.2/32")
-	if strings.Join(f.calls, "\n") != strings.Join(want, "\n") {
-		t.Errorf("calls:\n%s", strings.Join(f.calls, "\n"))
+	if strings.Join(f.Calls(), "\n") != strings.Join(want, "\n") {
+		t.Errorf("calls:\n%s", strings.Join(f.Calls(), "\n"))
 	}
-	pods, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	pods, _ := f.Clientset().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 	if len(pods.Items) != 1 || pods.Items[0].Name != "coredns-a" {
 		t.Errorf("the CoreDNS Pod that answered was not deleted: %+v", pods.Items)
 	}
 	// No placeholder holds the dead Pod's address: nodes hand out
 	// addresses round-robin.
-	all, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+	all, _ := f.Clientset().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
 	if len(all.Items) != 2 {
 		t.Errorf("Pods after the fault: %+v", all.Items)
 	}
 	if err := fault.(Reverter).Revert(ctx, f, scenario.Params{"node": "worker"}); err != nil {
 		t.Fatal(err)
 	}
-	holds, _ := f.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
+	holds, _ := f.Clientset().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: addressHoldLabel})
 	if len(holds.Items) != 0 {
 		t.Errorf("placeholders left after Revert: %+v", holds.Items)
 	}
@@ -604,7 +571,7 @@ func TestLibraryMatchesDeclarations(t *testing.T) {
 	if _, err := Lookup(r, "nope"); err == nil || !strings.Contains(err.Error(), `unknown fault "nope"`) {
 		t.Errorf("nope: %v", err)
 	}
-	if err := Inject(context.Background(), newFake(), r, []scenario.Fault{{Name: "scale-to-zero", Params: scenario.Params{"deployment": 3}}}); err == nil || !strings.Contains(err.Error(), "invalid parameters") {
+	if err := Inject(context.Background(), newFake(nil), r, []scenario.Fault{{Name: "scale-to-zero", Params: scenario.Params{"deployment": 3}}}); err == nil || !strings.Contains(err.Error(), "invalid parameters") {
 		t.Errorf("invalid params: %v", err)
 	}
 }
@@ -653,8 +620,7 @@ func TestConntrackTableSettle(t *testing.T) {
 		{"rule replaced without a counter", scenario.Params{"node": "worker"}, []string{"table inet svclab-conntrack-max {\n\tchain capacity {\n\t\tct count over 32 drop\n\t}\n}\n"}, 1, "has no counter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake()
-			f.respond = func(node, cmd string) (string, error) {
+			f := newFake(func(node, cmd string) (string, error) {
 				if node != "lab-worker" || cmd != "nft list chain inet svclab-conntrack-max capacity" {
 					return "", fmt.Errorf("unexpected %s: %s", node, cmd)
 				}
@@ -663,19 +629,18 @@ func TestConntrackTableSettle(t *testing.T) {
 					tc.listings = tc.listings[1:]
 				}
 				return out, nil
-			}
+			})
 			err := Settle(context.Background(), f, Registry(), []scenario.Fault{{Name: fault.Name(), Params: tc.params}})
 			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("Settle: %v, want error %q", err, tc.wantErr)
 			}
-			if len(f.calls) != tc.wantCalls {
-				t.Errorf("%d calls, want %d:\n%s", len(f.calls), tc.wantCalls, strings.Join(f.calls, "\n"))
+			if len(f.Calls()) != tc.wantCalls {
+				t.Errorf("%d calls, want %d:\n%s", len(f.Calls()), tc.wantCalls, strings.Join(f.Calls(), "\n"))
 			}
 		})
 	}
 	// A table that never fills is reported, naming the cap.
-	f := newFake()
-	f.respond = func(node, cmd string) (string, error) { return chain(0), nil }
+	f := newFake(func(node, cmd string) (string, error) { return chain(0), nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
 	err = fault.(Settler).Settle(ctx, f, scenario.Params{"node": "worker", "max": 32})
@@ -710,7 +675,7 @@ func TestTopologyModeSettle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			slice := webSlice()
 			slice.Endpoints[0].Hints = tc.hints
-			f := newFake(webService(nil), slice)
+			f := newFake(nil, webService(nil), slice)
 			fault, err := Lookup(Registry(), "topology-mode-annotation")
 			if err != nil {
 				t.Fatal(err)
@@ -719,7 +684,7 @@ func TestTopologyModeSettle(t *testing.T) {
 				go func() {
 					time.Sleep(700 * time.Millisecond)
 					s := webSlice()
-					if _, err := f.cs.DiscoveryV1().EndpointSlices("shop").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+					if _, err := f.Clientset().DiscoveryV1().EndpointSlices("shop").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
 						t.Error(err)
 					}
 				}()
@@ -729,7 +694,7 @@ func TestTopologyModeSettle(t *testing.T) {
 			if err := fault.(Settler).Settle(ctx, f, scenario.Params{"service": "web", "namespace": "shop"}); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := hintedEndpoints(ctx, f.cs, "shop", "web"); err != nil || n != 0 {
+			if n, err := hintedEndpoints(ctx, f.Clientset(), "shop", "web"); err != nil || n != 0 {
 				t.Errorf("hinted endpoints = %d, %v", n, err)
 			}
 		})
@@ -747,8 +712,8 @@ func TestHintedEndpoints(t *testing.T) {
 	}
 	zone := &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
 	nodeHint := &discoveryv1.EndpointHints{ForNodes: []discoveryv1.ForNode{{Name: node}}}
-	f := newFake(slice("web-1", "web", zone, nil, nodeHint), slice("web-2", "web", zone, &discoveryv1.EndpointHints{}), slice("api-1", "api", zone))
-	if n, err := hintedEndpoints(context.Background(), f.cs, "shop", "web"); err != nil || n != 3 {
+	f := newFake(nil, slice("web-1", "web", zone, nil, nodeHint), slice("web-2", "web", zone, &discoveryv1.EndpointHints{}), slice("api-1", "api", zone))
+	if n, err := hintedEndpoints(context.Background(), f.Clientset(), "shop", "web"); err != nil || n != 3 {
 		t.Errorf("hinted endpoints of web = %d, %v; want 3 (empty hints do not count, other Services' slices neither)", n, err)
 	}
 }
@@ -785,7 +750,7 @@ func TestLabelClientBackendErrors(t *testing.T) {
 			wantErr: "there is no Service shop/api"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(webService(tc.svc))
+			f := newFake(nil, webService(tc.svc))
 			fault, err := Lookup(Registry(), "label-client-backend")
 			if err != nil {
 				t.Fatal(err)

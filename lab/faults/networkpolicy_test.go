@@ -40,7 +40,7 @@ func TestNetworkPolicyAndOr(t *testing.T) {
 			if tc.egress != nil {
 				np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: tc.egress}}
 			}
-			f := newFake(np)
+			f := newFake(nil, np)
 			fault, err := Lookup(Registry(), "networkpolicy-and-or")
 			if err != nil {
 				t.Fatal(err)
@@ -59,7 +59,7 @@ func TestNetworkPolicyAndOr(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := f.cs.NetworkingV1().NetworkPolicies("data").Get(context.Background(), "db-access", metav1.GetOptions{})
+			got, err := f.Clientset().NetworkingV1().NetworkPolicies("data").Get(context.Background(), "db-access", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestNetworkPolicyAndOr(t *testing.T) {
 	}
 	t.Run("missing policy", func(t *testing.T) {
 		fault, _ := Lookup(Registry(), "networkpolicy-and-or")
-		err := fault.Inject(context.Background(), newFake(), scenario.Params{"policy": "nope", "namespace": "data"})
+		err := fault.Inject(context.Background(), newFake(nil), scenario.Params{"policy": "nope", "namespace": "data"})
 		if err == nil || !strings.Contains(err.Error(), "there is no NetworkPolicy data/nope") {
 			t.Fatalf("err = %v", err)
 		}

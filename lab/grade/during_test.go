@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/scenario"
 )
 
@@ -67,21 +68,21 @@ func TestProbeDuringRollout(t *testing.T) {
 				}
 				return out, nil
 			}, nil, webDeployment())
-			fc := g.Cluster.(*fakeCluster)
+			fc := g.Cluster.(*clustertest.Cluster)
 			gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-			fc.cs.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			fc.Clientset().PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				p := a.(k8stesting.PatchAction)
 				if !strings.Contains(string(p.GetPatch()), cluster.RestartedAtAnnotation) {
 					t.Errorf("patch %s does not set %s", p.GetPatch(), cluster.RestartedAtAnnotation)
 				}
-				obj, err := fc.cs.Tracker().Get(gvr, "shop", "web")
+				obj, err := fc.Clientset().Tracker().Get(gvr, "shop", "web")
 				if err != nil {
 					return true, nil, err
 				}
 				d := obj.(*appsv1.Deployment).DeepCopy()
 				d.Generation++
 				d.Status.UpdatedReplicas = 0
-				if err := fc.cs.Tracker().Update(gvr, d, "shop"); err != nil {
+				if err := fc.Clientset().Tracker().Update(gvr, d, "shop"); err != nil {
 					return true, nil, err
 				}
 				restarted.Store(true)
@@ -90,7 +91,7 @@ func TestProbeDuringRollout(t *testing.T) {
 					time.Sleep(1500 * time.Millisecond)
 					d := d.DeepCopy()
 					d.Status.ObservedGeneration, d.Status.UpdatedReplicas = d.Generation, 2
-					fc.cs.Tracker().Update(gvr, d, "shop")
+					fc.Clientset().Tracker().Update(gvr, d, "shop")
 					rolling.Store(false)
 				}()
 				return true, d, nil
@@ -121,7 +122,7 @@ func TestProbeDuringErrors(t *testing.T) {
 	}
 
 	g = newGrader(func(string, []string) (string, error) { return "@@ 1 0 \n@@ 2 0 \n", nil }, nil, webDeployment())
-	g.Cluster.(*fakeCluster).cs.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	g.Cluster.(*clustertest.Cluster).Clientset().PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		t.Error("a passive grade restarted the Deployment")
 		return true, nil, nil
 	})

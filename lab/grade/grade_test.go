@@ -21,50 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 
-	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
 )
-
-// fakeCluster is a cluster.Cluster over client-go's fake clientset whose
-// node commands are answered by nodeExec.
-type fakeCluster struct {
-	cs       *fake.Clientset
-	mu       sync.Mutex
-	calls    []string
-	nodeExec func(node string, cmd []string) (string, error)
-}
-
-func (f *fakeCluster) Name() string                          { return "lab" }
-func (f *fakeCluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake cluster") }
-func (f *fakeCluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake cluster") }
-func (f *fakeCluster) Client() (kubernetes.Interface, error) { return f.cs, nil }
-func (f *fakeCluster) Nodes(context.Context) ([]cluster.Node, error) {
-	return []cluster.Node{
-		{Name: "lab-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.1.2"},
-		{Name: "lab-worker", Role: cluster.RoleWorker, IP: "172.29.1.3"},
-		{Name: "lab-worker2", Role: cluster.RoleWorker, IP: "172.29.1.4"},
-	}, nil
-}
-
-func (f *fakeCluster) NodeExec(_ context.Context, node string, cmd []string, stdio cluster.Stdio) error {
-	f.mu.Lock()
-	f.calls = append(f.calls, node+": "+strings.Join(cmd, " "))
-	f.mu.Unlock()
-	if f.nodeExec == nil {
-		return fmt.Errorf("unexpected command on %s: %v", node, cmd)
-	}
-	out, err := f.nodeExec(node, cmd)
-	if stdio.Stdout != nil {
-		io.WriteString(stdio.Stdout, out)
-	}
-	return err
-}
 
 // podExecFunc is a PodExecutor.
 type podExecFunc func(ns, pod string, cmd []string) (string, error)
@@ -75,8 +37,15 @@ func (f podExecFunc) Exec(_ context.Context, ns, pod, _ string, cmd []string, st
 	return err
 }
 
+// newGrader grades the cluster "lab" holding objs, whose node commands
+// nodeExec answers (nil: none may run).
 func newGrader(nodeExec func(string, []string) (string, error), podExec podExecFunc, objs ...runtime.Object) *Grader {
-	fc := &fakeCluster{cs: fake.NewClientset(objs...), nodeExec: nodeExec}
+	if nodeExec == nil {
+		nodeExec = func(node string, cmd []string) (string, error) {
+			return "", fmt.Errorf("unexpected command on %s: %v", node, cmd)
+		}
+	}
+	fc := clustertest.NewCluster("lab", clustertest.WithObjects(objs...), clustertest.WithRespond(nodeExec))
 	return &Grader{
 		Cluster: fc,
 		Objects: &DynamicObjects{Client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, objs...), Mapper: testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme)},
@@ -110,7 +79,7 @@ func shop(selector string, endpoints ...string) []runtime.Object {
 
 // scenarioObject returns an object that a scenario's setup creates.
 func scenarioObject(id, kind, name string) runtime.Object {
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		panic(err)
 	}
@@ -128,7 +97,7 @@ func scenarioObject(id, kind, name string) runtime.Object {
 
 func loadScenario(t testing.TB, id string) *scenario.Scenario {
 	t.Helper()
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}

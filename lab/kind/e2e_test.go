@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
-	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/kind/dockerd"
 	"github.com/svclab/svclab/lab/kind/nodeimage"
@@ -374,7 +373,7 @@ func (e *e2e) deleteAndCheck(t *testing.T, name string, volumesBefore []string) 
 func (e *e2e) scenario(t *testing.T, c cluster.Cluster) {
 	t.Helper()
 	ctx := context.Background()
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry()})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,16 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/ociimage"
+	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
 )
 
@@ -102,11 +100,8 @@ func archiveEntries(res resolver, extra []string) ([]ociimage.Entry, string, err
 		}
 		add(name, name+":latest")
 	}
-	scenarioRefs, err := scenarioImages(scenarios.FS)
-	if err != nil {
-		return nil, "", err
-	}
-	for _, ref := range scenarioRefs {
+	cat, _ := scenarios.Load(scenario.Options{})
+	for _, ref := range cat.Images() {
 		r, err := images.ParseReference(ref)
 		if err != nil || r.Tag == "" {
 			continue
@@ -159,28 +154,4 @@ func archiveEntries(res resolver, extra []string) ([]ociimage.Entry, string, err
 	}
 	entries = append(entries, ociimage.Entry{Image: tools, Tags: []string{NodeToolsImage}})
 	return entries, proxierRef, nil
-}
-
-var imageLine = regexp.MustCompile(`(?m)^[\s-]*image:\s*["']?([^\s"'#]+)`)
-
-// scenarioImages returns the image references in the scenarios' files.
-func scenarioImages(fsys fs.FS) ([]string, error) {
-	var refs []string
-	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
-			return err
-		}
-		data, err := fs.ReadFile(fsys, path)
-		if err != nil {
-			return err
-		}
-		for _, m := range imageLine.FindAllStringSubmatch(string(data), -1) {
-			if !slices.Contains(refs, m[1]) {
-				refs = append(refs, m[1])
-			}
-		}
-		return nil
-	})
-	slices.Sort(refs)
-	return refs, err
 }

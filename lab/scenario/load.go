@@ -100,12 +100,6 @@ func Load(opts Options, sources ...Source) (*Catalog, Problems) {
 	return cat, problems
 }
 
-// LoadEmbedded loads the scenarios compiled into svclab from fsys (the
-// scenarios package's FS), shown as "scenarios".
-func LoadEmbedded(fsys fs.FS, opts Options) (*Catalog, Problems) {
-	return Load(opts, Source{FS: fsys, Display: "scenarios"})
-}
-
 // scenarioDirs lists the scenario directories of a source: "." when the
 // source is one scenario, else its subdirectories (except testdata and
 // those starting with "." or "_").

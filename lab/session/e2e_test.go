@@ -169,7 +169,7 @@ func TestExercisesEndToEnd(t *testing.T) {
 	p, base, svclab := e2eProvider(t)
 	ctx := context.Background()
 	start := time.Now()
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: faults.Registry()})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -331,7 +331,7 @@ func ids(ss []*scenario.Scenario) []string {
 
 // selectScenarios loads the catalog and picks the scenarios to run.
 func selectScenarios(o ExerciseOptions) ([]*scenario.Scenario, error) {
-	src := scenario.Source{FS: scenarios.FS, Display: "scenarios (built in)"}
+	src := scenarios.Source()
 	if o.Source != nil {
 		src = *o.Source
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
@@ -277,7 +278,7 @@ func TestExerciseClaimsItsClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release()
-	p := &fakeProvider{existing: map[string]cluster.Cluster{"lab": &fakeCluster{name: "lab", nodes: labNodes(nil)}}}
+	p := clustertest.NewProvider("lab")
 	kubeBin := func(context.Context) (string, error) { return "kubectl", nil }
 	var out bytes.Buffer
 	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, IDs: []string{"selector-typo"}, Solve: true, Cluster: "lab",
@@ -289,8 +290,8 @@ func TestExerciseClaimsItsClusters(t *testing.T) {
 		!strings.Contains(outcomes[0].Steps[0].Detail, "--force") {
 		t.Errorf("outcomes on a cluster in use: %+v", outcomes)
 	}
-	if len(p.created) != 0 {
-		t.Errorf("created %+v", p.created)
+	if len(p.Created) != 0 {
+		t.Errorf("created %+v", p.Created)
 	}
 	// Its own: a fresh name, free on the provider.
 	names := map[string]bool{}

@@ -45,7 +45,7 @@ func BenchmarkGrade(b *testing.B) {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := faults.Registry()
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{Faults: reg})
+	cat, problems := scenarios.Load(scenario.Options{Faults: reg})
 	if err := problems.Err(); err != nil {
 		b.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	src := scenario.Source{FS: scenarios.FS, Display: "scenarios (built in)"}
+	src := scenarios.Source()
 	if o.Source != nil {
 		src = *o.Source
 	}

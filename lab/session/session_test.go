@@ -4,68 +4,24 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/rest"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
 )
 
-// fakeCluster records the commands run on its nodes; fail says which
-// commands fail.
-type fakeCluster struct {
-	name  string
-	nodes []cluster.Node
-	cs    *fake.Clientset
-	mu    sync.Mutex
-	calls []string
-	fail  func(node, cmd string) bool
-	out   func(node, cmd string) string
-}
-
-func (f *fakeCluster) Name() string                          { return f.name }
-func (f *fakeCluster) Kubeconfig() ([]byte, error)           { return nil, errors.New("fake cluster") }
-func (f *fakeCluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake cluster") }
-func (f *fakeCluster) Client() (kubernetes.Interface, error) { return f.cs, nil }
-func (f *fakeCluster) Nodes(context.Context) ([]cluster.Node, error) {
-	return f.nodes, nil
-}
-func (f *fakeCluster) NodeExec(_ context.Context, node string, cmd []string, stdio cluster.Stdio) error {
-	line := strings.Join(cmd, " ")
-	f.mu.Lock()
-	f.calls = append(f.calls, node+": "+line)
-	f.mu.Unlock()
-	if f.out != nil && stdio.Stdout != nil {
-		fmt.Fprint(stdio.Stdout, f.out(node, line))
-	}
-	if f.fail != nil && f.fail(node, line) {
-		return errors.New("exit status 2")
-	}
-	return nil
-}
-
-func labNodes(labels map[string]string) []cluster.Node {
-	return []cluster.Node{
-		{Name: "lab-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.1.2"},
-		{Name: "lab-worker", Role: cluster.RoleWorker, IP: "172.29.1.3", Labels: labels},
-		{Name: "lab-worker2", Role: cluster.RoleWorker, IP: "172.29.1.4"},
-	}
-}
-
 func TestCheckShape(t *testing.T) {
-	f := &fakeCluster{name: "lab", nodes: labNodes(map[string]string{"topology.kubernetes.io/zone": "a"})}
+	f := clustertest.NewCluster("lab", clustertest.WithNodeLabels(map[string]map[string]string{"lab-worker": {"topology.kubernetes.io/zone": "a"}}))
 	ctx := context.Background()
 	for _, tc := range []struct {
 		shape scenario.ClusterShape
@@ -85,35 +41,9 @@ func TestCheckShape(t *testing.T) {
 	}
 }
 
-// fakeProvider creates fake clusters and records the options.
-type fakeProvider struct {
-	cluster.Provider
-	existing map[string]cluster.Cluster
-	created  []cluster.CreateOptions
-	deleted  []string
-}
-
-func (p *fakeProvider) Delete(_ context.Context, name string) error {
-	p.deleted = append(p.deleted, name)
-	delete(p.existing, name)
-	return nil
-}
-
-func (p *fakeProvider) Get(_ context.Context, name string) (cluster.Cluster, error) {
-	if c, ok := p.existing[name]; ok {
-		return c, nil
-	}
-	return nil, fmt.Errorf("no cluster %s: %w", name, cluster.ErrNotFound)
-}
-
-func (p *fakeProvider) Create(_ context.Context, o cluster.CreateOptions) (cluster.Cluster, error) {
-	p.created = append(p.created, o)
-	return &fakeCluster{name: o.Name}, nil
-}
-
 func TestEnsureCluster(t *testing.T) {
 	ctx := context.Background()
-	p := &fakeProvider{existing: map[string]cluster.Cluster{"lab": &fakeCluster{name: "lab", nodes: labNodes(nil), cs: fake.NewClientset()}}}
+	p := clustertest.NewProvider("lab")
 	shape := scenario.ClusterShape{Nodes: 3, NodeLabels: map[string]map[string]string{"worker": {"zone": "a"}}}
 	if _, created, err := EnsureCluster(ctx, p, "lab", scenario.ClusterShape{Nodes: 3}, nil); err != nil || created {
 		t.Errorf("existing cluster: created=%v %v", created, err)
@@ -125,17 +55,16 @@ func TestEnsureCluster(t *testing.T) {
 	if err != nil || !created || c.Name() != "ex" {
 		t.Fatalf("new cluster: %v %v %v", c, created, err)
 	}
-	if o := p.created[0]; o.Workers != 2 || o.NodeLabels["ex-worker"]["zone"] != "a" || len(o.NodeLabels) != 1 {
+	if o := p.Options(p.Created[0]); o.Workers != 2 || o.NodeLabels["ex-worker"]["zone"] != "a" || len(o.NodeLabels) != 1 {
 		t.Errorf("create options %+v", o)
 	}
 	// A cluster whose node does not answer is created again (Start over
 	// on a dead lab brings it back), and the progress says why.
-	p.existing["lab"] = &fakeCluster{name: "lab", nodes: labNodes(nil), cs: fake.NewClientset(),
-		fail: func(node, cmd string) bool { return node == "lab-worker2" && cmd == "true" }}
+	p.Add(clustertest.NewCluster("lab", clustertest.WithAnswer("lab-worker2", "true", "", errors.New("exit status 2"))))
 	var steps strings.Builder
 	c, created, err = EnsureCluster(ctx, p, "lab", scenario.ClusterShape{Nodes: 3}, cluster.NewTextProgress(&steps))
-	if err != nil || !created || c.Name() != "lab" || len(p.deleted) != 1 || p.deleted[0] != "lab" {
-		t.Errorf("dead cluster: created=%v deleted %v: %v", created, p.deleted, err)
+	if err != nil || !created || c.Name() != "lab" || len(p.Deleted) != 1 || p.Deleted[0] != "lab" {
+		t.Errorf("dead cluster: created=%v deleted %v: %v", created, p.Deleted, err)
 	}
 	if !strings.Contains(steps.String(), "Cluster lab does not answer (node lab-worker2: exit status 2): deleting it to create it again") {
 		t.Errorf("progress: %s", steps.String())
@@ -144,7 +73,7 @@ func TestEnsureCluster(t *testing.T) {
 
 func loadScenario(t *testing.T, id string) *scenario.Scenario {
 	t.Helper()
-	cat, problems := scenario.LoadEmbedded(scenarios.FS, scenario.Options{})
+	cat, problems := scenarios.Load(scenario.Options{})
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,15 +151,11 @@ func TestRunUnknownScenario(t *testing.T) {
 	}
 }
 
-// kindCluster is a fakeCluster that says it is a kind cluster.
-type kindCluster struct{ fakeCluster }
-
-func (*kindCluster) Backend() string { return "kind" }
-
 // A scenario for embedded clusters only is refused on a kind cluster with
 // its reason, before anything is applied; other scenarios and embedded
 // clusters are let through.
 func TestCheckBackend(t *testing.T) {
+	kind := clustertest.NewCluster("lab", clustertest.WithBackend("kind"))
 	only := &scenario.Scenario{ID: "np", Cluster: scenario.ClusterShape{Nodes: 3, EmbeddedOnly: "kindnet enforces no NetworkPolicy"}}
 	both := &scenario.Scenario{ID: "sel", Cluster: scenario.ClusterShape{Nodes: 3}}
 	for _, tc := range []struct {
@@ -238,9 +163,9 @@ func TestCheckBackend(t *testing.T) {
 		c       cluster.Cluster
 		wantErr bool
 	}{
-		{only, &fakeCluster{}, false},
-		{only, &kindCluster{}, true},
-		{both, &kindCluster{}, false},
+		{only, clustertest.NewCluster("lab"), false},
+		{only, kind, true},
+		{both, kind, false},
 	} {
 		err := CheckBackend(tc.s, tc.c)
 		if (err != nil) != tc.wantErr {
@@ -250,7 +175,7 @@ func TestCheckBackend(t *testing.T) {
 			t.Errorf("error does not say why: %v", err)
 		}
 	}
-	if _, err := Start(context.Background(), only, &kindCluster{}, Options{}); !errors.Is(err, ErrWrongBackend) {
+	if _, err := Start(context.Background(), only, kind, Options{}); !errors.Is(err, ErrWrongBackend) {
 		t.Errorf("Start on kind = %v", err)
 	}
 }

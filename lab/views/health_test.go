@@ -115,9 +115,9 @@ func TestHealth(t *testing.T) {
 	sub := lab.Bus().Subscribe()
 	defer sub.Close()
 	waitHealth(t, sub, func(h views.Health) bool { return h.State == views.HealthHealthy })
-	n, _ := c.Clientset.CoreV1().Nodes().Get(context.Background(), "lab-worker", metav1.GetOptions{})
+	n, _ := c.Clientset().CoreV1().Nodes().Get(context.Background(), "lab-worker", metav1.GetOptions{})
 	n.Status.Conditions[0].Status, n.Status.Conditions[0].Reason, n.Status.Conditions[0].Message = corev1.ConditionFalse, "KubeletNotReady", "PLEG is not healthy"
-	c.Clientset.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+	c.Clientset().CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
 	h := waitHealth(t, sub, func(h views.Health) bool { return h.State == views.HealthDegraded })
 	if h.Summary != "Node lab-worker is not Ready." || !strings.Contains(part(h, views.PartNodes).Detail, "PLEG is not healthy") {
 		t.Errorf("not ready: %+v", h)

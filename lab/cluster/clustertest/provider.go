@@ -1,7 +1,3 @@
-// Package clustertest is the hand-written cluster.Provider that unit tests
-// share: clusters are names in a map, creation can be held (SetGate) or made
-// to fail (FailWith), and a cancelled creation rolls back as the real
-// backends do.
 package clustertest
 
 import (
@@ -11,18 +7,17 @@ import (
 	"sort"
 	"sync"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/svclab/svclab/lab/cluster"
 )
 
-// Provider is a hand-written cluster.Provider: clusters are names in a
-// map. When gate is set, Create waits for a value on it (or for its
+// Provider is a hand-written cluster.Provider whose clusters are
+// Clusters. When gate is set, Create waits for a value on it (or for its
 // context, and then fails as the real backends roll back).
 type Provider struct {
 	mu       sync.Mutex
-	clusters map[string]cluster.CreateOptions
+	clusters map[string]*Cluster
+	options  map[string]cluster.CreateOptions
+	build    func(cluster.CreateOptions) *Cluster
 	gate     chan struct{}
 	failNext error
 	// failDelete, while set, fails every Delete of the named clusters.
@@ -33,30 +28,36 @@ type Provider struct {
 	Deleted []string
 }
 
-// NewProvider returns a Provider holding the existing clusters.
+// NewProvider returns a Provider holding the existing clusters (each
+// NewCluster(name)).
 func NewProvider(existing ...string) *Provider {
-	p := &Provider{clusters: map[string]cluster.CreateOptions{}}
+	p := &Provider{clusters: map[string]*Cluster{}, options: map[string]cluster.CreateOptions{}}
 	for _, n := range existing {
-		p.clusters[n] = cluster.CreateOptions{Name: n}
+		p.Add(NewCluster(n))
 	}
 	return p
 }
 
-// Cluster is a cluster of the fake Provider: a name, and a kubeconfig
-// that names it (and reaches no server).
-type Cluster struct{ name string }
+// Add makes c one of the provider's clusters, as if it had been created
+// (it replaces a cluster of the same name).
+func (p *Provider) Add(c *Cluster) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clusters[c.Name()] = c
+	p.options[c.Name()] = cluster.CreateOptions{Name: c.Name()}
+}
 
-func (c Cluster) Name() string { return c.name }
-func (c Cluster) Kubeconfig() ([]byte, error) {
-	return []byte("apiVersion: v1\nkind: Config\n# the fake cluster " + c.name + "\n"), nil
+// MakeWith makes Create build its clusters with build. By default a
+// cluster is NewCluster with the options' name, workers and node labels.
+func (p *Provider) MakeWith(build func(cluster.CreateOptions) *Cluster) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.build = build
 }
-func (c Cluster) RESTConfig() (*rest.Config, error)     { return nil, errors.New("fake") }
-func (c Cluster) Client() (kubernetes.Interface, error) { return nil, errors.New("fake") }
-func (c Cluster) Nodes(context.Context) ([]cluster.Node, error) {
-	return nil, errors.New("fake")
-}
-func (c Cluster) NodeExec(context.Context, string, []string, cluster.Stdio) error {
-	return errors.New("fake")
+
+// newCluster is the cluster Create makes for o.
+func newCluster(o cluster.CreateOptions) *Cluster {
+	return NewCluster(o.Name, WithWorkers(o.Workers), WithNodeLabels(o.NodeLabels))
 }
 
 func (p *Provider) Create(ctx context.Context, o cluster.CreateOptions) (cluster.Cluster, error) {
@@ -64,13 +65,18 @@ func (p *Provider) Create(ctx context.Context, o cluster.CreateOptions) (cluster
 		return nil, err
 	}
 	p.mu.Lock()
-	gate, fail := p.gate, p.failNext
+	gate, fail, build := p.gate, p.failNext, p.build
 	p.failNext = nil
 	if _, ok := p.clusters[o.Name]; ok {
 		p.mu.Unlock()
 		return nil, cluster.ErrExists
 	}
-	p.clusters[o.Name] = o
+	if build == nil {
+		build = newCluster
+	}
+	c := build(o)
+	p.clusters[o.Name] = c
+	p.options[o.Name] = o
 	p.Created = append(p.Created, o.Name)
 	p.mu.Unlock()
 	pr := cluster.OrNop(o.Progress)
@@ -86,10 +92,11 @@ func (p *Provider) Create(ctx context.Context, o cluster.CreateOptions) (cluster
 	if fail != nil {
 		p.mu.Lock()
 		delete(p.clusters, o.Name) // rolled back
+		delete(p.options, o.Name)
 		p.mu.Unlock()
 		return nil, fail
 	}
-	return Cluster{o.Name}, nil
+	return c, nil
 }
 
 // SetGate makes every later Create wait for the returned channel to
@@ -101,7 +108,7 @@ func (p *Provider) SetGate() chan struct{} {
 	return p.gate
 }
 
-// FailWith makes the next Create fail with err.
+// FailWith makes the next Create fail with err (nil: succeed).
 func (p *Provider) FailWith(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -111,19 +118,21 @@ func (p *Provider) FailWith(err error) {
 func (p *Provider) Get(_ context.Context, name string) (cluster.Cluster, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.clusters[name]; !ok {
+	c, ok := p.clusters[name]
+	if !ok {
 		return nil, cluster.ErrNotFound
 	}
-	return Cluster{name}, nil
+	return c, nil
 }
 
 func (p *Provider) List(context.Context) ([]cluster.Summary, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []cluster.Summary
-	for n := range p.clusters {
-		out = append(out, cluster.Summary{Name: n, Backend: "fake", State: "running"})
+	for n, c := range p.clusters {
+		out = append(out, cluster.Summary{Name: n, Backend: c.Backend(), State: "running"})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
@@ -137,6 +146,7 @@ func (p *Provider) Delete(_ context.Context, name string) error {
 		return fmt.Errorf("no cluster %s: %w", name, cluster.ErrNotFound)
 	}
 	delete(p.clusters, name)
+	delete(p.options, name)
 	p.Deleted = append(p.Deleted, name)
 	return nil
 }
@@ -176,5 +186,5 @@ func (p *Provider) Names() []string {
 func (p *Provider) Options(name string) cluster.CreateOptions {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.clusters[name]
+	return p.options[name]
 }

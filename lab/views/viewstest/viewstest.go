@@ -1,8 +1,8 @@
-// Package viewstest is a hand-written fake lab cluster for the unit tests
-// and benchmarks of the live views and the server: a fake clientset with a
-// Service and its EndpointSlice, and NodeExec answers for the commands the
-// views run (nft list table, the proxier's event stream, the probe and
-// conntrack round).
+// Package viewstest is the fake lab cluster of the unit tests and
+// benchmarks of the live views and the server: clustertest's fake cluster
+// with a Service and its EndpointSlice, and answers for the node commands
+// the views run (nft list table, the proxier's event stream, the probe and
+// conntrack round, a terminal, the health watch).
 package viewstest
 
 import (
@@ -18,30 +18,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/rest"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/proxier/events"
 )
 
-// Cluster is the fake. Rules and events are per cluster (every node lists
-// the same ruleset).
+// Cluster is the fake: a clustertest.Cluster whose node commands are
+// answered as the views expect. Rules and events are per cluster (every
+// node lists the same ruleset).
 type Cluster struct {
-	ClusterName string
-	NodeList    []cluster.Node
-	Clientset   *fake.Clientset
-	// CA is the cluster's certificate authority as RESTConfig gives it
-	// (its cluster.Generation); a test that rebuilds the cluster changes
-	// it.
-	CA string
+	*clustertest.Cluster
 
 	mu      sync.Mutex
 	rules   string
 	version int
 	subs    map[chan events.Event]struct{}
-	execs   map[string]int
 	resizes []string
 	broken  map[string]bool
 	// mode is what the proxiers answer on /proxyMode ("" nftables);
@@ -92,8 +84,9 @@ func (c *Cluster) isBroken(part string) bool {
 }
 
 // nodeOfIP is the name of the node with address ip.
-func (c *Cluster) nodeOfIP(ip string) string {
-	for _, n := range c.NodeList {
+func (c *Cluster) nodeOfIP(ctx context.Context, ip string) string {
+	nodes, _ := c.Nodes(ctx)
+	for _, n := range nodes {
 		if n.IP == ip {
 			return n.Name
 		}
@@ -108,27 +101,30 @@ func (c *Cluster) Resizes() []string {
 	return append([]string(nil), c.resizes...)
 }
 
-// New returns a fake cluster named name with two nodes, Service shop/web
-// (ClusterIP 10.96.38.171, port 80) and its EndpointSlice with ready
-// endpoints at the given addresses, and rules as every node's ruleset.
+// New returns a fake cluster named name with two nodes (a control plane
+// and a worker), Service shop/web (ClusterIP 10.96.38.171, port 80) and its
+// EndpointSlice with ready endpoints at the given addresses, and rules as
+// every node's ruleset.
 func New(name, rules string, endpoints ...string) *Cluster {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "svc-uid"},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.96.38.171", ClusterIPs: []string{"10.96.38.171"}, Selector: map[string]string{"app": "web"},
 			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
 	}
-	c := &Cluster{
-		ClusterName: name,
-		NodeList: []cluster.Node{
-			{Name: name + "-control-plane", Role: cluster.RoleControlPlane, IP: "172.29.9.2"},
-			{Name: name + "-worker", Role: cluster.RoleWorker, IP: "172.29.9.3"},
-		},
-		Clientset: fake.NewClientset(svc, Slice(endpoints...), readyNode(name+"-control-plane"), readyNode(name+"-worker")),
-		rules:     rules,
-		subs:      map[chan events.Event]struct{}{},
-		execs:     map[string]int{},
-	}
+	c := &Cluster{rules: rules, subs: map[chan events.Event]struct{}{}}
+	c.Cluster = clustertest.NewCluster(name, clustertest.WithWorkers(1),
+		clustertest.WithObjects(svc, Slice(endpoints...), readyNode(name+"-control-plane"), readyNode(name+"-worker")),
+		clustertest.WithExec(c.exec))
 	return c
+}
+
+// NewProvider returns a clustertest.Provider whose clusters are fakes of
+// this package (New, with no endpoints) listing rules, so that the labs
+// it creates have panels to show.
+func NewProvider(rules string) *clustertest.Provider {
+	p := clustertest.NewProvider()
+	p.MakeWith(func(o cluster.CreateOptions) *clustertest.Cluster { return New(o.Name, rules).Cluster })
+	return p
 }
 
 func readyNode(name string) *corev1.Node {
@@ -171,48 +167,22 @@ func (c *Cluster) SetRules(rules string) {
 
 // Execs is how many times NodeExec ran a command starting with word.
 func (c *Cluster) Execs(word string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.execs[word]
-}
-
-func (c *Cluster) Name() string                { return c.ClusterName }
-func (c *Cluster) Kubeconfig() ([]byte, error) { return []byte("apiVersion: v1\nkind: Config\n"), nil }
-func (c *Cluster) RESTConfig() (*rest.Config, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// No API server listens there: Client is what the views use.
-	return &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("fake CA " + c.ClusterName + " " + c.CA)}}, nil
-}
-
-// Rebuild makes the fake a new life of its cluster: a new CA, so a new
-// cluster.Generation.
-func (c *Cluster) Rebuild() {
-	c.mu.Lock()
-	c.CA += "+"
-	c.mu.Unlock()
-}
-func (c *Cluster) Client() (kubernetes.Interface, error) { return c.Clientset, nil }
-func (c *Cluster) Nodes(context.Context) ([]cluster.Node, error) {
-	return append([]cluster.Node(nil), c.NodeList...), nil
-}
-
-// NodeExec answers the views' commands.
-func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
-	known := false
-	for _, n := range c.NodeList {
-		known = known || n.Name == node
+	n := 0
+	for _, call := range c.Calls() {
+		_, line, _ := strings.Cut(call, ": ")
+		if first, _, _ := strings.Cut(line, " "); first == word {
+			n++
+		}
 	}
-	if !known {
-		return fmt.Errorf("cluster %s has no node %q", c.ClusterName, node)
-	}
+	return n
+}
+
+// exec answers the views' node commands.
+func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
 	out := stdio.Stdout
 	if out == nil {
 		out = io.Discard
 	}
-	c.mu.Lock()
-	c.execs[cmd[0]]++
-	c.mu.Unlock()
 	if len(cmd) > 4 && cmd[0] == "sh" && cmd[3] == "sh" && strings.Contains(cmd[2], `"$@" &`) {
 		cmd = cmd[4:] // the views' wrapper of long-running commands
 	}
@@ -303,7 +273,7 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 		// The health watch: can the control plane reach a node?
 		ip := strings.Split(strings.TrimPrefix(cmd[2], "curl -s -o /dev/null -m 2 http://"), ":")[0]
 		rc := "0"
-		if c.isBroken("fabric/" + c.nodeOfIP(ip)) {
+		if c.isBroken("fabric/" + c.nodeOfIP(ctx, ip)) {
 			rc = "28"
 		}
 		_, err := io.WriteString(out, rc+"\n")
@@ -336,7 +306,7 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 				fmt.Fprintf(&b, "@@P %s 0 2 web-0\n", label)
 			}
 		}
-		b.WriteString("@@C\ntcp      6 119 TIME_WAIT src=172.29.9.3 dst=10.96.38.171 sport=49108 dport=80 src=10.244.2.2 dst=172.29.9.3 sport=8080 dport=18832 [ASSURED] mark=0 use=1\n")
+		b.WriteString("@@C\ntcp      6 119 TIME_WAIT src=172.29.1.3 dst=10.96.38.171 sport=49108 dport=80 src=10.244.2.2 dst=172.29.1.3 sport=8080 dport=18832 [ASSURED] mark=0 use=1\n")
 		_, err := io.WriteString(out, b.String())
 		return err
 	}

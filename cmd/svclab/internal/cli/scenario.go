@@ -32,7 +32,7 @@ func newScenarioCommand(e *env) *cobra.Command {
 const scenariosDir = "scenarios"
 
 // builtIn is the scenarios built into svclab.
-var builtIn = scenario.Source{FS: scenarios.FS, Display: "scenarios (built in)"}
+var builtIn = scenarios.Source()
 
 // lintSources are the directories given, or the scenarios directory of
 // the working tree if there is one, or the scenarios built into svclab.
