@@ -29,7 +29,7 @@
 //
 //	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster
 //	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
-//	                      runc pods (lab/nodeagent is its kubelet, lab/netpol its NetworkPolicy)
+//	                      runc pods (lab/nodeagent is its kubelet, embedded/netpol its NetworkPolicy)
 //	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
 //	                      engine; kind/nodeimage: the offline node image; lab/ociimage its images)
 //	lab/images            the images pods run from, built here (no registry)
