@@ -29,7 +29,7 @@
 //
 //	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster
 //	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
-//	                      runc pods (lab/nodeagent is its kubelet, embedded/netpol its NetworkPolicy)
+//	                      runc pods (embedded/nodeagent: its kubelet; embedded/netpol: its NetworkPolicy)
 //	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
 //	                      engine; kind/nodeimage: the offline node image; lab/ociimage its images)
 //	lab/images            the images pods run from, built here (no registry)
@@ -56,7 +56,7 @@
 //   - a new command or flag: lab/cli (shared flags: lab/cmdenv).
 //   - what a panel shows: lab/views (the model) and web/ (the page).
 //   - a rule the proxier writes: lab/proxier, with its golden files.
-//   - what a node runs or how: lab/embedded and lab/nodeagent (embedded),
+//   - what a node runs or how: lab/embedded and embedded/nodeagent (embedded),
 //     lab/kind (kind); both behind lab/cluster.
 //   - what is kept: lab/store (a numbered migration in store/sqldb).
 package lab

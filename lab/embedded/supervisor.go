@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/images"
-	"github.com/svclab/svclab/lab/nodeagent"
 	proxierrun "github.com/svclab/svclab/lab/proxier/run"
 )
 
