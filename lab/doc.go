@@ -31,7 +31,7 @@
 //	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
 //	                      runc pods (embedded/nodeagent: its kubelet; embedded/netpol: its NetworkPolicy)
 //	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
-//	                      engine; kind/nodeimage: the offline node image; lab/ociimage its images)
+//	                      engine; kind/nodeimage: the offline node image; kind/ociimage: its images)
 //	lab/images            the images pods run from, built here (no registry)
 //	lab/kubebin           svclab-kube: kubectl and the control plane built from the Kubernetes modules
 //	lab/loadbalancer      a lab's cloud load balancer
