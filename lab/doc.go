@@ -29,12 +29,12 @@
 //
 //	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster
 //	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
-//	                      runc pods (embedded/nodeagent: its kubelet; embedded/netpol: its NetworkPolicy)
+//	                      runc pods (embedded/nodeagent: its kubelet; embedded/netpol: its
+//	                      NetworkPolicy; embedded/loadbalancer: its cloud load balancer)
 //	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
 //	                      engine; kind/nodeimage: the offline node image; kind/ociimage: its images)
 //	lab/images            the images pods run from, built here (no registry)
 //	lab/kubebin           svclab-kube: kubectl and the control plane built from the Kubernetes modules
-//	lab/loadbalancer      a lab's cloud load balancer
 //	lab/proxier           the bundled kube-proxy (its own README; imports nothing else of svclab)
 //
 // # Which may import which
