@@ -33,12 +33,12 @@
 //
 //	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster
 //	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
-//	                      runc pods (lab/nodeagent is its kubelet, lab/netpol its NetworkPolicy)
+//	                      runc pods (embedded/nodeagent: its kubelet; embedded/netpol: its
+//	                      NetworkPolicy; embedded/loadbalancer: its cloud load balancer)
 //	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
-//	                      engine; kind/nodeimage: the offline node image; lab/ociimage its images)
+//	                      engine; kind/nodeimage: the offline node image; kind/ociimage: its images)
 //	lab/images            the images pods run from, built here (no registry)
 //	lab/kubebin           svclab-kube: kubectl and the control plane built from the Kubernetes modules
-//	lab/loadbalancer      a lab's cloud load balancer
 //	lab/proxier           the bundled kube-proxy (its own README; imports nothing else of svclab)
 //
 // # Which may import which
@@ -63,7 +63,7 @@
 //   - a new program the binary stands in for (argv[0]): lab/roles.
 //   - what a panel shows: lab/views (the model) and web/ (the page).
 //   - a rule the proxier writes: lab/proxier, with its golden files.
-//   - what a node runs or how: lab/embedded and lab/nodeagent (embedded),
+//   - what a node runs or how: lab/embedded and embedded/nodeagent (embedded),
 //     lab/kind (kind); both behind lab/cluster.
 //   - what is kept: lab/store (a numbered migration in store/sqldb).
 package lab

@@ -14,9 +14,9 @@ import (
 	"github.com/svclab/svclab/lab/attempt"
 	"github.com/svclab/svclab/lab/class"
 	classlabs "github.com/svclab/svclab/lab/class/labs"
-	"github.com/svclab/svclab/lab/class/ratelimit"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/server/ratelimit"
 	"github.com/svclab/svclab/web"
 )
 

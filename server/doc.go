@@ -11,5 +11,6 @@
 // hands — Start over, End scenario, Delete lab, the Clusters page — is in
 // lifecycle.go; each asks first (confirmed=yes, or a page that asks).
 // Long operations run in operations.go and say what failed in a learner's
-// words, the raw error behind "details".
+// words, the raw error behind "details". Failed class joins, check runs and
+// starts and resets of labs are rate-limited (package ratelimit).
 package server

@@ -15,11 +15,11 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/svclab/svclab/lab/class"
-	"github.com/svclab/svclab/lab/class/ratelimit"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/owner"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/views"
+	"github.com/svclab/svclab/server/ratelimit"
 	"github.com/svclab/svclab/web"
 )
 

@@ -26,7 +26,8 @@
 // Authorize is the one decision every learner-scoped route and stream of
 // the web UI goes through: a learner reaches their own lab only, the
 // instructor reads every lab of their class, anybody else is refused.
-// lab/class/ratelimit limits the join and check endpoints.
+// The server limits how often the join and check endpoints may be used
+// (server/ratelimit).
 //
 // Classes live in the database lab/store uses — svclab.db in the state
 // directory, or the PostgreSQL database of --database-url

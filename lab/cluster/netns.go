@@ -42,7 +42,7 @@ type NetnsCluster interface {
 }
 
 // LoadBalancerCluster is implemented by clusters with a load balancer in
-// front of their nodes (package loadbalancer; the embedded backend).
+// front of their nodes (the embedded backend: lab/embedded/loadbalancer).
 type LoadBalancerCluster interface {
 	// OutsideNetns returns the network namespace of the lab's load
 	// balancer, entered from the host, and its address: a client there

@@ -30,9 +30,10 @@
 // process is marked with SVCLAB_CLUSTER_DIR so that Delete and Sweep find
 // them even after a crash of svclab itself.
 //
-// The nodes' agents (package nodeagent) run in one more supervised process
-// ("kubelet"): each node keeps its own kubelet endpoint, Node, Lease and
-// pods, and its agent can be stopped and started on its own
+// The nodes' agents (package nodeagent, which enforces NetworkPolicy with
+// package netpol) run in one more supervised process ("kubelet"): each
+// node keeps its own kubelet endpoint, Node, Lease and pods, and its agent
+// can be stopped and started on its own
 // (Cluster.StopNodeAgent), as stopping the kubelet service on a kind node:
 // the node's containers run on, and the node-lifecycle controller, with
 // upstream's defaults (node-monitor-grace-period 50s, unreachable taints,

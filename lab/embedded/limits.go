@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/svclab/svclab/lab/embedded/cgroups"
-	"github.com/svclab/svclab/lab/nodeagent"
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
 )
 
 // Limits bound one lab: what its processes use together (its cgroup,

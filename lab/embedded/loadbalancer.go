@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/loadbalancer"
 	"github.com/svclab/svclab/lab/embedded/nsenter"
-	"github.com/svclab/svclab/lab/loadbalancer"
 )
 
 // The lab's load balancer (package loadbalancer) runs as a component of its

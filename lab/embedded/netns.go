@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/embedded/nsenter"
-	"github.com/svclab/svclab/lab/nodeagent"
 )
 
 var _ cluster.NetnsCluster = (*Cluster)(nil)

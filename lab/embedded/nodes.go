@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/images"
-	"github.com/svclab/svclab/lab/nodeagent"
 )
 
 // podNetnsPrefix starts the network namespace names of cluster's pods.

@@ -17,9 +17,9 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded/cgroups"
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/embedded/userns"
 	"github.com/svclab/svclab/lab/images"
-	"github.com/svclab/svclab/lab/nodeagent"
 	"github.com/svclab/svclab/lab/proxier/control"
 )
 

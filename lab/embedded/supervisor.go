@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/svclab/svclab/lab/nodeagent"
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
 )
 
 // Component states recorded in status.json.

@@ -11,7 +11,7 @@
 // It is kept thin over what the rest of svclab already does: the cluster
 // shapes are kind configurations in kind-configs/, the proxier's objects come
 // from lab/proxier/deploy, the images pods run are lab/images' images packed
-// into an image archive by lab/ociimage and imported into every node with
+// into an image archive by package ociimage and imported into every node with
 // kind's loader (no docker build, no registry, so scenarios work offline).
 //
 // Node commands (NodeExec, svclab node exec|shell) run in each node's tools

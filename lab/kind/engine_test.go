@@ -11,7 +11,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/images"
-	"github.com/svclab/svclab/lab/ociimage"
+	"github.com/svclab/svclab/lab/kind/ociimage"
 )
 
 func TestParseDockerInfo(t *testing.T) {

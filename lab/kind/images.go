@@ -11,7 +11,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/images"
-	"github.com/svclab/svclab/lab/ociimage"
+	"github.com/svclab/svclab/lab/kind/ociimage"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
 )
@@ -25,7 +25,7 @@ type ImageSource interface {
 }
 
 // LabImages is the real ImageSource: lab/images' store (built when layers
-// are missing, as for the embedded backend) packed by lab/ociimage.
+// are missing, as for the embedded backend) packed by package ociimage.
 type LabImages struct {
 	// Dir is lab/images' directory; images.DefaultDir() when empty.
 	Dir string

@@ -120,7 +120,7 @@ func remove(ctx context.Context, a *applier, s *scenario.Scenario, waitGone bool
 	}
 	// A one-second grace period, not zero: a zero grace period removes
 	// the Pod object before its node agent has stopped it, and the node
-	// agent (lab/nodeagent) tracks Pods by namespace and name, so a Pod of
+	// agent (lab/embedded/nodeagent) tracks Pods by namespace and name, so a Pod of
 	// the same name created right after (the next run's client Pod) can
 	// be caught by the old one's termination and stay Pending.
 	one := int64(1)

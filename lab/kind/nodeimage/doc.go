@@ -20,7 +20,7 @@
 //     etcd, CoreDNS, pause — and kindnetd, all svclab-kube under the
 //     component's name on lab/images' tools layer.
 //
-// The three file-system layers are packed by lab/ociimage into a base
+// The three file-system layers are packed by lab/kind/ociimage into a base
 // image that is loaded into the Docker engine; a build container of it
 // runs containerd to import the component images, and is committed as the
 // node image, like kind's build container. The result is saved to an

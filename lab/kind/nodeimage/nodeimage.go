@@ -21,7 +21,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/flock"
 	"github.com/svclab/svclab/lab/images"
-	"github.com/svclab/svclab/lab/ociimage"
+	"github.com/svclab/svclab/lab/kind/ociimage"
 )
 
 // DefaultImage is the node image svclab builds, and its kind backend's

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/svclab/svclab/lab/netpol"
+	"github.com/svclab/svclab/lab/embedded/netpol"
 )
 
 // enforceNetworkPolicy runs the node's NetworkPolicy agent (package netpol)
