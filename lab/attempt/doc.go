@@ -29,7 +29,7 @@
 // at a scenario, printed as "svclab scenario" shows it. The commands
 // themselves are cmd/svclab/internal/cli's; this package has no flags.
 //
-// The session layer sits behind the small Runner interface, so the manager
+// The session layer sits behind the small Starter interface, so the manager
 // is unit-tested with hand-written fakes; the end-to-end test runs it on a
 // real embedded cluster.
 package attempt

@@ -51,10 +51,10 @@ func (w *world) Events() []string {
 	return slices.Clone(w.events)
 }
 
-// fakeRunner sets scenarios up in the world.
-type fakeRunner struct{ w *world }
+// fakeStarter sets scenarios up in the world.
+type fakeStarter struct{ w *world }
 
-func (r fakeRunner) EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (cluster.Cluster, error) {
+func (r fakeStarter) EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (cluster.Cluster, error) {
 	c, err := p.Get(ctx, name)
 	if errors.Is(err, cluster.ErrNotFound) {
 		return p.Create(ctx, cluster.CreateOptions{Name: name, Workers: shape.Nodes - 1, Progress: progress})
@@ -62,7 +62,7 @@ func (r fakeRunner) EnsureCluster(ctx context.Context, p cluster.Provider, name 
 	return c, err
 }
 
-func (r fakeRunner) Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, progress cluster.Progress) (Lab, error) {
+func (r fakeStarter) Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, progress cluster.Progress) (Session, error) {
 	l := &fakeLab{w: r.w, s: s, c: c.Name(), baseline: "taken-" + s.ID}
 	r.w.mu.Lock()
 	err := r.w.startErr
@@ -77,7 +77,7 @@ func (r fakeRunner) Start(ctx context.Context, s *scenario.Scenario, c cluster.C
 	return l, ctx.Err()
 }
 
-func (r fakeRunner) Resume(s *scenario.Scenario, c cluster.Cluster, state []byte) (Lab, error) {
+func (r fakeStarter) Resume(s *scenario.Scenario, c cluster.Cluster, state []byte) (Session, error) {
 	var st struct{ Baseline string }
 	if err := json.Unmarshal(state, &st); err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func (r fakeRunner) Resume(s *scenario.Scenario, c cluster.Cluster, state []byte
 	return &fakeLab{w: r.w, s: s, c: c.Name(), baseline: st.Baseline}, nil
 }
 
-func (r fakeRunner) Attach(s *scenario.Scenario, c cluster.Cluster) (Lab, error) {
+func (r fakeStarter) Attach(s *scenario.Scenario, c cluster.Cluster) (Session, error) {
 	r.w.log("attach %s on %s", s.ID, c.Name())
 	return &fakeLab{w: r.w, s: s, c: c.Name()}, nil
 }
@@ -192,7 +192,7 @@ func newTestEnv(t *testing.T, clusters ...string) *testEnv {
 }
 
 func (e *testEnv) options(st *store.Store) Options {
-	return Options{Store: st, Provider: e.provider, Catalog: e.catalog, Problems: e.problems, Runner: fakeRunner{e.w},
+	return Options{Store: st, Provider: e.provider, Catalog: e.catalog, Problems: e.problems, Starter: fakeStarter{e.w},
 		KubeBin: func(context.Context) (string, error) { return "/opt/svclab-kube", nil }}
 }
 

@@ -90,9 +90,9 @@ type Options struct {
 	Svclab []string
 	// StateDir is the provider's state directory, for the default Svclab.
 	StateDir string
-	// Runner sets scenarios up (default SessionRunner).
-	Runner Runner
-	Log    *slog.Logger
+	// Starter sets scenarios up (default SessionStarter).
+	Starter Starter
+	Log     *slog.Logger
 	// Owners records which attempt holds which cluster, machine-wide, so
 	// that other svclab processes (another state directory's, an exercise
 	// run) leave it alone. Nil: clusters are not claimed (unit tests on
@@ -124,13 +124,13 @@ type Manager struct {
 	catalog  *scenario.Catalog
 	problems scenario.Problems
 	kubeBin  func(ctx context.Context) (string, error)
-	runner   Runner
+	runner   Starter
 	log      *slog.Logger
 	owners   *owner.Registry
 	takeOver bool
 
 	mu    sync.Mutex
-	labs  map[int64]Lab
+	labs  map[int64]Session
 	locks map[string]*sync.Mutex
 }
 
@@ -157,12 +157,12 @@ func New(opts Options) (*Manager, error) {
 	if opts.Svclab == nil && opts.StateDir != "" {
 		opts.Svclab = DefaultSvclab(opts.StateDir)
 	}
-	if opts.Runner == nil {
-		opts.Runner = SessionRunner{Faults: opts.Faults, Log: opts.Log, Svclab: opts.Svclab}
+	if opts.Starter == nil {
+		opts.Starter = SessionStarter{Faults: opts.Faults, Log: opts.Log, Svclab: opts.Svclab}
 	}
 	return &Manager{store: opts.Store, provider: opts.Provider, backend: opts.Backend, catalog: opts.Catalog, problems: opts.Problems,
-		kubeBin: opts.KubeBin, runner: opts.Runner, log: opts.Log, owners: opts.Owners, takeOver: opts.TakeOver,
-		labs: map[int64]Lab{}, locks: map[string]*sync.Mutex{}}, nil
+		kubeBin: opts.KubeBin, runner: opts.Starter, log: opts.Log, owners: opts.Owners, takeOver: opts.TakeOver,
+		labs: map[int64]Session{}, locks: map[string]*sync.Mutex{}}, nil
 }
 
 // Catalog is the scenarios the manager runs.
@@ -437,7 +437,7 @@ func (m *Manager) list(ctx context.Context, f store.AttemptFilter) ([]*Attempt, 
 // one resumed from the stored state. A lab that cannot be resumed (the
 // cluster is gone, the state was never saved) marks a running attempt
 // errored.
-func (m *Manager) lab(ctx context.Context, a store.Attempt) (Lab, *scenario.Scenario, error) {
+func (m *Manager) lab(ctx context.Context, a store.Attempt) (Session, *scenario.Scenario, error) {
 	if err := m.stillHolds(ctx, a); err != nil {
 		m.mu.Lock()
 		delete(m.labs, a.ID)

@@ -147,7 +147,7 @@ func TestStartErrors(t *testing.T) {
 			cctx, cancel := context.WithCancel(ctx)
 			if tc.cancel {
 				// Cancel during the setup, as Ctrl-C would.
-				m.runner = cancelingRunner{fakeRunner{e.w}, cancel}
+				m.runner = cancelingStarter{fakeStarter{e.w}, cancel}
 			}
 			defer cancel()
 			_, err := m.Start(cctx, "", tc.id, "lab", nil)
@@ -165,7 +165,7 @@ func TestStartErrors(t *testing.T) {
 			e.provider.FailWith(nil)
 			e.w.startErr = nil
 			if e.catalog.Get(tc.id) != nil {
-				m.runner = fakeRunner{e.w}
+				m.runner = fakeStarter{e.w}
 				if _, err := m.Start(ctx, "", tc.id, "lab", nil); err != nil {
 					t.Errorf("starting again: %v", err)
 				}
@@ -177,15 +177,15 @@ func TestStartErrors(t *testing.T) {
 	}
 }
 
-// cancelingRunner cancels the context once the setup has begun.
-type cancelingRunner struct {
-	fakeRunner
+// cancelingStarter cancels the context once the setup has begun.
+type cancelingStarter struct {
+	fakeStarter
 	cancel context.CancelFunc
 }
 
-func (r cancelingRunner) Start(ctx context.Context, s *scenario.Scenario, c clusterType, progress progressType) (Lab, error) {
+func (r cancelingStarter) Start(ctx context.Context, s *scenario.Scenario, c clusterType, progress progressType) (Session, error) {
 	r.cancel()
-	return r.fakeRunner.Start(ctx, s, c, progress)
+	return r.fakeStarter.Start(ctx, s, c, progress)
 }
 
 func TestBusyCluster(t *testing.T) {

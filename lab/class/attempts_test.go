@@ -18,38 +18,38 @@ import (
 	"github.com/svclab/svclab/internal/pgtest"
 )
 
-// fakeRunner stands in for lab/session behind attempt.Manager: setting a
+// fakeStarter stands in for lab/session behind attempt.Manager: setting a
 // scenario up does nothing, grading returns what the test says.
-type fakeRunner struct {
+type fakeStarter struct {
 	mu     sync.Mutex
 	passed bool
 	// timeout makes the first check time out.
 	timeout bool
 }
 
-func (r *fakeRunner) setPassed(v bool) {
+func (r *fakeStarter) setPassed(v bool) {
 	r.mu.Lock()
 	r.passed = v
 	r.mu.Unlock()
 }
 
-func (r *fakeRunner) EnsureCluster(ctx context.Context, p cluster.Provider, name string, _ scenario.ClusterShape, _ cluster.Progress) (cluster.Cluster, error) {
+func (r *fakeStarter) EnsureCluster(ctx context.Context, p cluster.Provider, name string, _ scenario.ClusterShape, _ cluster.Progress) (cluster.Cluster, error) {
 	return p.Get(ctx, name)
 }
 
-func (r *fakeRunner) Start(context.Context, *scenario.Scenario, cluster.Cluster, cluster.Progress) (attempt.Lab, error) {
+func (r *fakeStarter) Start(context.Context, *scenario.Scenario, cluster.Cluster, cluster.Progress) (attempt.Session, error) {
 	return &fakeLab{r}, nil
 }
 
-func (r *fakeRunner) Resume(*scenario.Scenario, cluster.Cluster, []byte) (attempt.Lab, error) {
+func (r *fakeStarter) Resume(*scenario.Scenario, cluster.Cluster, []byte) (attempt.Session, error) {
 	return &fakeLab{r}, nil
 }
 
-func (r *fakeRunner) Attach(*scenario.Scenario, cluster.Cluster) (attempt.Lab, error) {
+func (r *fakeStarter) Attach(*scenario.Scenario, cluster.Cluster) (attempt.Session, error) {
 	return &fakeLab{r}, nil
 }
 
-type fakeLab struct{ r *fakeRunner }
+type fakeLab struct{ r *fakeStarter }
 
 func (l *fakeLab) State() ([]byte, error) { return []byte(`{}`), nil }
 
@@ -80,7 +80,7 @@ func TestAttempts(t *testing.T) { pgtest.ForEachBackend(t, DBFileName, testAttem
 
 func testAttempts(t *testing.T, b pgtest.Backend) {
 	ctx := context.Background()
-	runner := &fakeRunner{}
+	runner := &fakeStarter{}
 	var st *store.Store
 	r := openRoom(t, b, Spec{Name: "cka", Scenarios: []string{"selector-typo"}, Capacity: 2, PoolSize: 1}, func(o *Options) {
 		var err error
@@ -89,7 +89,7 @@ func testAttempts(t *testing.T, b pgtest.Backend) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		m, err := attempt.New(attempt.Options{Store: st, Provider: o.Provider, Catalog: o.Catalog, Runner: runner,
+		m, err := attempt.New(attempt.Options{Store: st, Provider: o.Provider, Catalog: o.Catalog, Starter: runner,
 			KubeBin: func(context.Context) (string, error) { return "/bin/true", nil }})
 		if err != nil {
 			t.Fatal(err)

@@ -11,24 +11,24 @@ import (
 	"github.com/svclab/svclab/lab/session"
 )
 
-// Runner sets scenarios up on clusters; SessionRunner (lab/session) is the
+// Starter sets scenarios up on clusters; SessionStarter (lab/session) is the
 // real one.
-type Runner interface {
+type Starter interface {
 	// EnsureCluster returns the cluster named name, creating it with shape
 	// when the provider has none.
 	EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (cluster.Cluster, error)
-	// Start sets s up on c and breaks it. When it fails, the Lab it may
+	// Start sets s up on c and breaks it. When it fails, the Session it may
 	// still return is for Abort.
-	Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, progress cluster.Progress) (Lab, error)
+	Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, progress cluster.Progress) (Session, error)
 	// Resume picks up a lab that Start set up, from its saved State.
-	Resume(s *scenario.Scenario, c cluster.Cluster, state []byte) (Lab, error)
+	Resume(s *scenario.Scenario, c cluster.Cluster, state []byte) (Session, error)
 	// Attach returns a lab for s as it may be set up on c, without saved
 	// state: only for Teardown.
-	Attach(s *scenario.Scenario, c cluster.Cluster) (Lab, error)
+	Attach(s *scenario.Scenario, c cluster.Cluster) (Session, error)
 }
 
-// Lab is a scenario set up on a cluster.
-type Lab interface {
+// Session is a scenario set up on a cluster (a lab/session.Session).
+type Session interface {
 	// State is what Resume needs (the baseline).
 	State() ([]byte, error)
 	Grade(ctx context.Context) *grade.Report
@@ -38,24 +38,24 @@ type Lab interface {
 	Abort(ctx context.Context) error
 }
 
-// SessionRunner runs scenarios with lab/session.
-type SessionRunner struct {
+// SessionStarter starts sessions with lab/session.
+type SessionStarter struct {
 	Faults *scenario.Registry
 	Log    *slog.Logger
 	// Svclab puts svclab on the PATH of solutions (session.Options.Svclab).
 	Svclab []string
 }
 
-func (r SessionRunner) opts(progress cluster.Progress) session.Options {
+func (r SessionStarter) opts(progress cluster.Progress) session.Options {
 	return session.Options{Faults: r.Faults, Progress: progress, Log: r.Log, Svclab: r.Svclab}
 }
 
-func (r SessionRunner) EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (cluster.Cluster, error) {
+func (r SessionStarter) EnsureCluster(ctx context.Context, p cluster.Provider, name string, shape scenario.ClusterShape, progress cluster.Progress) (cluster.Cluster, error) {
 	c, _, err := session.EnsureCluster(ctx, p, name, shape, progress)
 	return c, err
 }
 
-func (r SessionRunner) Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, progress cluster.Progress) (Lab, error) {
+func (r SessionStarter) Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, progress cluster.Progress) (Session, error) {
 	ses, err := session.Start(ctx, s, c, r.opts(progress))
 	if ses == nil {
 		return nil, err
@@ -63,10 +63,10 @@ func (r SessionRunner) Start(ctx context.Context, s *scenario.Scenario, c cluste
 	return ses, err
 }
 
-func (r SessionRunner) Resume(s *scenario.Scenario, c cluster.Cluster, state []byte) (Lab, error) {
+func (r SessionStarter) Resume(s *scenario.Scenario, c cluster.Cluster, state []byte) (Session, error) {
 	return session.Resume(s, c, state, r.opts(nil))
 }
 
-func (r SessionRunner) Attach(s *scenario.Scenario, c cluster.Cluster) (Lab, error) {
+func (r SessionStarter) Attach(s *scenario.Scenario, c cluster.Cluster) (Session, error) {
 	return session.Attach(s, c, r.opts(nil))
 }
