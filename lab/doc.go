@@ -34,7 +34,8 @@
 //	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster
 //	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
 //	                      runc pods (embedded/nodeagent: its kubelet; embedded/netpol: its
-//	                      NetworkPolicy; embedded/loadbalancer: its cloud load balancer)
+//	                      NetworkPolicy; embedded/loadbalancer: its cloud load balancer;
+//	                      embedded/hostexec: the host's programs it runs, ip, nft, runc)
 //	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
 //	                      engine; kind/nodeimage: the offline node image; kind/ociimage: its images)
 //	lab/images            the images pods run from, built here (no registry)
@@ -66,4 +67,14 @@
 //   - what a node runs or how: lab/embedded and embedded/nodeagent (embedded),
 //     lab/kind (kind); both behind lab/cluster.
 //   - what is kept: lab/store (a numbered migration in store/sqldb).
+//   - a test that needs a cluster without one: lab/cluster/clustertest (the
+//     one fake cluster and provider); the built-in catalog: scenarios.Load.
+//
+// # Names
+//
+// A lab is a learner's: a scenario on a cluster (class/labs.Lab in a class).
+// What lab/session makes of a scenario on a cluster is a Session (attempt
+// starts them through a Starter); views.Feed feeds a lab's live panels; a
+// Runner runs the host's programs (embedded/hostexec), except the proxier's
+// BoundedFrequencyRunner, which keeps upstream's name.
 package lab

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 	"github.com/svclab/svclab/lab/embedded/loadbalancer"
 	"github.com/svclab/svclab/lab/embedded/nsenter"
 )
@@ -94,7 +95,7 @@ func runLoadBalancer(dir string) int {
 	ctrl := &loadbalancer.Controller{
 		Client: client,
 		Pool:   pool,
-		Plane:  routePlane{netns: st.LB.Netns, r: ExecRunner{}},
+		Plane:  routePlane{netns: st.LB.Netns, r: hostexec.Exec{}},
 		Prober: netnsProber{ns: ns},
 		Log:    log,
 	}
@@ -115,7 +116,7 @@ func runLoadBalancer(dir string) int {
 // network namespace.
 type routePlane struct {
 	netns string
-	r     Runner
+	r     hostexec.Runner
 }
 
 func (p routePlane) Route(ctx context.Context, addr netip.Addr, nodes []netip.Addr) error {

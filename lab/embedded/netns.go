@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/embedded/nsenter"
 )
@@ -65,7 +66,7 @@ func (c *Cluster) LoadBalancerRoutes(ctx context.Context) (map[string][]string, 
 	if c.st.LB == nil {
 		return nil, fmt.Errorf("cluster %s was made before labs had a load balancer: delete it and create it again", c.st.Name)
 	}
-	routes, err := routePlane{netns: c.st.LB.Netns, r: ExecRunner{}}.Routes(ctx)
+	routes, err := routePlane{netns: c.st.LB.Netns, r: hostexec.Exec{}}.Routes(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -6,13 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 	"net/netip"
 	"os/exec"
 	"regexp"
 	"strings"
 )
 
-func run(ctx context.Context, r Runner, name string, args ...string) error {
+func run(ctx context.Context, r hostexec.Runner, name string, args ...string) error {
 	_, err := r.Run(ctx, nil, name, args...)
 	return err
 }
@@ -45,7 +46,7 @@ func firewallRuleset(st *State) string {
 // address on the fabric, a route for the Service CIDR and no default route.
 // Their network namespaces are owned by the lab's user namespace (pinned
 // at userns): root in the lab has every network capability on its nodes.
-func fabricUp(ctx context.Context, r Runner, st *State, userns string) error {
+func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) error {
 	if err := run(ctx, r, "ip", "link", "set", st.Bridge, "up"); err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func fabricUp(ctx context.Context, r Runner, st *State, userns string) error {
 // createBridge claims the lowest free fabric index by creating its bridge
 // (creating a link is atomic, so concurrent creates cannot collide) and
 // returns the index. Indexes whose subnet overlaps a host route are skipped.
-func createBridge(ctx context.Context, r Runner) (int, error) {
+func createBridge(ctx context.Context, r hostexec.Runner) (int, error) {
 	routes, err := r.Run(ctx, nil, "ip", "-4", "-o", "route", "show", "table", "all")
 	if err != nil {
 		return 0, err
@@ -181,7 +182,7 @@ func overlapsAny(p netip.Prefix, ps []netip.Prefix) bool {
 // fabricDown removes what fabricUp and createBridge made. It is idempotent:
 // missing pieces are not errors. Deleting a node's namespace also deletes
 // its veth pair.
-func fabricDown(ctx context.Context, r Runner, st *State) error {
+func fabricDown(ctx context.Context, r hostexec.Runner, st *State) error {
 	var errs []string
 	for _, n := range st.Nodes {
 		if err := deleteNetns(ctx, r, n.Netns); err != nil {
@@ -226,7 +227,7 @@ func fabricDown(ctx context.Context, r Runner, st *State) error {
 // would cut every node off from the others. The rule names the cluster
 // (comment svclab-NAME) so that fabricDown and sweeps find it. A host
 // without iptables needs none.
-func acceptBridged(ctx context.Context, r Runner, st *State) error {
+func acceptBridged(ctx context.Context, r hostexec.Runner, st *State) error {
 	rule := []string{"FORWARD", "-i", st.Bridge, "-o", st.Bridge, "-m", "comment", "--comment", st.FirewallTable(), "-j", "ACCEPT"}
 	if _, err := r.Run(ctx, nil, "iptables", append([]string{"-w", "-C"}, rule...)...); err == nil {
 		return nil
@@ -241,7 +242,7 @@ func acceptBridged(ctx context.Context, r Runner, st *State) error {
 }
 
 // dropBridgedAccept removes what acceptBridged added for cluster name.
-func dropBridgedAccept(ctx context.Context, r Runner, name string) error {
+func dropBridgedAccept(ctx context.Context, r hostexec.Runner, name string) error {
 	out, err := r.Run(ctx, nil, "iptables", "-w", "-S", "FORWARD")
 	if err != nil {
 		return nil // no filter table: nothing was added
@@ -280,7 +281,7 @@ func bridgedAccepts(out, comment string) []string {
 	return rules
 }
 
-func deleteNetns(ctx context.Context, r Runner, name string) error {
+func deleteNetns(ctx context.Context, r hostexec.Runner, name string) error {
 	return ignoreMissing(run(ctx, r, "ip", "netns", "del", name))
 }
 

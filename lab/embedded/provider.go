@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 	"github.com/svclab/svclab/lab/embedded/userns"
 	"github.com/svclab/svclab/lab/kubebin"
 )
@@ -20,7 +21,7 @@ const BackendName = "embedded"
 type Provider struct {
 	// StateDir holds one directory per cluster under clusters/.
 	StateDir string
-	Runner   Runner
+	Runner   hostexec.Runner
 	Log      *slog.Logger
 	// KubeBin finds svclab-kube; kubebin.Locate when nil.
 	KubeBin func(ctx context.Context, p cluster.Progress) (string, error)
@@ -41,7 +42,7 @@ func New(stateDir string, log *slog.Logger) *Provider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{StateDir: stateDir, Runner: ExecRunner{}, Log: log, KubeBin: kubebin.Locate, ReadyTimeout: 3 * time.Minute,
+	return &Provider{StateDir: stateDir, Runner: hostexec.Exec{}, Log: log, KubeBin: kubebin.Locate, ReadyTimeout: 3 * time.Minute,
 		IDs: userns.DefaultAllocator(), Limits: DefaultLimits()}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded/cgroups"
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/embedded/userns"
 	"github.com/svclab/svclab/lab/images"
@@ -601,7 +602,7 @@ func (p *Provider) DeleteAll(ctx context.Context, keep func(name string) bool) e
 // What it removes: processes marked for a cluster whose state is gone,
 // the network namespaces, root filesystems, cgroups, bridges, veths, nft
 // tables and id ranges of clusters that are not alive.
-func Sweep(ctx context.Context, r Runner) error {
+func Sweep(ctx context.Context, r hostexec.Runner) error {
 	live := liveClusters()
 	dead := func(name string) bool { return name != "" && !live.names[name] && !beingCreated(name) }
 	// A lab lives while its supervisor runs (or while it is created);

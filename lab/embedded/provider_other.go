@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 )
 
 // The embedded backend is made of Linux: network namespaces on a bridge,
@@ -56,7 +57,7 @@ func (p *Provider) Delete(_ context.Context, name string) error { return notHere
 func (p *Provider) DeleteAll(context.Context, func(name string) bool) error { return ErrNeedsLinux }
 
 // Sweep reports ErrNeedsLinux.
-func Sweep(context.Context, Runner) error { return ErrNeedsLinux }
+func Sweep(context.Context, hostexec.Runner) error { return ErrNeedsLinux }
 
 // notHere is Get's and Delete's answer: cluster.ErrNotFound, as on Linux
 // for a name no cluster has, so that commands go on to the kind backend.

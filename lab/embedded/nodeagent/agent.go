@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 )
 
 // Run runs the node's agent until ctx ends.
@@ -82,7 +84,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	scm.Start(ctx.Done())
 	defer scm.Shutdown()
 	scm.WaitForCacheSync(ctx.Done())
-	pn := newPodNetwork(execRunner{}, cfg.Netns, cfg.Isolation.Userns, cfg.PodNetnsPrefix, cfg.StateDir)
+	pn := newPodNetwork(hostexec.Exec{}, cfg.Netns, cfg.Isolation.Userns, cfg.PodNetnsPrefix, cfg.StateDir)
 	// The agent reaps the containers it starts (see startDetached).
 	if err := SetSubreaper(); err != nil {
 		return fmt.Errorf("becoming the containers' reaper: %w", err)
@@ -150,7 +152,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	go srv.Serve(tls.NewListener(listener, tlsCfg))
 	defer srv.Close()
 
-	routes := &routeSync{cfg: cfg, runner: execRunner{}, net: pn, log: log}
+	routes := &routeSync{cfg: cfg, runner: hostexec.Exec{}, net: pn, log: log}
 	go routes.watch(ctx, client)
 	go enforceNetworkPolicy(ctx, cfg, client, log)
 
@@ -213,7 +215,7 @@ func servingTLS(cfg Config) (*tls.Config, error) {
 // kindnet does, and tells the pod network the node's own CIDR.
 type routeSync struct {
 	cfg    Config
-	runner Runner
+	runner hostexec.Runner
 	net    *podNetwork
 	log    *slog.Logger
 
@@ -277,7 +279,7 @@ func (s *routeSync) sync(ctx context.Context, nodes []*corev1.Node) {
 			continue
 		}
 		cidr, via := splitRoute(r)
-		if err := s.runner.Run(ctx, "ip", "-n", s.cfg.Netns, "route", "replace", cidr, "via", via); err != nil {
+		if _, err := s.runner.Run(ctx, nil, "ip", "-n", s.cfg.Netns, "route", "replace", cidr, "via", via); err != nil {
 			s.log.Error("adding a pod route", "route", r, "err", err)
 			delete(next, r)
 		}
@@ -285,7 +287,7 @@ func (s *routeSync) sync(ctx context.Context, nodes []*corev1.Node) {
 	for r := range s.installed {
 		if !next[r] {
 			cidr, via := splitRoute(r)
-			s.runner.Run(ctx, "ip", "-n", s.cfg.Netns, "route", "del", cidr, "via", via)
+			s.runner.Run(ctx, nil, "ip", "-n", s.cfg.Netns, "route", "del", cidr, "via", via)
 		}
 	}
 	s.installed = next

@@ -18,6 +18,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 )
 
 // podNetwork gives pods network namespaces on the node, kindnet-style: each
@@ -25,7 +27,7 @@ import (
 // to the node; the node has a /32 route per pod over the pod's veth, whose
 // node end holds the CIDR's first address as the gateway.
 type podNetwork struct {
-	run    Runner
+	run    hostexec.Runner
 	nodeNS string
 	// userns is the lab's user namespace, which owns the pods' network
 	// namespaces: root in a pod may change its own network, as on a node.
@@ -50,7 +52,7 @@ type podNetwork struct {
 	hostPortsReady bool
 }
 
-func newPodNetwork(r Runner, nodeNS, userns, prefix, stateDir string) *podNetwork {
+func newPodNetwork(r hostexec.Runner, nodeNS, userns, prefix, stateDir string) *podNetwork {
 	return &podNetwork{run: r, nodeNS: nodeNS, userns: userns, prefix: prefix, stateDir: stateDir, used: map[netip.Addr]string{}, hostPorts: map[string][]string{}}
 }
 
@@ -229,7 +231,7 @@ func (n *podNetwork) setup(ctx context.Context, uid, hostname, owner string) (ne
 		ns    string
 		lines []string
 	}{{n.nodeNS, node}, {netns, pod}} {
-		if err := n.run.RunInput(ctx, strings.Join(b.lines, "\n")+"\n", "ip", "-n", b.ns, "-batch", "-"); err != nil {
+		if _, err := n.run.Run(ctx, []byte(strings.Join(b.lines, "\n")+"\n"), "ip", "-n", b.ns, "-batch", "-"); err != nil {
 			return "", ip, fmt.Errorf("setting up the pod network: %w", err)
 		}
 	}
@@ -284,7 +286,8 @@ func hostPortsOf(pod *corev1.Pod) []hostPort {
 }
 
 func (n *podNetwork) nft(ctx context.Context, args ...string) error {
-	return n.run.Run(ctx, "ip", append([]string{"netns", "exec", n.nodeNS, "nft"}, args...)...)
+	_, err := n.run.Run(ctx, nil, "ip", append([]string{"netns", "exec", n.nodeNS, "nft"}, args...)...)
+	return err
 }
 
 // setHostPorts publishes ports of the pod uid (at ip) on the node.
@@ -362,10 +365,10 @@ func (n *podNetwork) teardown(ctx context.Context, uid string) error {
 // where they exist.
 func (n *podNetwork) removeLinks(ctx context.Context, uid string) error {
 	netns, veth := n.names(uid)
-	if err := n.run.Run(ctx, "ip", "netns", "del", netns); err != nil && !isMissing(err) {
+	if _, err := n.run.Run(ctx, nil, "ip", "netns", "del", netns); err != nil && !isMissing(err) {
 		return err
 	}
-	if err := n.run.Run(ctx, "ip", "-n", n.nodeNS, "link", "del", veth); err != nil && !isMissing(err) {
+	if _, err := n.run.Run(ctx, nil, "ip", "-n", n.nodeNS, "link", "del", veth); err != nil && !isMissing(err) {
 		return err
 	}
 	return nil

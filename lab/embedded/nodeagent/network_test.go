@@ -19,31 +19,28 @@ type recordingRunner struct {
 	failOn string
 }
 
-// RunInput records the command, then each line of its input indented.
-func (r *recordingRunner) RunInput(ctx context.Context, stdin string, name string, args ...string) error {
-	if err := r.Run(ctx, name, args...); err != nil {
-		return err
-	}
-	for _, l := range strings.Split(strings.TrimSuffix(stdin, "\n"), "\n") {
-		r.cmds = append(r.cmds, "  "+l)
-		if r.failOn != "" && strings.Contains(l, r.failOn) {
-			return errors.New("RTNETLINK answers: File exists")
-		}
-	}
-	return nil
-}
-
-func (r *recordingRunner) Run(_ context.Context, name string, args ...string) error {
+// Run records the command, then each line of its input indented.
+func (r *recordingRunner) Run(_ context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	cmd := name + " " + strings.Join(args, " ")
 	r.cmds = append(r.cmds, cmd)
 	if r.failOn != "" && strings.Contains(cmd, r.failOn) {
-		return errors.New("RTNETLINK answers: File exists")
+		return nil, errors.New("RTNETLINK answers: File exists")
 	}
-	return nil
+	if stdin == nil {
+		return nil, nil
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(string(stdin), "\n"), "\n") {
+		r.cmds = append(r.cmds, "  "+l)
+		if r.failOn != "" && strings.Contains(l, r.failOn) {
+			return nil, errors.New("RTNETLINK answers: File exists")
+		}
+	}
+	return nil, nil
 }
 
 func (r *recordingRunner) NewNetns(ctx context.Context, userns, name string) error {
-	return r.Run(ctx, "new-netns", name, "--owner", userns)
+	_, err := r.Run(ctx, nil, "new-netns", name, "--owner", userns)
+	return err
 }
 
 func TestPodNetworkSetup(t *testing.T) {

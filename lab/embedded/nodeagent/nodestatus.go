@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/hostexec"
 )
 
 // nodeObject is the Node the agent registers: labels as a kubelet sets
@@ -117,7 +118,7 @@ func diskTotal(dir string) int64 {
 
 // runcVersion asks runc for its version.
 func runcVersion(ctx context.Context) string {
-	out, err := execOutput(ctx, nil, "runc", "--version")
+	out, err := hostexec.Exec{}.Run(ctx, nil, "runc", "--version")
 	if err != nil {
 		return "unknown"
 	}
