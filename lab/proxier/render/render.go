@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	netutils "k8s.io/utils/net"
 
@@ -185,51 +185,32 @@ func resolveNodeIP(flag string, node *v1.Node) (net.IP, error) {
 	return nil, errors.New("no node IP: pass --node-ip or include the Node with an InternalIP address")
 }
 
-// NewRenderCommand returns "render": print the rules kube-proxy would
-// program for the Services, EndpointSlices and Nodes in a file.
-func NewRenderCommand() *cobra.Command {
-	var opts Options
-	var file string
-	var verbose bool
-	cmd := &cobra.Command{
-		Use:   "render --mode nftables|iptables --node NAME -f FILE",
-		Short: "Print the rules kube-proxy v1.37 would program for a set of Services",
-		Long: `Render reads Services, EndpointSlices and Nodes from a multi-document YAML
-file (or "-" for stdin) and prints exactly what kube-proxy v1.37 would program
-on the given node: "nft -f" input for nftables mode, "iptables-restore" input
-(filter and nat tables) for iptables mode. Nothing is applied.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("a manifest file is required (-f FILE)")
-			}
-			level := slog.LevelWarn
-			if verbose {
-				level = slog.LevelDebug
-			}
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			in, source := io.Reader(cmd.InOrStdin()), "<stdin>"
-			if file != "-" {
-				f, err := os.Open(file)
-				if err != nil {
-					return fmt.Errorf("open manifest: %w", err)
-				}
-				defer f.Close()
-				in, source = f, file
-			}
-			return Render(cmd.Context(), logger, opts, in, source, cmd.OutOrStdout())
-		},
+// AddFlags adds the options' flags (those of "svclab proxier render") to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Mode, "mode", ModeNFTables, "proxy mode: nftables or iptables")
+	fs.StringVar(&o.NodeName, "node", "", "name of this node (endpoints on it are local)")
+	fs.StringVar(&o.NodeIP, "node-ip", "", "primary IP of this node (default: the Node's InternalIP from the file)")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", "", "pod CIDR, used to tell pod traffic apart")
+	fs.StringSliceVar(&o.ServiceCIDRs, "service-cidr", nil, "ServiceCIDR ranges (nftables drops traffic to unallocated ClusterIPs)")
+	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", nil, `CIDRs or "primary", "localhost", "all" (default: primary for nftables, all for iptables)`)
+	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to ClusterIPs")
+	fs.StringVar(&o.Output, "output", OutputRuleset, `nftables output: "ruleset" (resulting table) or "transaction" (the nft -f input of the first sync)`)
+}
+
+// RenderFile renders the manifests in file, or those read from stdin when
+// file is "-".
+func RenderFile(ctx context.Context, logger *slog.Logger, opts Options, file string, stdin io.Reader, w io.Writer) error {
+	if file == "" {
+		return errors.New("a manifest file is required (-f FILE)")
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&opts.Mode, "mode", ModeNFTables, "proxy mode: nftables or iptables")
-	fl.StringVar(&opts.NodeName, "node", "", "name of this node (endpoints on it are local)")
-	fl.StringVar(&opts.NodeIP, "node-ip", "", "primary IP of this node (default: the Node's InternalIP from the file)")
-	fl.StringVar(&opts.ClusterCIDR, "cluster-cidr", "", "pod CIDR, used to tell pod traffic apart")
-	fl.StringSliceVar(&opts.ServiceCIDRs, "service-cidr", nil, "ServiceCIDR ranges (nftables drops traffic to unallocated ClusterIPs)")
-	fl.StringSliceVar(&opts.NodePortAddresses, "nodeport-addresses", nil, `CIDRs or "primary", "localhost", "all" (default: primary for nftables, all for iptables)`)
-	fl.BoolVar(&opts.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to ClusterIPs")
-	fl.StringVar(&opts.Output, "output", OutputRuleset, `nftables output: "ruleset" (resulting table) or "transaction" (the nft -f input of the first sync)`)
-	fl.StringVarP(&file, "file", "f", "", `manifest file ("-" for stdin)`)
-	fl.BoolVarP(&verbose, "verbose", "v", false, "log skipped objects to stderr")
-	return cmd
+	in, source := stdin, "<stdin>"
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return fmt.Errorf("open manifest: %w", err)
+		}
+		defer f.Close()
+		in, source = f, file
+	}
+	return Render(ctx, logger, opts, in, source, w)
 }

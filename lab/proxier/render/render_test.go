@@ -4,25 +4,37 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/golden")
 
+// runCommand renders as "svclab proxier render ARGS" does.
 func runCommand(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := NewRenderCommand()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	cmd.SetContext(context.Background())
-	err := cmd.Execute()
+	return runWithInput(t, nil, args...)
+}
+
+func runWithInput(t *testing.T, stdin io.Reader, args ...string) (string, error) {
+	t.Helper()
+	var opts Options
+	var file string
+	fs := pflag.NewFlagSet("render", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	fs.StringVarP(&file, "file", "f", "", "")
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err := RenderFile(context.Background(), slog.New(slog.DiscardHandler), opts, file, stdin, &out)
 	return out.String(), err
 }
 
@@ -105,19 +117,15 @@ func TestRenderFromStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := NewRenderCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetIn(bytes.NewReader(demo))
-	cmd.SetArgs([]string{"--node", "test-node", "--node-ip", "192.168.0.2", "--cluster-cidr", "10.0.0.0/8", "--service-cidr", "172.30.0.0/16", "-f", "-"})
-	if err := cmd.Execute(); err != nil {
+	out, err := runWithInput(t, bytes.NewReader(demo), "--node", "test-node", "--node-ip", "192.168.0.2", "--cluster-cidr", "10.0.0.0/8", "--service-cidr", "172.30.0.0/16", "-f", "-")
+	if err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile("testdata/golden/demo.nft")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.String() != string(want) {
+	if out != string(want) {
 		t.Error("stdin output differs from file output")
 	}
 }
