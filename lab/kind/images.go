@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 
 	"github.com/svclab/svclab/lab/cluster"
@@ -35,8 +37,15 @@ type LabImages struct {
 	Options   images.Options
 }
 
+// ErrImagesNeedLinux is why kind labs cannot be made from a machine other
+// than Linux yet.
+var ErrImagesNeedLinux = errors.New("kind labs cannot be created from this machine yet: the images svclab loads into the nodes (its proxier, agnhost, the tools) and its node image are built from Debian packages and a Linux build of svclab, on Linux; run svclab on a Linux machine or VM (whose embedded backend needs no Docker at all)")
+
 // Archive builds the store's missing layers and packs the archive.
 func (l LabImages) Archive(ctx context.Context, p cluster.Progress, extra []string) (string, string, error) {
+	if runtime.GOOS != "linux" {
+		return "", "", ErrImagesNeedLinux
+	}
 	dir := l.Dir
 	if dir == "" {
 		var err error

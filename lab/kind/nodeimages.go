@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
@@ -43,6 +44,9 @@ func (l LabNodeImage) EnsureNodeImage(ctx context.Context, p cluster.Progress, i
 // Build makes image available in the engine DOCKER_HOST names (building
 // it when the cache has no archive of its inputs) and says what it did.
 func (l LabNodeImage) Build(ctx context.Context, p cluster.Progress, image string) (nodeimage.Result, error) {
+	if runtime.GOOS != "linux" {
+		return nodeimage.Result{}, ErrImagesNeedLinux
+	}
 	kube := l.KubeBin
 	if kube == "" {
 		var err error

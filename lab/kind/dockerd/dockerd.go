@@ -81,8 +81,11 @@ type Options struct {
 	Env string
 	// NoOwn keeps svclab from installing or starting its own daemon
 	// (EnvOwn=no).
-	NoOwn    bool
-	System   System
+	NoOwn  bool
+	System System
+	// Engines are the engines of the machine's tried, in order, when
+	// DOCKER_HOST is unset; Engines(home, $XDG_RUNTIME_DIR) when nil.
+	Engines  []Engine
 	Progress cluster.Progress
 	Log      *slog.Logger
 	// StartTimeout bounds the wait for a started daemon to answer.
@@ -107,6 +110,9 @@ type Daemon struct {
 	// Host is its address, for DOCKER_HOST.
 	Host    string
 	Version string
+	// Engine names the engine of the machine's it is ("Docker Desktop");
+	// "" for DOCKER_HOST's and svclab's own.
+	Engine string
 	// Own says it is svclab's own daemon.
 	Own bool
 	// Wrapped says containers run with svclab-runc (capabilities dropped).
@@ -134,6 +140,9 @@ func (o *Options) fill() error {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = time.Minute
 	}
+	if o.Engines == nil {
+		o.Engines = userEngines()
+	}
 	return nil
 }
 
@@ -152,7 +161,8 @@ func (o Options) startLock() string  { return filepath.Join(o.Dir, "start.lock")
 func OwnHost(dir string) string { return Options{Dir: dir}.host() }
 
 // Ensure returns a Docker engine that answers: the one DOCKER_HOST names,
-// else the machine's (/var/run/docker.sock), else svclab's own — started,
+// else the machine's (/var/run/docker.sock) or the user's (Docker Desktop,
+// colima, OrbStack, ...: Engines), else svclab's own — started,
 // after installing docker.io when needed, if it does not run. Release it
 // when done.
 func Ensure(ctx context.Context, o Options) (*Daemon, error) {
@@ -167,8 +177,11 @@ func Ensure(ctx context.Context, o Options) (*Daemon, error) {
 		return &Daemon{Host: o.Env, Version: v, o: o}, nil
 	}
 	if o.Env == "" {
-		if v, err := o.System.Ping(ctx, DefaultSocket); err == nil {
-			return &Daemon{Host: DefaultSocket, Version: v, o: o}, nil
+		for _, e := range o.Engines {
+			if v, err := o.System.Ping(ctx, e.Host); err == nil {
+				o.Log.Debug("using a Docker engine of the machine's", "engine", e.Name, "host", e.Host, "version", v)
+				return &Daemon{Host: e.Host, Version: v, Engine: e.Name, o: o}, nil
+			}
 		}
 	}
 	if o.NoOwn {
@@ -177,7 +190,7 @@ func Ensure(ctx context.Context, o Options) (*Daemon, error) {
 		}
 		return nil, ErrNoOwn
 	}
-	if err := ownEngine(); err != nil {
+	if err := ownEngine(o.Engines); err != nil {
 		return nil, err
 	}
 	return ensureOwn(ctx, o)

@@ -5,6 +5,7 @@ package dockerd
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // This file lets svclab build on systems other than Linux (macOS, where
@@ -18,7 +19,12 @@ func unmountDetached(path string) error {
 	return fmt.Errorf("unmounting %s: %w", path, errors.ErrUnsupported)
 }
 
-// ownEngine says why svclab cannot run an engine of its own here.
-func ownEngine() error {
-	return fmt.Errorf("%w (%s), and svclab runs a Docker engine of its own on Linux only: start Docker Desktop (or another engine), or set %s to one that runs", ErrDown, DefaultSocket, EnvHost)
+// ownEngine says why svclab cannot run an engine of its own here, naming
+// the engines it looked for.
+func ownEngine(tried []Engine) error {
+	var where []string
+	for _, e := range tried {
+		where = append(where, e.Name+" ("+e.Host+")")
+	}
+	return fmt.Errorf("%w: svclab looked for %s; it runs a Docker engine of its own on Linux only: install and start Docker Desktop, colima (colima start) or OrbStack, or set %s to an engine that runs", ErrDown, strings.Join(where, ", "), EnvHost)
 }
