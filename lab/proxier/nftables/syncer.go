@@ -643,38 +643,9 @@ func isNoTable(err error) bool {
 // It returns the chains it flushed as stale, and the per-service chains and
 // affinity sets the kernel will have if the transaction succeeds.
 func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.Snapshot, full bool, listedSets []string, changed map[types.NamespacedName]bool, start time.Time) (flushed []string, chains, sets map[string]bool) {
-	ipX := s.ipX
-	tx := st.tx
-	// A full sync lists what the table holds; a partial one knows it
-	// from the previous syncs (upstream lists every time, which costs
-	// more than the rest of a partial sync of a large cluster).
-	existingChains, existingSets := s.serviceChains, s.affinitySets
-	if full || existingChains == nil || existingSets == nil {
-		existingChains, existingSets = map[string]bool{}, map[string]bool{}
-		list, err := s.nft.List(ctx, "chain")
-		if err != nil && !knftables.IsNotFound(err) {
-			s.logger.ErrorContext(ctx, "failed to list existing chains", "err", err)
-		}
-		for _, c := range list {
-			if isServiceChainName(c) {
-				existingChains[c] = true
-			}
-		}
-		if !full {
-			if listedSets, _, err = s.listSets(ctx); err != nil {
-				s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
-			}
-		}
-		for _, set := range listedSets {
-			if isAffinitySetName(set) {
-				existingSets[set] = true
-			}
-		}
-	}
+	existingChains, existingSets := s.existingServiceObjects(ctx, full, listedSets)
 
-	activeChains, activeAffinitySets := st.activeChains, st.activeAffinitySets
 	ports := make(map[model.ServicePortName]*portRecord, len(snap.Ports))
-
 	for _, sp := range snap.Ports {
 		name := sp.Name
 		skip := !full && !changed[name.NamespacedName]
@@ -688,268 +659,377 @@ func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.S
 		}
 		rec := &portRecorder{st: st, skip: skip, rec: &portRecord{sp: sp}}
 		ports[name] = rec.rec
-		protocol := sp.ProtocolLower()
-		port := strconv.Itoa(sp.Port)
-		comment := truncateComment(name.String())
-		names := s.chainsFor(name)
-		cat := snap.Categorize(sp)
-		affinity := sp.SessionAffinityClientIP
+		p := s.planPort(snap, sp)
+		s.writePortElements(rec, &p)
+		// Everything else only concerns the service's own chains and
+		// affinity sets, which a partial sync leaves alone for unchanged
+		// services.
+		if !skip {
+			s.writePortChains(st.tx, &p)
+		}
+	}
+	s.ports = ports
 
-		for _, ep := range cat.AllReachable {
-			// Endpoint names (a SHA-256 each) only exist with affinity.
-			if affinity {
-				epChain, affSet := endpointNames(name, ep)
-				rec.chain(epChain)
-				rec.affinitySet(affSet)
-			}
-			if ep.Local {
-				rec.elem(s.hairpinConnections, &knftables.Element{
-					Set: hairpinConnectionsSet,
-					Key: []string{ep.IP, ep.IP, protocol, strconv.Itoa(ep.Port)},
-				})
-			}
-		}
+	flushed = s.writeCleanup(st, existingChains, existingSets, start)
+	return flushed, existingChains, existingSets
+}
 
-		usesClusterChain := len(cat.Cluster) > 0 && sp.UsesClusterEndpoints()
-		if usesClusterChain {
-			rec.chain(names.cluster)
+// existingServiceObjects returns the per-service chains and the affinity
+// sets the table holds before this sync. listedSets are the sets a full
+// sync has already listed. The maps returned are the Syncer's own, or new
+// ones; writeCleanup turns them into the state after the sync.
+func (s *Syncer) existingServiceObjects(ctx context.Context, full bool, listedSets []string) (chains, sets map[string]bool) {
+	// A full sync lists what the table holds; a partial one knows it
+	// from the previous syncs (upstream lists every time, which costs
+	// more than the rest of a partial sync of a large cluster).
+	chains, sets = s.serviceChains, s.affinitySets
+	if !full && chains != nil && sets != nil {
+		return chains, sets
+	}
+	chains, sets = map[string]bool{}, map[string]bool{}
+	list, err := s.nft.List(ctx, "chain")
+	if err != nil && !knftables.IsNotFound(err) {
+		s.logger.ErrorContext(ctx, "failed to list existing chains", "err", err)
+	}
+	for _, c := range list {
+		if isServiceChainName(c) {
+			chains[c] = true
 		}
-		usesLocalChain := len(cat.Local) > 0 && sp.UsesLocalEndpoints()
-		if usesLocalChain {
-			rec.chain(names.local)
+	}
+	if !full {
+		if listedSets, _, err = s.listSets(ctx); err != nil {
+			s.logger.ErrorContext(ctx, "failed to list existing sets", "err", err)
 		}
+	}
+	for _, set := range listedSets {
+		if isAffinitySetName(set) {
+			sets[set] = true
+		}
+	}
+	return chains, sets
+}
 
-		internalChain, hasInternal := names.cluster, cat.HasAnyEndpoints
-		if sp.InternalPolicyLocal {
-			internalChain = names.local
-			if len(cat.Local) == 0 {
-				hasInternal = false
-			}
-		}
-		externalPolicyChain, hasExternal := names.cluster, cat.HasAnyEndpoints
-		if sp.ExternalPolicyLocal {
-			externalPolicyChain = names.local
-			if len(cat.Local) == 0 {
-				hasExternal = false
-			}
-		}
+// portPlan is what a sync decides for one ServicePort before writing
+// anything: its endpoints, which of its chains it uses, and where its
+// internal (ClusterIP) and external (external IPs, load-balancer VIPs,
+// NodePort) traffic goes. writePortElements and writePortChains share it.
+type portPlan struct {
+	sp       *model.ServicePort
+	names    portChains
+	cat      model.Categorized
+	protocol string
+	affinity bool
+
+	// internalChain and externalPolicyChain are the policy chains
+	// (cluster or local) of internal and external traffic; hasInternal
+	// and hasExternal tell whether that policy has endpoints.
+	internalChain, externalPolicyChain string
+	hasInternal, hasExternal           bool
+	// internalVerdict and externalVerdict are the no-endpoint verdicts:
+	// "goto reject-chain" if the Service has no endpoints at all, "drop"
+	// if only the policy has none, empty if the policy has endpoints.
+	internalVerdict, externalVerdict string
+
+	usesClusterChain, usesLocalChain     bool
+	usesExternalChain, usesFirewallChain bool
+}
+
+// planPort computes the portPlan of sp.
+func (s *Syncer) planPort(snap *model.Snapshot, sp *model.ServicePort) portPlan {
+	names := s.chainsFor(sp.Name)
+	cat := snap.Categorize(sp)
+	p := portPlan{
+		sp:       sp,
+		names:    names,
+		cat:      cat,
+		protocol: sp.ProtocolLower(),
+		affinity: sp.SessionAffinityClientIP,
+
+		usesClusterChain: len(cat.Cluster) > 0 && sp.UsesClusterEndpoints(),
+		usesLocalChain:   len(cat.Local) > 0 && sp.UsesLocalEndpoints(),
 		// The external chain is needed whenever there are endpoints at
 		// all: it short-circuits pod and node traffic even if no local
 		// endpoint exists.
-		usesExternalChain := cat.HasAnyEndpoints && sp.ExternallyAccessible()
-		if usesExternalChain {
-			rec.chain(names.external)
-		}
+		usesExternalChain: cat.HasAnyEndpoints && sp.ExternallyAccessible(),
+		usesFirewallChain: len(sp.LoadBalancerVIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0,
+	}
 
-		var internalVerdict, externalVerdict string
-		if !cat.HasAnyEndpoints {
-			internalVerdict = "goto " + rejectChain
-			externalVerdict = "goto " + rejectChain
-		} else {
-			if !hasInternal {
-				internalVerdict = "drop"
-			}
-			if !hasExternal {
-				externalVerdict = "drop"
-			}
+	p.internalChain, p.hasInternal = names.cluster, cat.HasAnyEndpoints
+	if sp.InternalPolicyLocal {
+		p.internalChain = names.local
+		if len(cat.Local) == 0 {
+			p.hasInternal = false
 		}
+	}
+	p.externalPolicyChain, p.hasExternal = names.cluster, cat.HasAnyEndpoints
+	if sp.ExternalPolicyLocal {
+		p.externalPolicyChain = names.local
+		if len(cat.Local) == 0 {
+			p.hasExternal = false
+		}
+	}
 
-		rec.elem(s.clusterIPs, &knftables.Element{Set: clusterIPsSet, Key: []string{sp.ClusterIP.String()}})
-		if hasInternal {
-			rec.elem(s.serviceIPs, &knftables.Element{
-				Map:   serviceIPsMap,
-				Key:   []string{sp.ClusterIP.String(), protocol, port},
-				Value: []string{"goto " + internalChain},
-			})
-		} else {
-			rec.elem(s.noEndpointServices, &knftables.Element{
-				Map:     noEndpointServicesMap,
-				Key:     []string{sp.ClusterIP.String(), protocol, port},
-				Value:   []string{internalVerdict},
-				Comment: &comment,
-			})
+	if !cat.HasAnyEndpoints {
+		p.internalVerdict = "goto " + rejectChain
+		p.externalVerdict = "goto " + rejectChain
+	} else {
+		if !p.hasInternal {
+			p.internalVerdict = "drop"
 		}
+		if !p.hasExternal {
+			p.externalVerdict = "drop"
+		}
+	}
+	return p
+}
 
-		for _, ip := range sp.ExternalIPs {
-			if cat.HasAnyEndpoints {
-				rec.elem(s.serviceIPs, &knftables.Element{
-					Map:   serviceIPsMap,
-					Key:   []string{ip.String(), protocol, port},
-					Value: []string{"goto " + names.external},
-				})
-			}
-			if !hasExternal {
-				rec.elem(s.noEndpointServices, &knftables.Element{
-					Map:     noEndpointServicesMap,
-					Key:     []string{ip.String(), protocol, port},
-					Value:   []string{externalVerdict},
-					Comment: &comment,
-				})
-			}
-		}
+// writePortElements ensures, through rec, the chains and affinity sets of
+// the ServicePort of p, and its elements of the shared sets and maps:
+// hairpin connections, cluster IPs, service IPs (ClusterIP, external IPs,
+// load-balancer VIPs), firewall IPs, NodePorts and the no-endpoint
+// verdicts. For a Service a partial sync leaves alone, rec only marks the
+// port's chains as in use instead of adding and flushing them.
+func (s *Syncer) writePortElements(rec *portRecorder, p *portPlan) {
+	sp, names, cat := p.sp, &p.names, &p.cat
+	name := sp.Name
+	protocol := p.protocol
+	port := strconv.Itoa(sp.Port)
+	comment := truncateComment(name.String())
 
-		usesFirewallChain := len(sp.LoadBalancerVIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
-		if usesFirewallChain {
-			rec.chain(names.firewall)
-		}
-		for _, ip := range sp.LoadBalancerVIPs {
-			if cat.HasAnyEndpoints {
-				rec.elem(s.serviceIPs, &knftables.Element{
-					Map:   serviceIPsMap,
-					Key:   []string{ip.String(), protocol, port},
-					Value: []string{"goto " + names.external},
-				})
-			}
-			if usesFirewallChain {
-				rec.elem(s.firewallIPs, &knftables.Element{
-					Map:   firewallIPsMap,
-					Key:   []string{ip.String(), protocol, port},
-					Value: []string{"goto " + names.firewall},
-				})
-			}
-		}
-		if !hasExternal {
-			for _, ip := range sp.LoadBalancerVIPs {
-				rec.elem(s.noEndpointServices, &knftables.Element{
-					Map:     noEndpointServicesMap,
-					Key:     []string{ip.String(), protocol, port},
-					Value:   []string{externalVerdict},
-					Comment: &comment,
-				})
-			}
-		}
-
-		if sp.NodePort != 0 {
-			nodePort := strconv.Itoa(sp.NodePort)
-			// NodePorts are never subject to loadBalancerSourceRanges.
-			if cat.HasAnyEndpoints {
-				rec.elem(s.serviceNodePorts, &knftables.Element{
-					Map:   serviceNodePortsMap,
-					Key:   []string{protocol, nodePort},
-					Value: []string{"goto " + names.external},
-				})
-			}
-			if !hasExternal {
-				rec.elem(s.noEndpointNodePorts, &knftables.Element{
-					Map:     noEndpointNodePortsMap,
-					Key:     []string{protocol, nodePort},
-					Value:   []string{externalVerdict},
-					Comment: &comment,
-				})
-			}
-		}
-
-		// Everything below only concerns the service's own chains and
-		// affinity sets, which a partial sync leaves alone for unchanged
-		// services.
-		if skip {
-			continue
-		}
-
-		if usesExternalChain {
-			if !sp.ExternalPolicyLocal {
-				// Cluster endpoints may be on another node: masquerade.
-				tx.Add(&knftables.Rule{Chain: names.external, Rule: s.masqueradeRule, Comment: ptrTo("masquerade")})
-			} else {
-				// Pod and node traffic to an external destination is
-				// subject to neither traffic policy: it behaves as if it
-				// went out to the load balancer and came back.
-				if s.cfg.ClusterCIDR != "" {
-					tx.Add(&knftables.Rule{
-						Chain:   names.external,
-						Rule:    knftables.Concat(ipX, "saddr", s.cfg.ClusterCIDR, "goto", names.cluster),
-						Comment: ptrTo("short-circuit pod traffic"),
-					})
-				}
-				tx.Add(&knftables.Rule{
-					Chain:   names.external,
-					Rule:    knftables.Concat("fib", "saddr", "type", "local", s.masqueradeRule),
-					Comment: ptrTo("masquerade local traffic"),
-				})
-				tx.Add(&knftables.Rule{
-					Chain:   names.external,
-					Rule:    knftables.Concat("fib", "saddr", "type", "local", "goto", names.cluster),
-					Comment: ptrTo("short-circuit local traffic"),
-				})
-			}
-			if hasExternal {
-				tx.Add(&knftables.Rule{Chain: names.external, Rule: knftables.Concat("goto", externalPolicyChain)})
-			}
-		}
-
-		if usesFirewallChain {
-			var sources []string
-			allowFromNode := false
-			for _, cidr := range sp.LoadBalancerSourceRanges {
-				if len(sources) > 0 {
-					sources = append(sources, ",")
-				}
-				sources = append(sources, cidr.String())
-				if s.cfg.NodeIP != nil && cidr.Contains(s.cfg.NodeIP) {
-					allowFromNode = true
-				}
-			}
-			// A VIP-style LB address is often local, so the node's own
-			// requests loop back with the VIP as source: allow them.
-			if allowFromNode {
-				for _, ip := range sp.LoadBalancerVIPs {
-					sources = append(sources, ",", ip.String())
-				}
-			}
-			tx.Add(&knftables.Rule{
-				Chain: names.firewall,
-				Rule:  knftables.Concat(ipX, "saddr", "!=", "{", sources, "}", "drop"),
-			})
-		}
-
-		if affinity {
-			for _, ep := range cat.AllReachable {
-				_, affSet := endpointNames(name, ep)
-				tx.Add(&knftables.Set{
-					Name:    affSet,
-					Type:    s.addrType,
-					Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
-					Timeout: ptrTo(time.Duration(sp.StickyMaxAgeSeconds) * time.Second),
-				})
-			}
-		}
-
-		if !affinity {
-			if usesClusterChain {
-				s.writeDNATs(tx, sp, names.cluster, cat.Cluster)
-			}
-			if usesLocalChain {
-				s.writeDNATs(tx, sp, names.local, cat.Local)
-			}
-			continue
-		}
-		if usesClusterChain {
-			s.writeEndpointJumps(tx, sp, names.cluster, cat.Cluster)
-		}
-		if usesLocalChain {
-			s.writeEndpointJumps(tx, sp, names.local, cat.Local)
-		}
-		for _, ep := range cat.AllReachable {
+	for _, ep := range cat.AllReachable {
+		// Endpoint names (a SHA-256 each) only exist with affinity.
+		if p.affinity {
 			epChain, affSet := endpointNames(name, ep)
-			tx.Add(&knftables.Rule{
-				Chain: epChain,
-				Rule:  knftables.Concat("update", "@", affSet, "{", ipX, "saddr", "}"),
-			})
-			tx.Add(&knftables.Rule{
-				Chain: epChain,
-				Rule:  knftables.Concat("meta l4proto", protocol, "dnat to", ep.String()),
+			rec.chain(epChain)
+			rec.affinitySet(affSet)
+		}
+		if ep.Local {
+			rec.elem(s.hairpinConnections, &knftables.Element{
+				Set: hairpinConnectionsSet,
+				Key: []string{ep.IP, ep.IP, protocol, strconv.Itoa(ep.Port)},
 			})
 		}
 	}
 
-	s.ports = ports
+	if p.usesClusterChain {
+		rec.chain(names.cluster)
+	}
+	if p.usesLocalChain {
+		rec.chain(names.local)
+	}
+	if p.usesExternalChain {
+		rec.chain(names.external)
+	}
 
+	rec.elem(s.clusterIPs, &knftables.Element{Set: clusterIPsSet, Key: []string{sp.ClusterIP.String()}})
+	if p.hasInternal {
+		rec.elem(s.serviceIPs, &knftables.Element{
+			Map:   serviceIPsMap,
+			Key:   []string{sp.ClusterIP.String(), protocol, port},
+			Value: []string{"goto " + p.internalChain},
+		})
+	} else {
+		rec.elem(s.noEndpointServices, &knftables.Element{
+			Map:     noEndpointServicesMap,
+			Key:     []string{sp.ClusterIP.String(), protocol, port},
+			Value:   []string{p.internalVerdict},
+			Comment: &comment,
+		})
+	}
+
+	for _, ip := range sp.ExternalIPs {
+		if cat.HasAnyEndpoints {
+			rec.elem(s.serviceIPs, &knftables.Element{
+				Map:   serviceIPsMap,
+				Key:   []string{ip.String(), protocol, port},
+				Value: []string{"goto " + names.external},
+			})
+		}
+		if !p.hasExternal {
+			rec.elem(s.noEndpointServices, &knftables.Element{
+				Map:     noEndpointServicesMap,
+				Key:     []string{ip.String(), protocol, port},
+				Value:   []string{p.externalVerdict},
+				Comment: &comment,
+			})
+		}
+	}
+
+	if p.usesFirewallChain {
+		rec.chain(names.firewall)
+	}
+	for _, ip := range sp.LoadBalancerVIPs {
+		if cat.HasAnyEndpoints {
+			rec.elem(s.serviceIPs, &knftables.Element{
+				Map:   serviceIPsMap,
+				Key:   []string{ip.String(), protocol, port},
+				Value: []string{"goto " + names.external},
+			})
+		}
+		if p.usesFirewallChain {
+			rec.elem(s.firewallIPs, &knftables.Element{
+				Map:   firewallIPsMap,
+				Key:   []string{ip.String(), protocol, port},
+				Value: []string{"goto " + names.firewall},
+			})
+		}
+	}
+	if !p.hasExternal {
+		for _, ip := range sp.LoadBalancerVIPs {
+			rec.elem(s.noEndpointServices, &knftables.Element{
+				Map:     noEndpointServicesMap,
+				Key:     []string{ip.String(), protocol, port},
+				Value:   []string{p.externalVerdict},
+				Comment: &comment,
+			})
+		}
+	}
+
+	if sp.NodePort != 0 {
+		nodePort := strconv.Itoa(sp.NodePort)
+		// NodePorts are never subject to loadBalancerSourceRanges.
+		if cat.HasAnyEndpoints {
+			rec.elem(s.serviceNodePorts, &knftables.Element{
+				Map:   serviceNodePortsMap,
+				Key:   []string{protocol, nodePort},
+				Value: []string{"goto " + names.external},
+			})
+		}
+		if !p.hasExternal {
+			rec.elem(s.noEndpointNodePorts, &knftables.Element{
+				Map:     noEndpointNodePortsMap,
+				Key:     []string{protocol, nodePort},
+				Value:   []string{p.externalVerdict},
+				Comment: &comment,
+			})
+		}
+	}
+}
+
+// writePortChains writes the contents of the chains of the ServicePort of
+// p (which writePortElements added and flushed): the external chain, the
+// firewall chain, the affinity sets, and the DNATs of the policy chains or,
+// with affinity, their jumps to the endpoint chains and those chains.
+func (s *Syncer) writePortChains(tx *knftables.Transaction, p *portPlan) {
+	ipX := s.ipX
+	sp, names, cat := p.sp, &p.names, &p.cat
+
+	if p.usesExternalChain {
+		if !sp.ExternalPolicyLocal {
+			// Cluster endpoints may be on another node: masquerade.
+			tx.Add(&knftables.Rule{Chain: names.external, Rule: s.masqueradeRule, Comment: ptrTo("masquerade")})
+		} else {
+			// Pod and node traffic to an external destination is
+			// subject to neither traffic policy: it behaves as if it
+			// went out to the load balancer and came back.
+			if s.cfg.ClusterCIDR != "" {
+				tx.Add(&knftables.Rule{
+					Chain:   names.external,
+					Rule:    knftables.Concat(ipX, "saddr", s.cfg.ClusterCIDR, "goto", names.cluster),
+					Comment: ptrTo("short-circuit pod traffic"),
+				})
+			}
+			tx.Add(&knftables.Rule{
+				Chain:   names.external,
+				Rule:    knftables.Concat("fib", "saddr", "type", "local", s.masqueradeRule),
+				Comment: ptrTo("masquerade local traffic"),
+			})
+			tx.Add(&knftables.Rule{
+				Chain:   names.external,
+				Rule:    knftables.Concat("fib", "saddr", "type", "local", "goto", names.cluster),
+				Comment: ptrTo("short-circuit local traffic"),
+			})
+		}
+		if p.hasExternal {
+			tx.Add(&knftables.Rule{Chain: names.external, Rule: knftables.Concat("goto", p.externalPolicyChain)})
+		}
+	}
+
+	if p.usesFirewallChain {
+		s.writeFirewall(tx, sp, names.firewall)
+	}
+
+	if p.affinity {
+		for _, ep := range cat.AllReachable {
+			_, affSet := endpointNames(sp.Name, ep)
+			tx.Add(&knftables.Set{
+				Name:    affSet,
+				Type:    s.addrType,
+				Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
+				Timeout: ptrTo(time.Duration(sp.StickyMaxAgeSeconds) * time.Second),
+			})
+		}
+	}
+
+	if !p.affinity {
+		if p.usesClusterChain {
+			s.writeDNATs(tx, sp, names.cluster, cat.Cluster)
+		}
+		if p.usesLocalChain {
+			s.writeDNATs(tx, sp, names.local, cat.Local)
+		}
+		return
+	}
+	if p.usesClusterChain {
+		s.writeEndpointJumps(tx, sp, names.cluster, cat.Cluster)
+	}
+	if p.usesLocalChain {
+		s.writeEndpointJumps(tx, sp, names.local, cat.Local)
+	}
+	for _, ep := range cat.AllReachable {
+		epChain, affSet := endpointNames(sp.Name, ep)
+		tx.Add(&knftables.Rule{
+			Chain: epChain,
+			Rule:  knftables.Concat("update", "@", affSet, "{", ipX, "saddr", "}"),
+		})
+		tx.Add(&knftables.Rule{
+			Chain: epChain,
+			Rule:  knftables.Concat("meta l4proto", p.protocol, "dnat to", ep.String()),
+		})
+	}
+}
+
+// writeFirewall writes the rule of sp's firewall chain: drop what does not
+// come from its loadBalancerSourceRanges.
+func (s *Syncer) writeFirewall(tx *knftables.Transaction, sp *model.ServicePort, chain string) {
+	var sources []string
+	allowFromNode := false
+	for _, cidr := range sp.LoadBalancerSourceRanges {
+		if len(sources) > 0 {
+			sources = append(sources, ",")
+		}
+		sources = append(sources, cidr.String())
+		if s.cfg.NodeIP != nil && cidr.Contains(s.cfg.NodeIP) {
+			allowFromNode = true
+		}
+	}
+	// A VIP-style LB address is often local, so the node's own
+	// requests loop back with the VIP as source: allow them.
+	if allowFromNode {
+		for _, ip := range sp.LoadBalancerVIPs {
+			sources = append(sources, ",", ip.String())
+		}
+	}
+	tx.Add(&knftables.Rule{
+		Chain: chain,
+		Rule:  knftables.Concat(s.ipX, "saddr", "!=", "{", sources, "}", "drop"),
+	})
+}
+
+// writeCleanup writes the cleanup at the end of the transaction: it
+// flushes the chains of existingChains that this sync did not use (a later
+// sync deletes them), deletes the affinity sets of existingSets that it did
+// not use and the elements that nothing ensured. It updates existingChains
+// and existingSets to what the kernel will hold if the transaction
+// succeeds, and returns the flushed chains.
+func (s *Syncer) writeCleanup(st *syncState, existingChains, existingSets map[string]bool, start time.Time) (flushed []string) {
+	tx := st.tx
 	// Chains that are no longer used cannot be deleted right away (see
 	// deleteStaleChains); flush them now and delete them later.
 	// (existingChains and existingSets become the new state: they are
 	// the Syncer's own only until the transaction fails, which drops them.)
 	for chain := range existingChains {
-		if !activeChains[chain] {
+		if !st.activeChains[chain] {
 			flushed = append(flushed, chain)
 		}
 	}
@@ -958,7 +1038,7 @@ func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.S
 		tx.Flush(&knftables.Chain{Name: chain})
 		s.staleChains[chain] = start
 	}
-	for chain := range activeChains {
+	for chain := range st.activeChains {
 		existingChains[chain] = true
 		if len(s.staleChains) > 0 {
 			delete(s.staleChains, chain)
@@ -967,7 +1047,7 @@ func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.S
 	// Stale affinity sets can go at once.
 	var staleSets []string
 	for set := range existingSets {
-		if !activeAffinitySets[set] {
+		if !st.activeAffinitySets[set] {
 			staleSets = append(staleSets, set)
 		}
 	}
@@ -976,14 +1056,13 @@ func (s *Syncer) writeServices(ctx context.Context, st *syncState, snap *model.S
 		tx.Delete(&knftables.Set{Name: set})
 		delete(existingSets, set)
 	}
-	for set := range activeAffinitySets {
+	for set := range st.activeAffinitySets {
 		existingSets[set] = true
 	}
-	chains, sets = existingChains, existingSets
 	for _, store := range s.stores() {
 		store.cleanup(tx)
 	}
-	return flushed, chains, sets
+	return flushed
 }
 
 // writeDNATs writes the DNAT rule of a policy chain without affinity: a
