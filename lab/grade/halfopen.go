@@ -3,7 +3,6 @@ package grade
 import (
 	"context"
 	"net"
-	"slices"
 	"strconv"
 )
 
@@ -52,7 +51,7 @@ func (g *Grader) clearHalfOpen(ctx context.Context, protocol string, src probeSo
 	if src.ip != "" {
 		cmd = append(cmd, "--orig-src", src.ip)
 	}
-	for _, node := range slices.Compact(on) {
+	for _, node := range on {
 		// conntrack exits 1 when nothing matched: not an error here.
 		if _, err := g.nodeOutput(ctx, node, cmd...); err != nil {
 			g.log().Debug("clearing half-open conntrack entries", "node", node, "err", err)
