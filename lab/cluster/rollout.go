@@ -32,3 +32,13 @@ func RolledOut(d *appsv1.Deployment) (done bool, state string) {
 	state = fmt.Sprintf("%d of %d replicas updated, %d available, %d in all", st.UpdatedReplicas, want, st.AvailableReplicas, st.Replicas)
 	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas == want, state
 }
+
+// DaemonSetRolledOut tells whether ds's current rollout is complete as
+// kubectl rollout status judges it (observed, every Pod on the current
+// template, all of them ready and available), and says where it stands.
+func DaemonSetRolledOut(ds *appsv1.DaemonSet) (done bool, state string) {
+	st := ds.Status
+	state = fmt.Sprintf("%d of %d Pods updated, %d ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
+	return st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
+		st.NumberReady == st.DesiredNumberScheduled && st.NumberUnavailable == 0, state
+}

@@ -66,12 +66,23 @@ func (f proxierDead) Inject(ctx context.Context, c cluster.Cluster, p scenario.P
 	if err != nil {
 		return err
 	}
-	if err := updateKubeProxy(ctx, c, func(ds *appsv1.DaemonSet) { avoidNode(&ds.Spec.Template.Spec, node) }); err != nil {
+	generation, err := updateKubeProxy(ctx, c, func(ds *appsv1.DaemonSet) { avoidNode(&ds.Spec.Template.Spec, node) })
+	if err != nil {
 		return err
 	}
 	cs, err := c.Client()
 	if err != nil {
 		return err
+	}
+	// The DaemonSet controller must have seen the affinity before the Pod
+	// is deleted: one that has not yet would put a new proxier (of the old
+	// template) back on the node at once.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ds, err := cs.AppsV1().DaemonSets(kubeProxyNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+		return err == nil && ds.Status.ObservedGeneration >= generation, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the DaemonSet controller did not take up the change to %s/%s within a minute: %w", kubeProxyNamespace, kubeProxyName, err)
 	}
 	// Done when no proxier Pod is left on the node: the proxier dies at
 	// once (no grace period), as a crashed or killed one does.
@@ -97,26 +108,56 @@ func (f proxierDead) Revert(ctx context.Context, c cluster.Cluster, p scenario.P
 	if err != nil {
 		return err
 	}
-	return updateKubeProxy(ctx, c, func(ds *appsv1.DaemonSet) { allowNode(&ds.Spec.Template.Spec, node) })
-}
-
-func updateKubeProxy(ctx context.Context, c cluster.Cluster, mutate func(*appsv1.DaemonSet)) error {
+	if _, err := updateKubeProxy(ctx, c, func(ds *appsv1.DaemonSet) { allowNode(&ds.Spec.Template.Spec, node) }); err != nil {
+		return err
+	}
+	// Done when a proxier runs on every node again, the node's included:
+	// what comes next (a check, another fault) may need it.
 	cs, err := c.Client()
 	if err != nil {
 		return err
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var state string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ds, err := cs.AppsV1().DaemonSets(kubeProxyNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+		if err != nil {
+			state = err.Error()
+			return false, nil
+		}
+		done, s := cluster.DaemonSetRolledOut(ds)
+		state = s
+		return done, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-proxy did not come back on every node within two minutes (%s): %w", state, err)
+	}
+	return nil
+}
+
+// updateKubeProxy changes the kube-proxy DaemonSet and returns its new
+// generation.
+func updateKubeProxy(ctx context.Context, c cluster.Cluster, mutate func(*appsv1.DaemonSet)) (int64, error) {
+	cs, err := c.Client()
+	if err != nil {
+		return 0, err
+	}
+	var generation int64
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ds, err := cs.AppsV1().DaemonSets(kubeProxyNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
 		if err != nil {
 			return getErr("DaemonSet", kubeProxyNamespace, kubeProxyName, err)
 		}
 		mutate(ds)
-		_, err = cs.AppsV1().DaemonSets(kubeProxyNamespace).Update(ctx, ds, metav1.UpdateOptions{})
+		ds, err = cs.AppsV1().DaemonSets(kubeProxyNamespace).Update(ctx, ds, metav1.UpdateOptions{})
 		if err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("updating DaemonSet %s/%s: %w", kubeProxyNamespace, kubeProxyName, err)
 		}
+		if err == nil {
+			generation = ds.Generation
+		}
 		return err
 	})
+	return generation, err
 }
 
 // allowNode removes what avoidNode added, and the affinity altogether when

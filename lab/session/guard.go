@@ -235,10 +235,9 @@ func waitDaemonSet(ctx context.Context, cs kubernetes.Interface, name string, ti
 			last = err.Error()
 			return false, nil
 		}
-		st := ds.Status
-		last = fmt.Sprintf("%d of %d Pods updated, %d ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
-		return st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
-			st.NumberReady == st.DesiredNumberScheduled && st.NumberUnavailable == 0, nil
+		done, state := cluster.DaemonSetRolledOut(ds)
+		last = state
+		return done, nil
 	})
 	if err != nil {
 		return fmt.Errorf("DaemonSet %s/%s did not come back within %s: %s", systemNamespace, name, timeout, last)
