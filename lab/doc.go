@@ -15,7 +15,8 @@
 //	                      limits, the backend (--backend)
 //	lab/roles             what the binary runs when called by another name
 //	                      (svclab-runc, the embedded cluster's processes, pods' programs)
-//	server/, web/         the HTTP server and its templ pages and assets
+//	server/, web/         the HTTP server and its templ pages and assets (server/terminal:
+//	                      a shell on a node for the browser terminal; server/ratelimit)
 //
 //	lab/scenario          the data: scenario.yaml, checks, the catalog (scenarios/ holds the files)
 //	lab/faults            how lessons break a cluster (a registry checked against declarations)
@@ -25,7 +26,6 @@
 //	lab/attempt           a learner's attempts: start, check, hints, history (on lab/store)
 //	lab/class             classrooms and exams: joins, labs (class/labs), the board (class/stream)
 //	lab/views             what the live panels show (EndpointSlices, rules, conntrack, probes, path)
-//	lab/terminal          a shell on a node for the browser terminal
 //	lab/store             persistence (SQLite or PostgreSQL; store/sqldb: migrations, retries)
 //	lab/netcheck          svclab's own traffic (probes of the grader and the views)
 //	lab/proxierctl        the client of the bundled proxier's status and fault endpoints
@@ -47,7 +47,7 @@
 // Downward only. cmd/svclab/internal/cli, lab/roles and server may import
 // anything. The domain
 // packages (scenario, faults, grade, session, attempt, class, views,
-// terminal, store) reach clusters only through lab/cluster and import no
+// store) reach clusters only through lab/cluster and import no
 // backend: `go list -deps ./lab/session` shows neither lab/embedded nor
 // lab/kind. The command line's env.go is the one place that knows both
 // backends by name. lab/proxier imports nothing of svclab outside itself;

@@ -15,8 +15,8 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/scenario"
-	"github.com/svclab/svclab/lab/terminal"
 	"github.com/svclab/svclab/lab/views"
+	"github.com/svclab/svclab/server/terminal"
 )
 
 // Limits of the live websockets.
