@@ -24,6 +24,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/netcheck"
+	"github.com/svclab/svclab/lab/proxier/deploy"
 	proxierfaults "github.com/svclab/svclab/lab/proxier/faults"
 	"github.com/svclab/svclab/lab/proxierctl"
 	"github.com/svclab/svclab/lab/scenario"
@@ -48,13 +49,6 @@ func (f proxierStuck) Revert(ctx context.Context, c cluster.Cluster, p scenario.
 	return proxierctl.SetFaults(ctx, c, node, proxierfaults.Patch{StopSyncing: ptr(false)})
 }
 
-// Names of the kube-proxy DaemonSet and its Pods' label.
-const (
-	kubeProxyNamespace = "kube-system"
-	kubeProxyName      = "kube-proxy"
-	kubeProxySelector  = "k8s-app=kube-proxy"
-)
-
 // proxierDead takes the proxier off one node: the kube-proxy DaemonSet gets
 // a node affinity that excludes the node, so its Pod there is deleted and
 // not replaced. The proxier does not clean up when it stops, so the node
@@ -78,22 +72,22 @@ func (f proxierDead) Inject(ctx context.Context, c cluster.Cluster, p scenario.P
 	// is deleted: one that has not yet would put a new proxier (of the old
 	// template) back on the node at once.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		ds, err := cs.AppsV1().DaemonSets(kubeProxyNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+		ds, err := cs.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, deploy.Name, metav1.GetOptions{})
 		return err == nil && ds.Status.ObservedGeneration >= generation, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the DaemonSet controller did not take up the change to %s/%s within a minute: %w", kubeProxyNamespace, kubeProxyName, err)
+		return fmt.Errorf("the DaemonSet controller did not take up the change to %s/%s within a minute: %w", deploy.Namespace, deploy.Name, err)
 	}
 	// Done when no proxier Pod is left on the node: the proxier dies at
 	// once (no grace period), as a crashed or killed one does.
 	zero := int64(0)
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
+		pods, err := cs.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.Selector, FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return false, nil
 		}
 		for _, pod := range pods.Items {
-			_ = cs.CoreV1().Pods(kubeProxyNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			_ = cs.CoreV1().Pods(deploy.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		}
 		return len(pods.Items) == 0, nil
 	})
@@ -119,7 +113,7 @@ func (f proxierDead) Revert(ctx context.Context, c cluster.Cluster, p scenario.P
 	}
 	var state string
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ds, err := cs.AppsV1().DaemonSets(kubeProxyNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+		ds, err := cs.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, deploy.Name, metav1.GetOptions{})
 		if err != nil {
 			state = err.Error()
 			return false, nil
@@ -143,14 +137,14 @@ func updateKubeProxy(ctx context.Context, c cluster.Cluster, mutate func(*appsv1
 	}
 	var generation int64
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ds, err := cs.AppsV1().DaemonSets(kubeProxyNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+		ds, err := cs.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, deploy.Name, metav1.GetOptions{})
 		if err != nil {
-			return getErr("DaemonSet", kubeProxyNamespace, kubeProxyName, err)
+			return getErr("DaemonSet", deploy.Namespace, deploy.Name, err)
 		}
 		mutate(ds)
-		ds, err = cs.AppsV1().DaemonSets(kubeProxyNamespace).Update(ctx, ds, metav1.UpdateOptions{})
+		ds, err = cs.AppsV1().DaemonSets(deploy.Namespace).Update(ctx, ds, metav1.UpdateOptions{})
 		if err != nil && !apierrors.IsConflict(err) {
-			return fmt.Errorf("updating DaemonSet %s/%s: %w", kubeProxyNamespace, kubeProxyName, err)
+			return fmt.Errorf("updating DaemonSet %s/%s: %w", deploy.Namespace, deploy.Name, err)
 		}
 		if err == nil {
 			generation = ds.Generation
@@ -533,7 +527,7 @@ func (f ruleDeleted) Revert(ctx context.Context, c cluster.Cluster, p scenario.P
 	if err != nil {
 		return err
 	}
-	pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
+	pods, err := cs.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.Selector, FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return fmt.Errorf("listing the kube-proxy Pods: %w", err)
 	}
@@ -541,12 +535,12 @@ func (f ruleDeleted) Revert(ctx context.Context, c cluster.Cluster, p scenario.P
 	zero := int64(0)
 	for _, pod := range pods.Items {
 		old[pod.Name] = true
-		if err := cs.CoreV1().Pods(kubeProxyNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		if err := cs.CoreV1().Pods(deploy.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("restarting kube-proxy on node %s: %w", node, err)
 		}
 	}
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
+		pods, err := cs.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.Selector, FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return false, nil
 		}

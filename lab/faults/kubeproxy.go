@@ -169,7 +169,7 @@ func editKubeProxyConfig(cfg *kubeproxyconfig.KubeProxyConfiguration, e kubeProx
 // runs a new one in mode want; with want "", until every new one has
 // exited at least once (a proxier that cannot start).
 func restartKubeProxy(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface, want string) error {
-	old, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector})
+	old, err := cs.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.Selector})
 	if err != nil {
 		return fmt.Errorf("listing the kube-proxy Pods: %w", err)
 	}
@@ -177,7 +177,7 @@ func restartKubeProxy(ctx context.Context, c cluster.Cluster, cs kubernetes.Inte
 	zero := int64(0)
 	for _, pod := range old.Items {
 		gone[pod.Name] = true
-		if err := cs.CoreV1().Pods(kubeProxyNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		if err := cs.CoreV1().Pods(deploy.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("restarting kube-proxy Pod %s: %w", pod.Name, err)
 		}
 	}
@@ -187,7 +187,7 @@ func restartKubeProxy(ctx context.Context, c cluster.Cluster, cs kubernetes.Inte
 	}
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, kubeProxyRestartTimeout, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(kubeProxyNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector})
+		pods, err := cs.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.Selector})
 		if err != nil {
 			last = err.Error()
 			return false, nil

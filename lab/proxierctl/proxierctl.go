@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -107,4 +108,42 @@ func SetFaults(ctx context.Context, c cluster.Cluster, node string, patch faults
 		return fmt.Errorf("setting the proxier's fault switches %s on node %s (is kube-proxy running there? kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide): %w", body, node, err)
 	}
 	return nil
+}
+
+// LastSync asks the proxier on node when it last programmed its rules
+// (kubeproxy_sync_proxy_rules_last_timestamp_seconds, the latest over the
+// IP families); the zero time when it has not yet.
+func LastSync(ctx context.Context, c cluster.Cluster, node string) (time.Time, error) {
+	out, err := Request(ctx, c, node, http.MethodGet, "/metrics", nil)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("asking the proxier on node %s for its metrics (is kube-proxy running there?): %w", node, err)
+	}
+	return lastSync(string(out)), nil
+}
+
+// lastSync reads the last sync's time from the proxier's metrics.
+func lastSync(metrics string) time.Time {
+	const name = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	var last float64
+	for line := range strings.Lines(metrics) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		if _, after, found := strings.Cut(rest, "}"); found {
+			rest = after
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil && v > last {
+			last = v
+		}
+	}
+	if last <= 0 {
+		return time.Time{}
+	}
+	sec, frac := math.Modf(last)
+	return time.Unix(int64(sec), int64(frac*1e9))
 }

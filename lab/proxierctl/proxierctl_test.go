@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svclab/svclab/lab/proxier/faults"
 	"github.com/svclab/svclab/lab/views/viewstest"
@@ -41,5 +42,32 @@ func TestModeAndFaults(t *testing.T) {
 	}
 	if _, err := Mode(ctx, c, "nope"); err == nil {
 		t.Error("a node that is not there answered")
+	}
+}
+
+func TestLastSync(t *testing.T) {
+	for _, tc := range []struct {
+		name, metrics string
+		want          time.Time
+	}{
+		{"none yet", "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\n", time.Time{}},
+		{"zero", `kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 0` + "\n", time.Time{}},
+		{"one family", `kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 1.7647e+09` + "\n", time.Unix(1764700000, 0)},
+		{"latest of two", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1764700000.5\n" +
+			"kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 1764700002.25\n", time.Unix(1764700002, 250_000_000)},
+		{"without labels", "kubeproxy_sync_proxy_rules_last_timestamp_seconds 1764700000\n", time.Unix(1764700000, 0)},
+		{"other metrics only", "kubeproxy_sync_proxy_rules_last_timestamp_seconds_total 5\nkubeproxy_sync_proxy_rules_last_queued_timestamp_seconds 1764700009\n", time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lastSync(tc.metrics); !got.Equal(tc.want) {
+				t.Errorf("lastSync = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	c := viewstest.New("lab", "")
+	when := time.Unix(1764700000, 0)
+	c.SetLastSync(when)
+	if got, err := LastSync(context.Background(), c, "lab-worker"); err != nil || !got.Equal(when) {
+		t.Errorf("LastSync = %v, %v; want %v", got, err, when)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/proxier/deploy"
 )
 
 // The cluster-wide objects a scenario may change outside its namespaces:
@@ -26,7 +27,6 @@ import (
 // taints (zone labels).
 const (
 	systemNamespace = "kube-system"
-	kubeProxyName   = "kube-proxy"
 	coreDNSName     = "coredns"
 )
 
@@ -49,17 +49,17 @@ type nodeState struct {
 // guarded.
 func recordGuard(ctx context.Context, cs kubernetes.Interface) (*guard, error) {
 	g := &guard{nodes: map[string]nodeState{}}
-	cm, err := cs.CoreV1().ConfigMaps(systemNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(systemNamespace).Get(ctx, deploy.Name, metav1.GetOptions{})
 	if err == nil {
 		g.proxyConfig = cm.Data
 	} else if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", systemNamespace, kubeProxyName, err)
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", systemNamespace, deploy.Name, err)
 	}
-	ds, err := cs.AppsV1().DaemonSets(systemNamespace).Get(ctx, kubeProxyName, metav1.GetOptions{})
+	ds, err := cs.AppsV1().DaemonSets(systemNamespace).Get(ctx, deploy.Name, metav1.GetOptions{})
 	if err == nil {
 		g.proxyTemplate = ds.Spec.Template.Spec.DeepCopy()
 	} else if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("reading DaemonSet %s/%s: %w", systemNamespace, kubeProxyName, err)
+		return nil, fmt.Errorf("reading DaemonSet %s/%s: %w", systemNamespace, deploy.Name, err)
 	}
 	cm, err = cs.CoreV1().ConfigMaps(systemNamespace).Get(ctx, coreDNSName, metav1.GetOptions{})
 	if err == nil {
@@ -87,9 +87,9 @@ func recordGuard(ctx context.Context, cs kubernetes.Interface) (*guard, error) {
 // kube-proxy and CoreDNS to run their restored configuration.
 func (g *guard) restore(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
 	var errs []error
-	proxyConfigChanged, err := restoreConfigMap(ctx, cs, kubeProxyName, g.proxyConfig)
+	proxyConfigChanged, err := restoreConfigMap(ctx, cs, deploy.Name, g.proxyConfig)
 	errs = append(errs, err)
-	proxyRollout, err := restoreDaemonSet(ctx, cs, kubeProxyName, g.proxyTemplate)
+	proxyRollout, err := restoreDaemonSet(ctx, cs, deploy.Name, g.proxyTemplate)
 	errs = append(errs, err)
 	dnsConfigChanged, err := restoreConfigMap(ctx, cs, coreDNSName, g.dnsConfig)
 	errs = append(errs, err)
@@ -99,7 +99,7 @@ func (g *guard) restore(ctx context.Context, cs kubernetes.Interface, timeout ti
 	// A changed configuration with an unchanged Pod template: restart the
 	// Pods so that they read the restored configuration at once.
 	if proxyConfigChanged && !proxyRollout {
-		errs = append(errs, deletePods(ctx, cs, "k8s-app=kube-proxy"))
+		errs = append(errs, deletePods(ctx, cs, deploy.Selector))
 	}
 	if dnsConfigChanged && !dnsRollout {
 		errs = append(errs, deletePods(ctx, cs, "k8s-app=kube-dns"))
@@ -108,7 +108,7 @@ func (g *guard) restore(ctx context.Context, cs kubernetes.Interface, timeout ti
 	// learner may have started a rollout that the next scenario must not
 	// run into.
 	if g.proxyTemplate != nil {
-		errs = append(errs, waitDaemonSet(ctx, cs, kubeProxyName, timeout))
+		errs = append(errs, waitDaemonSet(ctx, cs, deploy.Name, timeout))
 	}
 	if g.dnsTemplate != nil {
 		errs = append(errs, waitDeployment(ctx, cs, coreDNSName, timeout))

@@ -23,6 +23,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/proxier/deploy"
 	"github.com/svclab/svclab/lab/proxierctl"
 	"github.com/svclab/svclab/lab/scenario"
 )
@@ -323,6 +324,9 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 // sync, then the lab's load balancer, when a LoadBalancer Service is there
 // for it to act on.
 func waitDataplane(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface) error {
+	if err := waitProxiers(ctx, c, cs, proxierStartTimeout); err != nil {
+		return err
+	}
 	if err := waitProxySync(ctx); err != nil {
 		return err
 	}
@@ -337,6 +341,47 @@ func waitDataplane(ctx context.Context, c cluster.Cluster, cs kubernetes.Interfa
 	for _, svc := range svcs.Items {
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 			return lc.WaitLoadBalancer(ctx)
+		}
+	}
+	return nil
+}
+
+// proxierStartTimeout bounds the wait for proxiers that were just
+// (re)started: a proxier switching modes first removes the other mode's
+// rules, which takes seconds on a busy machine.
+const proxierStartTimeout = 45 * time.Second
+
+// waitProxiers waits until the proxier of every running kube-proxy Pod
+// answers and has programmed its rules once: a DaemonSet rollout is done
+// when the containers run, before the proxiers in them have synced (the
+// DaemonSet has no readiness probe, as kubeadm's has none). Nodes without
+// a running kube-proxy Pod (a proxier taken off the node, one that keeps
+// crashing) are not waited for; neither is a proxier that has not synced
+// by the timeout: the grader then sees what a learner would.
+func waitProxiers(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface, timeout time.Duration) error {
+	pods, err := cs.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.Selector})
+	if err != nil {
+		return fmt.Errorf("listing the kube-proxy Pods: %w", err)
+	}
+	var nodes []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" && podReady(&p) {
+			nodes = append(nodes, p.Spec.NodeName)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, node := range nodes {
+		err := wait.PollUntilContextCancel(wctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			last, err := proxierctl.LastSync(ctx, c, node)
+			return err == nil && !last.IsZero(), nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			slog.DebugContext(ctx, "a proxier has not synced yet; going on", "node", node, "timeout", timeout)
+			return nil
 		}
 	}
 	return nil

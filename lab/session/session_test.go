@@ -11,7 +11,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/clustertest"
@@ -177,5 +179,28 @@ func TestCheckBackend(t *testing.T) {
 	}
 	if _, err := Start(context.Background(), only, kind, Options{}); !errors.Is(err, ErrWrongBackend) {
 		t.Errorf("Start on kind = %v", err)
+	}
+}
+
+// What settle says on timeout comes from a round that could ask: near the
+// deadline the client's rate limiter refuses requests it cannot finish.
+func TestSettleSaysWhatIsPendingNotTheRateLimiter(t *testing.T) {
+	s := loadScenario(t, "selector-typo")
+	two := int32(2)
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Generation: 2},
+		Spec:   appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1}}
+	cs := fake.NewClientset(deploy)
+	timeout := 3 * time.Second
+	deadline := time.Now().Add(timeout)
+	cs.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if time.Until(deadline) < 500*time.Millisecond {
+			return true, nil, errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")
+		}
+		return false, nil, nil
+	})
+	err := settle(context.Background(), cs, s, true, timeout)
+	if err == nil || !strings.Contains(err.Error(), "Deployment shop/web: 1 of 2 replicas updated") || strings.Contains(err.Error(), "rate limiter") {
+		t.Errorf("settle: %v", err)
 	}
 }

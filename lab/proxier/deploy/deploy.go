@@ -29,6 +29,8 @@ const (
 	NodeProxierClusterRole = "system:node-proxier"
 	NodeProxierBinding     = "kubeadm:node-proxier"
 	BootstrapTokenGroup    = "system:bootstrappers:kubeadm:default-node-token"
+	// Selector selects the DaemonSet's Pods (label k8s-app=kube-proxy).
+	Selector = "k8s-app=" + Name
 )
 
 // Options select what differs between clusters.

@@ -40,6 +40,8 @@ type Cluster struct {
 	// patches the fault switch patches posted to /faults, by node.
 	mode    string
 	patches []string
+	// lastSync is what the proxiers' metrics give as their last sync.
+	lastSync time.Time
 }
 
 // SetMode makes every node's proxier say it runs in mode.
@@ -47,6 +49,14 @@ func (c *Cluster) SetMode(mode string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mode = mode
+}
+
+// SetLastSync makes every node's proxier report t as its last sync (the
+// zero time: none yet).
+func (c *Cluster) SetLastSync(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastSync = t
 }
 
 // Patches are the fault switch patches posted to the proxiers, as
@@ -218,6 +228,16 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 			mode = "nftables"
 		}
 		_, err := io.WriteString(out, mode)
+		return err
+	case cmd[0] == "curl" && strings.HasSuffix(line, "/metrics"):
+		c.mu.Lock()
+		last := c.lastSync
+		c.mu.Unlock()
+		v := 0.0
+		if !last.IsZero() {
+			v = float64(last.UnixMilli()) / 1000
+		}
+		_, err := fmt.Fprintf(out, "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} %g\n", v)
 		return err
 	case cmd[0] == "curl" && strings.HasSuffix(line, "/faults"):
 		for i, a := range cmd {
