@@ -238,7 +238,7 @@ func notSettled(ctx context.Context, cs kubernetes.Interface, o scenario.Object,
 		}
 		st := ds.Status
 		if st.ObservedGeneration < ds.Generation || st.UpdatedNumberScheduled != st.DesiredNumberScheduled || (ready && st.NumberReady != st.DesiredNumberScheduled) {
-			return fmt.Sprintf("DaemonSet %s/%s: %d of %d Pods ready", ns, name, st.NumberReady, st.DesiredNumberScheduled)
+			return fmt.Sprintf("DaemonSet %s/%s: %d of %d Pods ready%s", ns, name, st.NumberReady, st.DesiredNumberScheduled, podTrouble(ctx, cs, ns, ds.Spec.Selector))
 		}
 	case *corev1.Pod:
 		if !ready {
@@ -303,10 +303,23 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
+// waitingReason says why p's first troubled container does not run or is
+// not ready: what it waits for, and how often it ended and how last.
 func waitingReason(p *corev1.Pod) string {
 	for _, cs := range p.Status.ContainerStatuses {
+		var why []string
 		if w := cs.State.Waiting; w != nil && w.Reason != "" {
-			return " (" + cs.Name + ": " + w.Reason + ")"
+			why = append(why, w.Reason)
+		}
+		if cs.RestartCount > 0 {
+			last := ""
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				last = fmt.Sprintf(", last with exit code %d", t.ExitCode)
+			}
+			why = append(why, fmt.Sprintf("restarted %d times%s", cs.RestartCount, last))
+		}
+		if len(why) > 0 {
+			return " (" + cs.Name + ": " + strings.Join(why, ", ") + ")"
 		}
 	}
 	return ""
@@ -325,7 +338,11 @@ func podTrouble(ctx context.Context, cs kubernetes.Interface, ns string, sel *me
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if !podReady(p) && p.DeletionTimestamp == nil {
-			return fmt.Sprintf(" (Pod %s is %s%s)", p.Name, p.Status.Phase, waitingReason(p))
+			on := ""
+			if p.Spec.NodeName != "" {
+				on = " on " + p.Spec.NodeName
+			}
+			return fmt.Sprintf(" (Pod %s%s is %s%s)", p.Name, on, p.Status.Phase, waitingReason(p))
 		}
 	}
 	return ""
