@@ -94,6 +94,16 @@ func (f proxierDead) Inject(ctx context.Context, c cluster.Cluster, p scenario.P
 	if err != nil {
 		return fmt.Errorf("the kube-proxy Pod on node %s did not go away within a minute: %w", node, err)
 	}
+	// A Pod deleted without grace is gone from the API at once; its node
+	// stops the container a moment later, and until then the proxier
+	// still follows changes. Done when it no longer answers.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := proxierctl.Mode(ctx, c, node)
+		return err != nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the proxier on node %s still answers a minute after its Pod was deleted: %w", node, err)
+	}
 	return nil
 }
 

@@ -167,6 +167,9 @@ func testDataplaneFaults(t *testing.T, c cluster.Cluster, s *scenario.Scenario, 
 	})
 
 	t.Run("proxier-dead", func(t *testing.T) {
+		// The proxier must have followed the targetPort back (the end of
+		// proxier-stuck) before it dies: the rules it leaves are its last.
+		eventually("worker follows the targetPort back", tcpFrom("worker", clusterIP), true, 20*time.Second)
 		p := scenario.Params{"node": "worker"}
 		inject("proxier-dead", p)
 		defer revert("proxier-dead", p)
