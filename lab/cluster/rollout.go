@@ -1,11 +1,15 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 // RestartedAtAnnotation is what kubectl rollout restart sets on a
@@ -41,4 +45,24 @@ func DaemonSetRolledOut(ds *appsv1.DaemonSet) (done bool, state string) {
 	state = fmt.Sprintf("%d of %d Pods updated, %d ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
 	return st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
 		st.NumberReady == st.DesiredNumberScheduled && st.NumberUnavailable == 0, state
+}
+
+// WaitDaemonSetRolledOut waits until DaemonSet ns/name has rolled out
+// (DaemonSetRolledOut); on timeout it says where the rollout stands.
+func WaitDaemonSetRolledOut(ctx context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		done, state := DaemonSetRolledOut(ds)
+		last = state
+		return done, nil
+	})
+	if err != nil {
+		return fmt.Errorf("DaemonSet %s/%s did not come back within %s: %s", ns, name, timeout, last)
+	}
+	return nil
 }

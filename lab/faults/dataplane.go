@@ -121,19 +121,8 @@ func (f proxierDead) Revert(ctx context.Context, c cluster.Cluster, p scenario.P
 	if err != nil {
 		return err
 	}
-	var state string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ds, err := cs.AppsV1().DaemonSets(deploy.Namespace).Get(ctx, deploy.Name, metav1.GetOptions{})
-		if err != nil {
-			state = err.Error()
-			return false, nil
-		}
-		done, s := cluster.DaemonSetRolledOut(ds)
-		state = s
-		return done, nil
-	})
-	if err != nil {
-		return fmt.Errorf("kube-proxy did not come back on every node within two minutes (%s): %w", state, err)
+	if err := cluster.WaitDaemonSetRolledOut(ctx, cs, deploy.Namespace, deploy.Name, 2*time.Minute); err != nil {
+		return fmt.Errorf("kube-proxy did not come back on every node: %w", err)
 	}
 	return nil
 }

@@ -108,7 +108,7 @@ func (g *guard) restore(ctx context.Context, cs kubernetes.Interface, timeout ti
 	// learner may have started a rollout that the next scenario must not
 	// run into.
 	if g.proxyTemplate != nil {
-		errs = append(errs, waitDaemonSet(ctx, cs, deploy.Name, timeout))
+		errs = append(errs, cluster.WaitDaemonSetRolledOut(ctx, cs, systemNamespace, deploy.Name, timeout))
 	}
 	if g.dnsTemplate != nil {
 		errs = append(errs, waitDeployment(ctx, cs, coreDNSName, timeout))
@@ -221,26 +221,6 @@ func deletePods(ctx context.Context, cs kubernetes.Interface, selector string) e
 	zero := int64(0)
 	if err := cs.CoreV1().Pods(systemNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: selector}); err != nil {
 		return fmt.Errorf("restarting the Pods %s in %s: %w", selector, systemNamespace, err)
-	}
-	return nil
-}
-
-// waitDaemonSet waits until every Pod of the DaemonSet runs its current
-// template and is ready.
-func waitDaemonSet(ctx context.Context, cs kubernetes.Interface, name string, timeout time.Duration) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ds, err := cs.AppsV1().DaemonSets(systemNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		done, state := cluster.DaemonSetRolledOut(ds)
-		last = state
-		return done, nil
-	})
-	if err != nil {
-		return fmt.Errorf("DaemonSet %s/%s did not come back within %s: %s", systemNamespace, name, timeout, last)
 	}
 	return nil
 }
