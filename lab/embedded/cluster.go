@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,6 +35,13 @@ func (c *Cluster) State() *State { return c.st }
 
 // KubeconfigPath is the admin kubeconfig's file.
 func (c *Cluster) KubeconfigPath() string { return paths{c.dir}.kubeconfig() }
+
+// LogTail is the last n lines of a control-plane component's log
+// (kube-apiserver, etcd, …; "supervisor" for the supervisor's own), for
+// tests and reports that say why a cluster stopped answering.
+func (c *Cluster) LogTail(component string, n int) string {
+	return logTail(filepath.Join(paths{c.dir}.logs(), component+".log"), n)
+}
 
 func (c *Cluster) Kubeconfig() ([]byte, error) { return os.ReadFile(c.KubeconfigPath()) }
 

@@ -84,6 +84,12 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			// Why the cluster stopped answering, if it did.
+			for _, comp := range []string{"supervisor", "kube-apiserver", "etcd"} {
+				t.Logf("%s's log ends:\n%s", comp, c.(*embedded.Cluster).LogTail(comp, 15))
+			}
+		}
 		if err := p.Delete(context.Background(), name); err != nil {
 			t.Errorf("deleting cluster %s: %v", name, err)
 		}
