@@ -70,6 +70,19 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "releasing the Docker engine:", err)
 			code = 1
 		}
+		if shared.daemon.Own {
+			// Still running: another svclab process uses it (fine), or the
+			// tests left a container on it (a leak).
+			if st, _ := dockerd.OwnStatus(context.Background(), dockerd.Options{}); st.Running {
+				out, _ := exec.Command("docker", "-H", shared.host, "ps", "-a", "--format", "{{.Names}} ({{.Image}}, {{.Status}})").Output()
+				if left := strings.TrimSpace(string(out)); left != "" {
+					fmt.Fprintf(os.Stderr, "the tests left containers on svclab's Docker engine, which keeps it running:\n%s\n", left)
+					code = 1
+				} else {
+					fmt.Fprintln(os.Stderr, "svclab's Docker engine keeps running: another svclab process uses it")
+				}
+			}
+		}
 	}
 	if sharedDir != "" {
 		os.RemoveAll(sharedDir)
