@@ -58,6 +58,7 @@ func TestBrowserClassroom(t *testing.T) {
 			waitText(`#me`, p.name))
 	}
 	teacher, ann, bob, cid := newPerson("instructor"), newPerson("Ann"), newPerson("Bob"), newPerson("Cid")
+	var annSize string // her terminal's columns x rows
 
 	step(teacher, "sign in and open the board", quick,
 		chromedp.Navigate(ec.url+"/class/"+id+"/instructor"),
@@ -103,14 +104,30 @@ func TestBrowserClassroom(t *testing.T) {
 		waitJS(`(() => { const ps = [...document.querySelectorAll('#panel-probes .latest .probe')]; return ps.length >= 4 && ps.every(p => p.dataset.outcome === "success"); })()`),
 		click(`#check`),
 		waitText(`#check-results`, "Every check passed"),
-		ann.sh.take("passed"))
+		ann.sh.take("passed"),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			var err error
+			annSize, err = chromedp.Evaluate[string](visibleTermSize)(ctx, tg)
+			return err
+		}))
 	step(teacher, "the board shows Ann's solve live", quick,
 		waitJS(`[...document.querySelectorAll('#board tbody tr')].some(r => r.querySelector('.learner').innerText === "Ann" && r.querySelector('td.cell').dataset.state === "solved")`),
 		teacher.sh.take("board-solved"))
 	step(teacher, "watch Ann's terminal read-only", quick,
+		// A smaller window than Ann's.
+		chromedp.EmulateViewport(1000, 700),
 		click(`#board tbody tr:nth-child(2) td.cell a`),
 		waitText(`.term-pane:not([hidden]) .xterm-rows`, "service/web patched"),
 		waitText(`.term-pane:not([hidden]) .xterm-rows`, "read-only"),
+		// At Ann's size, whatever the instructor's window: her shell drew
+		// for hers.
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			got, err := chromedp.Evaluate[string](visibleTermSize)(ctx, tg)
+			if err == nil && got != annSize {
+				err = fmt.Errorf("the read-only terminal is %s, Ann's is %s", got, annSize)
+			}
+			return err
+		}),
 		chromedp.WaitNotPresent(chromedp.CSS(`#check`)),
 		teacher.sh.take("watching-ann"),
 		chromedp.Navigate(ec.url+"/class/"+id+"/board"),

@@ -144,6 +144,9 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// visibleTermSize is the shown terminal's size, "COLSxROWS" ("" with none).
+const visibleTermSize = `(() => { const t = window.svclabTerminals && Object.values(window.svclabTerminals).find((x) => x.term.element && x.term.element.offsetParent !== null); return t ? t.term.cols + "x" + t.term.rows : ""; })()`
+
 // waitJS waits until the JavaScript expression is true.
 func waitJS(expr string, opts ...chromedp.EvaluateOption) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {

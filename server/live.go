@@ -371,7 +371,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		s.watchTerminal(ctx, conn, key, node)
 		return
 	}
-	publish, endTap := s.taps.session(key)
+	publish, resizeTap, endTap := s.taps.session(key)
 	defer endTap()
 	opts := terminal.Options{}
 	if target.Role == cluster.RoleControlPlane && s.KubeBin != nil {
@@ -471,6 +471,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if sz, ok := parseResize(msg); ok {
+				resizeTap(sz)
 				select {
 				case sizes <- sz:
 				default:
@@ -521,7 +522,7 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 func (s *Server) watchTerminal(ctx context.Context, conn *websocket.Conn, key, node string) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	recent, out, stop := s.taps.watch(key)
+	recent, size, out, stop := s.taps.watch(key)
 	defer stop()
 	go func() {
 		defer cancel()
@@ -533,6 +534,11 @@ func (s *Server) watchTerminal(ctx context.Context, conn *websocket.Conn, key, n
 	}()
 	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if conn.WriteMessage(websocket.TextMessage, []byte("")) != nil {
+		return
+	}
+	// The learner's shell draws for the learner's terminal (line editing,
+	// wrapping): the watcher shows it at that size, told first.
+	if size != ([2]uint16{}) && writeSize(conn, size) != nil {
 		return
 	}
 	banner := "\x1b[2m[watching " + node + " read-only]\x1b[0m\r\n"
@@ -548,8 +554,14 @@ func (s *Server) watchTerminal(ctx context.Context, conn *websocket.Conn, key, n
 		select {
 		case <-ctx.Done():
 			return
-		case b := <-out:
-			if writeBinary(conn, b) != nil {
+		case m := <-out:
+			if m.data == nil {
+				if writeSize(conn, m.size) != nil {
+					return
+				}
+				continue
+			}
+			if writeBinary(conn, m.data) != nil {
 				return
 			}
 		case <-ping.C:
@@ -558,6 +570,18 @@ func (s *Server) watchTerminal(ctx context.Context, conn *websocket.Conn, key, n
 			}
 		}
 	}
+}
+
+// writeSize tells a read-only terminal the learner's size (rows, cols), as
+// the control message the learner's terminal sends for a resize, with
+// type "size".
+func writeSize(conn *websocket.Conn, sz [2]uint16) error {
+	b, err := json.Marshal(terminalControl{Type: "size", Rows: int(sz[0]), Cols: int(sz[1])})
+	if err != nil {
+		return err
+	}
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return conn.WriteMessage(websocket.TextMessage, b)
 }
 
 func writeBinary(conn *websocket.Conn, b []byte) error {

@@ -14,9 +14,19 @@ type taps struct {
 }
 
 type tap struct {
-	recent   []byte
+	recent []byte
+	// size is the learner's terminal's (rows, cols), zero until it says:
+	// the learner's shell draws for that size (line editing, wrapping),
+	// so a watcher shows its bytes at that size.
+	size     [2]uint16
 	sessions int
-	watchers map[chan []byte]struct{}
+	watchers map[chan tapMsg]struct{}
+}
+
+// tapMsg is what a watcher gets: output, or the learner's new size.
+type tapMsg struct {
+	data []byte
+	size [2]uint16
 }
 
 func tapKey(clusterName, node string) string { return clusterName + "\x00" + node }
@@ -27,7 +37,7 @@ func (t *taps) get(key string) *tap {
 	}
 	tp := t.m[key]
 	if tp == nil {
-		tp = &tap{watchers: map[chan []byte]struct{}{}}
+		tp = &tap{watchers: map[chan tapMsg]struct{}{}}
 		t.m[key] = tp
 	}
 	return tp
@@ -40,9 +50,20 @@ func (t *taps) drop(key string, tp *tap) {
 	}
 }
 
+// send passes m to every watcher of tp; a slow watcher misses it rather
+// than slowing the learner. Called with t.mu held.
+func (tp *tap) send(m tapMsg) {
+	for ch := range tp.watchers {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+}
+
 // session registers a learner's terminal on key; publish sends its output
-// to the watchers, end unregisters it.
-func (t *taps) session(key string) (publish func([]byte), end func()) {
+// to the watchers, resize its new size (rows, cols), end unregisters it.
+func (t *taps) session(key string) (publish func([]byte), resize func([2]uint16), end func()) {
 	t.mu.Lock()
 	tp := t.get(key)
 	tp.sessions++
@@ -54,12 +75,16 @@ func (t *taps) session(key string) (publish func([]byte), end func()) {
 		if over := len(tp.recent) - recentOutput; over > 0 {
 			tp.recent = append(tp.recent[:0], tp.recent[over:]...)
 		}
-		for ch := range tp.watchers {
-			select {
-			case ch <- append([]byte(nil), b...):
-			default: // a slow watcher misses output rather than slowing the learner
-			}
+		tp.send(tapMsg{data: append([]byte(nil), b...)})
+	}
+	resize = func(sz [2]uint16) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if sz == tp.size {
+			return
 		}
+		tp.size = sz
+		tp.send(tapMsg{size: sz})
 	}
 	end = func() {
 		t.mu.Lock()
@@ -67,18 +92,18 @@ func (t *taps) session(key string) (publish func([]byte), end func()) {
 		tp.sessions--
 		t.drop(key, tp)
 	}
-	return publish, end
+	return publish, resize, end
 }
 
-// watch follows the terminals on key: the recent output first, then what
-// follows; cancel stops.
-func (t *taps) watch(key string) (recent []byte, out <-chan []byte, cancel func()) {
+// watch follows the terminals on key: the recent output and the learner's
+// size (zero when unknown) first, then what follows; cancel stops.
+func (t *taps) watch(key string) (recent []byte, size [2]uint16, out <-chan tapMsg, cancel func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tp := t.get(key)
-	ch := make(chan []byte, 256)
+	ch := make(chan tapMsg, 256)
 	tp.watchers[ch] = struct{}{}
-	return append([]byte(nil), tp.recent...), ch, func() {
+	return append([]byte(nil), tp.recent...), tp.size, ch, func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		delete(tp.watchers, ch)

@@ -9,29 +9,36 @@ import (
 func TestTaps(t *testing.T) {
 	var tp taps
 	key := tapKey("lab", "lab-worker")
-	publish, end := tp.session(key)
+	publish, resize, end := tp.session(key)
+	resize([2]uint16{30, 120})
 	publish([]byte("$ kubectl get pods\r\n"))
-	// A watcher that arrives late gets the recent output first.
-	recent, out, stop := tp.watch(key)
-	if string(recent) != "$ kubectl get pods\r\n" {
-		t.Fatalf("recent %q", recent)
+	// A watcher that arrives late gets the recent output and the
+	// learner's size first.
+	recent, size, out, stop := tp.watch(key)
+	if string(recent) != "$ kubectl get pods\r\n" || size != [2]uint16{30, 120} {
+		t.Fatalf("recent %q at %v", recent, size)
 	}
 	publish([]byte("No resources found\r\n"))
-	select {
-	case b := <-out:
-		if string(b) != "No resources found\r\n" {
-			t.Errorf("live %q", b)
+	resize([2]uint16{30, 120}) // unchanged: nothing to tell
+	resize([2]uint16{40, 100})
+	for _, want := range []tapMsg{{data: []byte("No resources found\r\n")}, {size: [2]uint16{40, 100}}} {
+		select {
+		case m := <-out:
+			if string(m.data) != string(want.data) || m.size != want.size {
+				t.Errorf("live %q %v, want %q %v", m.data, m.size, want.data, want.size)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("the watcher got nothing")
 		}
-	case <-time.After(time.Second):
-		t.Fatal("the watcher got nothing")
 	}
 	// Other nodes' and clusters' terminals are not mixed in.
-	publish2, end2 := tp.session(tapKey("lab", "lab-worker2"))
+	publish2, resize2, end2 := tp.session(tapKey("lab", "lab-worker2"))
 	publish2([]byte("secret of worker2"))
+	resize2([2]uint16{10, 10})
 	end2()
 	select {
-	case b := <-out:
-		t.Errorf("the watcher of lab-worker got %q", b)
+	case m := <-out:
+		t.Errorf("the watcher of lab-worker got %q %v", m.data, m.size)
 	default:
 	}
 	// A watcher that never reads does not hold the learner up, and the
@@ -40,7 +47,7 @@ func TestTaps(t *testing.T) {
 	for i := 0; i < 4*recentOutput/len(big); i++ {
 		publish(big)
 	}
-	if r, _, s := tp.watch(key); len(r) != recentOutput {
+	if r, _, _, s := tp.watch(key); len(r) != recentOutput {
 		t.Errorf("recent output is %d bytes, want %d", len(r), recentOutput)
 	} else {
 		s()

@@ -25,7 +25,12 @@ function openTab(container, url, status, readOnly) {
   ws.binaryType = "arraybuffer";
   const enc = new TextEncoder();
   const send = (s) => { if (ws.readyState === WebSocket.OPEN) ws.send(enc.encode(s)); };
+  // A read-only view (the instructor watching a learner) is told the
+  // learner's size and keeps it: the learner's shell draws for their
+  // terminal (line editing, wrapping), not for this one.
+  let mirrored = false;
   const resize = () => {
+    if (mirrored) return;
     try { fit.fit(); } catch (e) { return; }
     if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", rows: term.rows, cols: term.cols }));
   };
@@ -58,12 +63,30 @@ function openTab(container, url, status, readOnly) {
   }
   ws.onopen = () => { status.textContent = ""; resize(); term.focus(); };
   ws.onmessage = (ev) => {
-    if (typeof ev.data === "string") { status.textContent = ev.data; return; }
+    if (typeof ev.data === "string") {
+      const size = readOnly && ev.data.startsWith("{") ? learnerSize(ev.data) : null;
+      if (size) {
+        mirrored = true;
+        term.resize(size.cols, size.rows);
+      } else if (!ev.data.startsWith("{")) {
+        status.textContent = ev.data;
+      }
+      return;
+    }
     term.write(new Uint8Array(ev.data));
   };
   ws.onclose = (ev) => { status.textContent = "The shell has ended" + (ev.reason ? ": " + ev.reason : "") + ". Reopen the tab to start another."; };
   new ResizeObserver(() => resize()).observe(container);
   return { term, ws, fit, resize };
+}
+
+// learnerSize reads a {"type":"size","rows":R,"cols":C} control message.
+function learnerSize(data) {
+  try {
+    const m = JSON.parse(data);
+    if (m.type === "size" && m.rows > 0 && m.cols > 0 && m.rows <= 1000 && m.cols <= 1000) return { rows: m.rows, cols: m.cols };
+  } catch (e) { /* not a control message */ }
+  return null;
 }
 
 function init() {
@@ -81,7 +104,7 @@ function init() {
     if (!open[node] || open[node].t.ws.readyState > 1) {
       if (open[node]) open[node].el.remove();
       const el = document.createElement("div");
-      el.className = "term-pane";
+      el.className = root.dataset.readonly === "true" ? "term-pane mirror" : "term-pane";
       el.dataset.node = node;
       panes.appendChild(el);
       open[node] = { el, t: openTab(el, proto + location.host + root.dataset.ws + "?node=" + encodeURIComponent(node), status, root.dataset.readonly === "true") };
