@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +80,9 @@ func TestMain(m *testing.M) {
 				if left := strings.TrimSpace(string(out)); left != "" {
 					fmt.Fprintf(os.Stderr, "the tests left containers on svclab's Docker engine, which keeps it running:\n%s\n", left)
 					code = 1
+				} else if heldBySelf(filepath.Join(filepath.Dir(strings.TrimPrefix(shared.host, "unix://")), "users.lock")) {
+					fmt.Fprintln(os.Stderr, "this test process still uses svclab's Docker engine (an engine or a provider not released), which keeps it running")
+					code = 1
 				} else {
 					fmt.Fprintln(os.Stderr, "svclab's Docker engine keeps running: another svclab process uses it")
 				}
@@ -88,6 +93,26 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(sharedDir)
 	}
 	os.Exit(code)
+}
+
+// heldBySelf tells whether this process holds an flock on path
+// (/proc/locks names the holder's pid and the file's inode).
+func heldBySelf(path string) bool {
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) != nil {
+		return false
+	}
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(locks), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[4] == strconv.Itoa(os.Getpid()) && strings.HasSuffix(f[5], ":"+strconv.FormatUint(st.Ino, 10)) {
+			return true
+		}
+	}
+	return false
 }
 
 // env sets the end-to-end tests up once, or skips with the reason.
@@ -228,6 +253,9 @@ func TestKindShapes(t *testing.T) {
 			e.memory(t, name)
 
 			p := kind.New(e.state, slog.New(slog.DiscardHandler))
+			// This process's use of the engine ends with the test (the
+			// engine stops once nothing uses it).
+			t.Cleanup(func() { p.Engine.Release(context.Background()) })
 			c, err := p.Get(ctx, name)
 			if err != nil {
 				t.Fatal(err)
