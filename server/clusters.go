@@ -129,11 +129,13 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		case st, ok := <-next:
 			if !ok {
-				_, done, errText, _ := op.Snapshot()
+				_, done, errText, summary := op.Snapshot()
 				if done {
 					final := Step{State: "finished"}
 					if errText != "" {
-						final = Step{State: "failed", Error: errText}
+						// What it means for the learner too, as the live
+						// final step says it.
+						final = Step{State: "failed", Error: errText, Detail: summary}
 					}
 					send(final)
 				}
