@@ -210,6 +210,7 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 	private := make(chan views.Frame, 4)
 	go func() {
 		defer cancel()
+		heard(conn) // starting the feed may have taken longer than pongWait
 		for {
 			_, msg, err := conn.ReadMessage()
 			if err != nil {
@@ -378,14 +379,16 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		conn.WriteMessage(websocket.TextMessage, []byte("Preparing kubectl on "+node+" …"))
 		if opts.KubeBin, err = s.KubeBin(ctx); err != nil {
-			closeWith(websocket.CloseInternalServerErr, "kubectl: "+err.Error())
+			s.Log.Error("finding kubectl for a terminal", "node", node, "err", err)
+			closeWith(websocket.CloseInternalServerErr, "kubectl could not be prepared on "+node+": the server's log says why")
 			return
 		}
 	}
 	sh, err := terminal.Open(ctx, c, node, opts)
 	if err != nil {
+		// Why goes to the log: it names host paths.
 		s.Log.Error("opening a terminal", "node", node, "err", err)
-		closeWith(websocket.CloseInternalServerErr, err.Error())
+		closeWith(websocket.CloseInternalServerErr, "the shell on "+node+" could not start: the lab may be down (see the top of the page, or Start over)")
 		return
 	}
 	defer sh.Close()
@@ -451,9 +454,12 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	// Browser → shell.
+	// Browser → shell. The client's silence counts from here: preparing
+	// the shell (copying kubectl to a busy node) may take longer than
+	// pongWait, and no ping went out meanwhile.
 	go func() {
 		defer cancel()
+		heard(conn)
 		for {
 			typ, msg, err := conn.ReadMessage()
 			if err != nil {

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -208,6 +211,45 @@ func TestTerminalSocket(t *testing.T) {
 	}
 	if page := get(t, l.url+"/"); !strings.Contains(page, "selector-typo") {
 		t.Error("the server stopped serving")
+	}
+}
+
+// A control-plane terminal whose kubectl takes longer to prepare than a
+// silent client is allowed (a busy node, a class starting at once) opens
+// and works: the client's silence counts from when the shell reads.
+func TestTerminalSlowToPrepare(t *testing.T) {
+	kubeBin := filepath.Join(t.TempDir(), "svclab-kube")
+	if err := os.WriteFile(kubeBin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := newLabServer(t, func(s *Server) {
+		s.KubeBin = func(ctx context.Context) (string, error) {
+			select {
+			case <-time.After(pongWait + 2*time.Second):
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			return kubeBin, nil
+		}
+	})
+	l.startAttempt(t, "selector-typo")
+	term, resp, err := websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo/terminal?node=lab-control-plane", http.Header{"Origin": {l.url}})
+	if err != nil {
+		t.Fatal(err, resp)
+	}
+	defer term.Close()
+	term.WriteMessage(websocket.BinaryMessage, []byte("kubectl get pods\r"))
+	term.SetReadDeadline(time.Now().Add(pongWait + 20*time.Second))
+	var got strings.Builder
+	for !strings.Contains(got.String(), "kubectl get pods\r") {
+		_, msg, err := term.ReadMessage()
+		if err != nil {
+			t.Fatalf("terminal: %v (so far %q)", err, got.String())
+		}
+		got.Write(msg)
+	}
+	if !strings.HasPrefix(got.String(), "Preparing kubectl on lab-control-plane") {
+		t.Errorf("the terminal did not say it prepares kubectl first: %q", got.String())
 	}
 }
 

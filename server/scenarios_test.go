@@ -219,7 +219,7 @@ type labServer struct {
 	url string
 }
 
-func newLabServer(t testing.TB) *labServer {
+func newLabServer(t testing.TB, configure ...func(*Server)) *labServer {
 	cat := loadCatalog(t)
 	rules := readTestdata(t, "nft-selector-typo-broken.txt")
 	fc := viewstest.New("lab", rules)
@@ -229,6 +229,9 @@ func newLabServer(t testing.TB) *labServer {
 	tl := &memTimeline{}
 	s := &Server{Clusters: p, Log: slog.New(slog.DiscardHandler), Background: context.Background(), Catalog: cat, Attempts: fa, Timeline: tl}
 	s.feeds.linger = time.Millisecond
+	for _, f := range configure {
+		f(s)
+	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { ts.Close(); s.Wait() })
 	return &labServer{s: s, ts: ts, fa: fa, fc: fc, p: p, tl: tl, url: ts.URL}

@@ -2,7 +2,7 @@
 // benchmarks of the live views and the server: clustertest's fake cluster
 // with a Service and its EndpointSlice, and answers for the node commands
 // the views run (nft list table, the proxier's event stream, the probe and
-// conntrack round, a terminal, the health watch).
+// conntrack round, a terminal and its kubectl, the health watch).
 package viewstest
 
 import (
@@ -329,6 +329,14 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		b.WriteString("@@C\ntcp      6 119 TIME_WAIT src=172.29.1.3 dst=10.96.38.171 sport=49108 dport=80 src=10.244.2.2 dst=172.29.1.3 sport=8080 dport=18832 [ASSURED] mark=0 use=1\n")
 		_, err := io.WriteString(out, b.String())
 		return err
+	case len(cmd) == 3 && strings.Contains(cmd[2], "/usr/local/lib/svclab"):
+		// The control-plane terminal installs kubectl: the copy of
+		// svclab-kube and its configuration are read and kept nowhere.
+		if stdio.Stdin != nil {
+			_, err := io.Copy(io.Discard, stdio.Stdin)
+			return err
+		}
+		return nil
 	}
 	return fmt.Errorf("the fake cluster does not run %q", line)
 }
