@@ -50,19 +50,45 @@ func DaemonSetRolledOut(ds *appsv1.DaemonSet) (done bool, state string) {
 // WaitDaemonSetRolledOut waits until DaemonSet ns/name has rolled out
 // (DaemonSetRolledOut); on timeout it says where the rollout stands.
 func WaitDaemonSetRolledOut(ctx context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) error {
+	return waitRolledOut(ctx, "DaemonSet", ns, name, timeout, func(ctx context.Context) (bool, string, error) {
+		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		done, state := DaemonSetRolledOut(ds)
+		return done, state, nil
+	})
+}
+
+// WaitDeploymentRolledOut waits until Deployment ns/name has rolled out
+// (RolledOut); on timeout it says where the rollout stands.
+func WaitDeploymentRolledOut(ctx context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) error {
+	return waitRolledOut(ctx, "Deployment", ns, name, timeout, func(ctx context.Context) (bool, string, error) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		done, state := RolledOut(d)
+		return done, state, nil
+	})
+}
+
+// waitRolledOut polls rolledOut until it says done; an error reading the
+// object counts as not yet, and the last word (state or error) is what a
+// timeout reports.
+func waitRolledOut(ctx context.Context, kind, ns, name string, timeout time.Duration, rolledOut func(context.Context) (bool, string, error)) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		done, state, err := rolledOut(ctx)
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		done, state := DaemonSetRolledOut(ds)
 		last = state
 		return done, nil
 	})
 	if err != nil {
-		return fmt.Errorf("DaemonSet %s/%s did not come back within %s: %s", ns, name, timeout, last)
+		return fmt.Errorf("%s %s/%s did not come back within %s: %s", kind, ns, name, timeout, last)
 	}
 	return nil
 }

@@ -8,12 +8,10 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -111,7 +109,7 @@ func (g *guard) restore(ctx context.Context, cs kubernetes.Interface, timeout ti
 		errs = append(errs, cluster.WaitDaemonSetRolledOut(ctx, cs, systemNamespace, deploy.Name, timeout))
 	}
 	if g.dnsTemplate != nil {
-		errs = append(errs, waitDeployment(ctx, cs, coreDNSName, timeout))
+		errs = append(errs, cluster.WaitDeploymentRolledOut(ctx, cs, systemNamespace, coreDNSName, timeout))
 	}
 	return errors.Join(errs...)
 }
@@ -223,26 +221,4 @@ func deletePods(ctx context.Context, cs kubernetes.Interface, selector string) e
 		return fmt.Errorf("restarting the Pods %s in %s: %w", selector, systemNamespace, err)
 	}
 	return nil
-}
-
-func waitDeployment(ctx context.Context, cs kubernetes.Interface, name string, timeout time.Duration) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		d, err := cs.AppsV1().Deployments(systemNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		return deploymentDone(d, &last), nil
-	})
-	if err != nil {
-		return fmt.Errorf("Deployment %s/%s did not come back within %s: %s", systemNamespace, name, timeout, last)
-	}
-	return nil
-}
-
-func deploymentDone(d *appsv1.Deployment, last *string) bool {
-	done, state := cluster.RolledOut(d)
-	*last = state
-	return done
 }
