@@ -80,7 +80,7 @@ func TestMain(m *testing.M) {
 				if left := strings.TrimSpace(string(out)); left != "" {
 					fmt.Fprintf(os.Stderr, "the tests left containers on svclab's Docker engine, which keeps it running:\n%s\n", left)
 					code = 1
-				} else if heldBySelf(filepath.Join(filepath.Dir(strings.TrimPrefix(shared.host, "unix://")), "users.lock")) {
+				} else if heldBySelf(shared.daemon.UsersLock()) {
 					fmt.Fprintln(os.Stderr, "this test process still uses svclab's Docker engine (an engine or a provider not released), which keeps it running")
 					code = 1
 				} else {

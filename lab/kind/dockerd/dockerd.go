@@ -157,6 +157,16 @@ func (o Options) wrapper() string    { return filepath.Join(o.Dir, "bin", Runtim
 func (o Options) usersLock() string  { return filepath.Join(o.Dir, "users.lock") }
 func (o Options) startLock() string  { return filepath.Join(o.Dir, "start.lock") }
 
+// UsersLock is the file every svclab process using d holds shared ("" for
+// an engine that is not svclab's own): a test can tell whether it still
+// holds it.
+func (d *Daemon) UsersLock() string {
+	if !d.Own {
+		return ""
+	}
+	return d.o.usersLock()
+}
+
 // OwnHost is the address of svclab's own engine in dir.
 func OwnHost(dir string) string { return Options{Dir: dir}.host() }
 
