@@ -74,24 +74,23 @@ func NewToken() string {
 // tokenCookie keeps the local lab's token.
 const tokenCookie = "svclab-token"
 
-// hostAllowed tells whether a request naming host (a Host header or an
-// Origin's host, with or without a port) is for this server.
+// hostAllowed tells whether a request naming host (its Host header, with
+// or without a port) is for this server.
 func (a *Access) hostAllowed(host string) bool {
 	if a.AnyHost {
 		return true
 	}
 	h := strings.ToLower(host)
-	name := h
-	if hh, _, err := net.SplitHostPort(h); err == nil {
-		name = hh
-	}
-	name = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(name, "]"), "["), ".")
-	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+	name, _ := splitHost(h, "")
+	if isLoopbackName(name) {
 		return true
 	}
-	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
-		return true
-	}
+	return a.listed(h, name)
+}
+
+// listed tells whether host (lower case; name is its name without the
+// port) is one of Hosts.
+func (a *Access) listed(h, name string) bool {
 	for _, allowed := range a.Hosts {
 		allowed = strings.ToLower(strings.TrimSuffix(allowed, "."))
 		if allowed == h || allowed == name {
@@ -101,24 +100,63 @@ func (a *Access) hostAllowed(host string) bool {
 	return false
 }
 
+// splitHost splits a Host header or an Origin's host into its name
+// (lower case, without brackets or a final dot) and its port (defaultPort
+// when it names none).
+func splitHost(host, defaultPort string) (name, port string) {
+	name, port = strings.ToLower(host), defaultPort
+	if h, p, err := net.SplitHostPort(name); err == nil {
+		name, port = h, p
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(name, "]"), "["), "."), port
+}
+
+// isLoopbackName tells whether name (splitHost's) is this machine's:
+// localhost, *.localhost or a loopback address.
+func isLoopbackName(name string) bool {
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
+}
+
 // originAllowed is the websockets' Origin check: a browser always sends
-// one, and it must be a page of this server (http or https on an allowed
-// name); a client without one (svclab's own tools) is let through.
+// one, and it must be a page of this server; a client without one
+// (svclab's own tools) is let through. A page of this server is one from
+// the host the socket was asked of, from one of Hosts, or from another
+// name of this machine on the server's own port: a page served on another
+// port of this machine (another local server, a file server showing a
+// downloaded page) is another origin, although the browser shares cookies
+// between ports.
 func (a *Access) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true
 	}
 	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
 	}
 	if a.AnyHost {
 		// No list to check against: the page must be from the host the
 		// socket was asked of.
-		return strings.EqualFold(u.Host, r.Host)
+		return false
 	}
-	return a.hostAllowed(u.Host)
+	defaultPort := map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	name, port := splitHost(u.Host, defaultPort)
+	if isLoopbackName(name) {
+		serverDefault := "80"
+		if r.TLS != nil {
+			serverDefault = "443"
+		}
+		serverName, serverPort := splitHost(r.Host, serverDefault)
+		return isLoopbackName(serverName) && port == serverPort
+	}
+	return a.listed(strings.ToLower(u.Host), name)
 }
 
 // Guard refuses requests for other names and, with a token, requests

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -40,6 +41,54 @@ func TestHostAllowed(t *testing.T) {
 	} {
 		if got := tc.a.hostAllowed(tc.host); got != tc.want {
 			t.Errorf("hostAllowed(%q) with %+v = %v, want %v", tc.host, tc.a, got, tc.want)
+		}
+	}
+}
+
+func TestOriginAllowed(t *testing.T) {
+	local := &Access{}
+	named := &Access{Hosts: []string{"lab.example.org", "10.1.2.3:8443"}}
+	anyHost := &Access{AnyHost: true}
+	for _, tc := range []struct {
+		a            *Access
+		origin, host string
+		tls          bool
+		want         bool
+	}{
+		{local, "", "127.0.0.1:7777", false, true}, // svclab's own tools
+		{local, "http://127.0.0.1:7777", "127.0.0.1:7777", false, true},
+		{local, "http://localhost:7777", "127.0.0.1:7777", false, true},
+		{local, "http://lab.localhost:7777", "localhost:7777", false, true},
+		{local, "http://[::1]:7777", "127.0.0.1:7777", false, true},
+		{local, "http://localhost:3000", "127.0.0.1:7777", false, false},
+		{local, "http://127.0.0.1", "127.0.0.1:7777", false, false},
+		{local, "http://localhost", "localhost", false, true},
+		{local, "https://localhost", "localhost", true, true},
+		{local, "http://evil.example", "127.0.0.1:7777", false, false},
+		{local, "http://evil.example:7777", "evil.example:7777", false, true}, // the Host check refuses the name itself
+		{local, "null", "127.0.0.1:7777", false, false},
+		{local, "file:///home/learner/x.html", "127.0.0.1:7777", false, false},
+		{local, "http://u:p@127.0.0.1:7777", "127.0.0.1:7777", false, false},
+		{named, "https://lab.example.org", "127.0.0.1:7777", false, true}, // behind a proxy
+		{named, "https://10.1.2.3:8443", "10.1.2.3:8443", true, true},
+		{named, "https://10.1.2.3:9000", "10.1.2.3:8443", true, false},
+		{named, "https://other.example.org", "lab.example.org", true, false},
+		{anyHost, "https://lab.school.example", "lab.school.example", true, true},
+		{anyHost, "https://evil.example", "lab.school.example", true, false},
+		{anyHost, "http://localhost:7777", "127.0.0.1:7777", false, false},
+	} {
+		r := httptest.NewRequest("GET", "/terminal", nil)
+		r.Host = tc.host
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
+		}
+		if !tc.tls {
+			r.TLS = nil
+		} else if r.TLS == nil {
+			r.TLS = &tls.ConnectionState{}
+		}
+		if got := tc.a.originAllowed(r); got != tc.want {
+			t.Errorf("originAllowed(origin %q, host %q, tls %v) with %+v = %v, want %v", tc.origin, tc.host, tc.tls, tc.a, got, tc.want)
 		}
 	}
 }
@@ -87,6 +136,7 @@ func TestGuardRebinding(t *testing.T) {
 	// The terminal's websocket: refused from another origin, whatever
 	// Host the page's name resolves to.
 	wsURL := "ws" + strings.TrimPrefix(ts.URL, "http") + "/terminal"
+	port := ts.URL[strings.LastIndex(ts.URL, ":")+1:]
 	for _, tc := range []struct {
 		origin, host string
 		ok           bool
@@ -96,7 +146,16 @@ func TestGuardRebinding(t *testing.T) {
 		{"http://evil.example", "", false},
 		{"null", "", false},
 		{ts.URL, "", true},
-		{"http://localhost:8080", "", true},
+		// Another name of this machine: the server's own port only (a
+		// page of another local server is another origin, though the
+		// browser gives it the same cookies).
+		{"http://localhost:" + port, "", true},
+		{"http://[::1]:" + port, "", true},
+		{"http://localhost:8080", "", false},
+		{"http://127.0.0.1:1", "", false},
+		{"http://localhost", "", false},
+		{"http://user@localhost:" + port, "", false},
+		{"http://localhost:" + port, "rebind.example:" + port, false},
 	} {
 		h := http.Header{"Origin": {tc.origin}}
 		if tc.host != "" {

@@ -487,9 +487,13 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 		t.Errorf("same-origin POST: %d", resp.StatusCode)
 	}
 	l.s.ops.wait()
-	_, resp, err = websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo/views", http.Header{"Origin": {"https://evil.example"}})
-	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("cross-origin websocket: err %v, response %v", err, resp)
+	for _, path := range []string{"/views", "/terminal?node=lab-worker", "/terminal?node=lab-control-plane"} {
+		for _, origin := range []string{"https://evil.example", "null", l.url + ".evil.example", "http://127.0.0.1:1"} {
+			_, resp, err = websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo"+path, http.Header{"Origin": {origin}})
+			if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+				t.Errorf("cross-origin websocket %s from %s: err %v, response %v", path, origin, err, resp)
+			}
+		}
 	}
 }
 

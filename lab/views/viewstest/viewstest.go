@@ -266,15 +266,37 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 			}
 		}
 	case cmd[0] == "env" && strings.Contains(line, "script"):
-		// A terminal: the fake shell echoes what is typed.
+		// A terminal: the fake shell shows a prompt and echoes what is
+		// typed, with a new prompt after each Enter.
 		in := stdio.Stdin
 		if in == nil {
 			return errors.New("a terminal without input")
 		}
+		prompt := "root@" + node + ":~# "
 		done := make(chan error, 1)
 		go func() {
-			_, err := io.Copy(out, in)
-			done <- err
+			if _, err := io.WriteString(out, prompt); err != nil {
+				done <- err
+				return
+			}
+			buf := make([]byte, 4<<10)
+			for {
+				n, err := in.Read(buf)
+				if n > 0 {
+					echo := strings.ReplaceAll(string(buf[:n]), "\r", "\r\n"+prompt)
+					if _, werr := io.WriteString(out, echo); werr != nil {
+						done <- werr
+						return
+					}
+				}
+				if err != nil {
+					if err == io.EOF {
+						err = nil
+					}
+					done <- err
+					return
+				}
+			}
 		}()
 		select {
 		case <-ctx.Done():
