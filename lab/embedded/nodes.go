@@ -46,9 +46,9 @@ func (p paths) nodeContainer(name string) nodeagent.NodeContainer {
 func (p paths) exits() string { return filepath.Join(p.dir, "exits") }
 
 // prepareNodeContainers writes each node's own container bundle on the
-// tools image.
+// node image (tools and svclab-kube).
 func prepareNodeContainers(st *State, dir string, store *images.Store) error {
-	img, err := imageResolver{store}.Resolve(images.ImageTools)
+	img, err := imageResolver{store}.Resolve(images.ImageNode)
 	if err != nil {
 		return fmt.Errorf("the nodes' filesystem image: %w", err)
 	}

@@ -28,8 +28,9 @@ const (
 	// program names of the agnhost, web and proxier images link to it and
 	// the binary dispatches on the name it was called by.
 	svclabPath = "/usr/local/lib/svclab/svclab"
-	// kubePath is where svclab-kube sits in the kube layer.
-	kubePath = "/usr/local/lib/svclab/svclab-kube"
+	// KubePath is where svclab-kube sits in the kube layer, and where the
+	// control-plane terminal's kubectl runs it from (server/terminal).
+	KubePath = "/usr/local/lib/svclab/svclab-kube"
 	// busyboxAppletDir holds a link to busybox for every applet; it is
 	// last on the images' PATH.
 	busyboxAppletDir = "/usr/libexec/busybox"
@@ -55,6 +56,7 @@ var buildOrder = []string{layerTools, layerToolsConfig, layerSvclab, layerKube, 
 // imageLayers lists each image's layers, lowest first.
 var imageLayers = map[string][]string{
 	ImageTools:   {layerTools, layerToolsConfig},
+	ImageNode:    {layerTools, layerToolsConfig, layerKube},
 	ImageAgnhost: {layerTools, layerToolsConfig, layerSvclab, layerAgnhost},
 	ImageWeb:     {layerTools, layerToolsConfig, layerSvclab, layerWeb},
 	ImageCoreDNS: {layerTools, layerToolsConfig, layerKube, layerCoreDNS},
@@ -193,7 +195,7 @@ func treeLayers() map[string][]entry {
 			dir("/var/cache/nginx"),
 		},
 		layerCoreDNS: {
-			symlink("/coredns", kubePath),
+			symlink("/coredns", KubePath),
 			dir("/etc/coredns"),
 		},
 		layerProxier: {
@@ -201,14 +203,14 @@ func treeLayers() map[string][]entry {
 			dir("/var/lib/kube-proxy"),
 		},
 		layerKubeBin: {
-			symlink("/usr/local/bin/kube-apiserver", kubePath),
-			symlink("/usr/local/bin/kube-controller-manager", kubePath),
-			symlink("/usr/local/bin/kube-scheduler", kubePath),
-			symlink("/usr/local/bin/kube-proxy", kubePath),
-			symlink("/usr/local/bin/etcd", kubePath),
-			symlink("/usr/local/bin/kubectl", kubePath),
-			symlink("/bin/kindnetd", kubePath),
-			symlink("/pause", kubePath),
+			symlink("/usr/local/bin/kube-apiserver", KubePath),
+			symlink("/usr/local/bin/kube-controller-manager", KubePath),
+			symlink("/usr/local/bin/kube-scheduler", KubePath),
+			symlink("/usr/local/bin/kube-proxy", KubePath),
+			symlink("/usr/local/bin/etcd", KubePath),
+			symlink("/usr/local/bin/kubectl", KubePath),
+			symlink("/bin/kindnetd", KubePath),
+			symlink("/pause", KubePath),
 			dir("/var/lib/etcd"),
 			dir("/var/lib/kube-proxy"),
 		},

@@ -13,6 +13,10 @@ const (
 	ImageWeb     = "svclab/web"
 	ImageCoreDNS = "svclab/coredns"
 	ImageProxier = "svclab/proxier"
+	// ImageNode is the file system of an embedded cluster's nodes: tools
+	// plus svclab-kube where the control-plane terminal's kubectl runs it
+	// from, so a terminal needs no copy of it per cluster.
+	ImageNode = "svclab/node"
 )
 
 // The Kubernetes component images (svclab-kube under each component's
@@ -93,6 +97,7 @@ var known = []struct {
 	{[]string{"registry.k8s.io/kube-proxy"}, variant{image: ImageProxier, entrypoint: []string{"/usr/local/bin/kube-proxy"}}},
 	// Our own names, for node shells and add-ons.
 	{[]string{ImageTools}, variant{image: ImageTools, cmd: []string{"bash"}}},
+	{[]string{ImageNode}, variant{image: ImageNode, cmd: []string{"bash"}}},
 	{[]string{ImageAgnhost}, variant{image: ImageAgnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}}},
 	{[]string{ImageWeb}, variant{image: ImageWeb, entrypoint: []string{"/docker-entrypoint.sh"}, cmd: []string{"nginx", "-g", "daemon off;"}, stopSignal: "SIGQUIT"}},
 	{[]string{ImageCoreDNS}, variant{image: ImageCoreDNS, entrypoint: []string{"/coredns"}, env: coreDNSEnv}},

@@ -401,7 +401,7 @@ func (s *Store) buildLayer(ctx context.Context, p cluster.Progress, name, key st
 			if real, e := filepath.EvalSymlinks(src); e == nil {
 				src = real
 			}
-			return copyFile(src, filepath.Join(rootfs, kubePath), true)
+			return copyFile(src, filepath.Join(rootfs, KubePath), true)
 		default:
 			return writeTree(rootfs, treeLayers()[name])
 		}

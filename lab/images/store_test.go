@@ -170,13 +170,13 @@ func TestBuildAndResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeCopy := filepath.Join(dns.Layers[2], kubePath)
+	kubeCopy := filepath.Join(dns.Layers[2], KubePath)
 	a, errA := os.Stat(kubeCopy)
 	b, errB := os.Stat(f.kube)
 	if errA != nil || errB != nil || a.Sys().(*syscall.Stat_t).Ino != b.Sys().(*syscall.Stat_t).Ino {
 		t.Errorf("svclab-kube was not hard-linked into the kube layer (%v, %v)", errA, errB)
 	}
-	if to, _ := os.Readlink(filepath.Join(dns.Layers[3], "coredns")); to != kubePath {
+	if to, _ := os.Readlink(filepath.Join(dns.Layers[3], "coredns")); to != KubePath {
 		t.Errorf("/coredns links to %q", to)
 	}
 	px, err := f.store.Resolve("svclab/proxier")

@@ -4,7 +4,8 @@
 // a pseudo-terminal made on the node by script(1), so that line editing,
 // job control, Ctrl-C and window resizes work.
 //
-// The control-plane tab gets kubectl: svclab-kube is copied into the node
-// once per cluster, with a kubeconfig for the cluster, bash completion and
+// The control-plane tab gets kubectl: svclab-kube, which embedded nodes'
+// image holds already and which is copied into the node once per cluster
+// otherwise (kind), with a kubeconfig for the cluster, bash completion and
 // the alias k.
 package terminal

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/images"
 )
 
 // Options configure a shell.
@@ -38,8 +40,9 @@ type Shell struct {
 	once   sync.Once
 }
 
-// kubectlDir is where svclab-kube and the kubectl wrapper live on a node.
-const kubectlDir = "/usr/local/lib/svclab"
+// kubeOnNode is where svclab-kube lives on a node: where the embedded
+// nodes' image has it.
+const kubeOnNode = images.KubePath
 
 // Open starts bash -l on node behind a new pseudo-terminal. The shell ends
 // when ctx ends or Close is called.
@@ -150,14 +153,14 @@ func installKubectl(ctx context.Context, c cluster.Cluster, node, kubeBin string
 		return fmt.Errorf("kubectl for the terminal: %w", err)
 	}
 	out := cluster.NewCappedBuffer(4 << 10)
-	_ = c.NodeExec(ctx, node, []string{"sh", "-c", "stat -c %s " + kubectlDir + "/svclab-kube 2>/dev/null || true"}, cluster.Stdio{Stdout: out})
+	_ = c.NodeExec(ctx, node, []string{"sh", "-c", "stat -c %s " + kubeOnNode + " 2>/dev/null || true"}, cluster.Stdio{Stdout: out})
 	if strings.TrimSpace(out.String()) != fmt.Sprint(fi.Size()) {
 		f, err := os.Open(kubeBin)
 		if err != nil {
 			return fmt.Errorf("kubectl for the terminal: %w", err)
 		}
 		defer f.Close()
-		script := "set -e; mkdir -p " + kubectlDir + "; cat > " + kubectlDir + "/svclab-kube.tmp; chmod 755 " + kubectlDir + "/svclab-kube.tmp; mv " + kubectlDir + "/svclab-kube.tmp " + kubectlDir + "/svclab-kube"
+		script := "set -e; mkdir -p " + path.Dir(kubeOnNode) + "; cat > " + kubeOnNode + ".tmp; chmod 755 " + kubeOnNode + ".tmp; mv " + kubeOnNode + ".tmp " + kubeOnNode
 		errb := cluster.NewCappedBuffer(64 << 10)
 		if err := c.NodeExec(ctx, node, []string{"sh", "-c", script}, cluster.Stdio{Stdin: f, Stderr: errb}); err != nil {
 			return fmt.Errorf("copying kubectl to node %s: %w %s", node, err, strings.TrimSpace(errb.String()))
@@ -171,7 +174,7 @@ func installKubectl(ctx context.Context, c cluster.Cluster, node, kubeBin string
 mkdir -p /root/.kube
 cat > /root/.kube/config
 chmod 600 /root/.kube/config
-printf '#!/bin/sh\nexec ` + kubectlDir + `/svclab-kube kubectl "$@"\n' > /usr/local/bin/kubectl
+printf '#!/bin/sh\nexec ` + kubeOnNode + ` kubectl "$@"\n' > /usr/local/bin/kubectl
 chmod 755 /usr/local/bin/kubectl
 grep -q svclab-kubectl /root/.bashrc 2>/dev/null || cat >> /root/.bashrc <<'RC'
 # svclab-kubectl

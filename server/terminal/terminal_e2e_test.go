@@ -3,6 +3,7 @@ package terminal
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -21,7 +22,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestShellOnNode opens shells on a real cluster: kubectl works on the
-// control plane, the terminal resizes, the shell is the node's.
+// control plane (from the node image's svclab-kube, copied nowhere) and,
+// copied in, on a node that lacks it; the terminal resizes; the shell is
+// the node's.
 func TestShellOnNode(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("end-to-end: needs root and a cluster")
@@ -38,44 +41,73 @@ func TestShellOnNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := Open(ctx, c, "term-e2e-control-plane", Options{KubeBin: kube, Rows: 30, Cols: 100})
+	fi, err := os.Stat(kube)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sh.Close()
-	var out syncBuf
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := sh.Read(b)
-			out.Write(b[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
-	if err := sh.Resize(ctx, 40, 120); err != nil {
+	sizeOnNode := func(node string) string {
+		var out bytes.Buffer
+		c.NodeExec(ctx, node, []string{"sh", "-c", "stat -c %s " + kubeOnNode + " 2>&1"}, cluster.Stdio{Stdout: &out})
+		return strings.TrimSpace(out.String())
+	}
+	if got := sizeOnNode("term-e2e-control-plane"); got != fmt.Sprint(fi.Size()) {
+		t.Errorf("the node image's svclab-kube: %s, want %d bytes", got, fi.Size())
+	}
+	// A node without it (as a kind node) gets a copy.
+	if err := c.NodeExec(ctx, "term-e2e-worker", []string{"rm", kubeOnNode}, cluster.Stdio{}); err != nil {
 		t.Fatal(err)
 	}
-	sh.Write([]byte("hostname; stty size; kubectl get nodes -o name | sort; echo DONE-$((40+2))\r"))
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "DONE-42") && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	got := out.String()
-	for _, want := range []string{"term-e2e-control-plane\r\n", "40 120", "node/term-e2e-worker"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("terminal output lacks %q:\n%s", want, got)
+	for _, tc := range []struct {
+		node string
+		want []string
+	}{
+		{"term-e2e-control-plane", []string{"term-e2e-control-plane\r\n", "40 120", "node/term-e2e-worker"}},
+		{"term-e2e-worker", []string{"term-e2e-worker\r\n", "40 120", "node/term-e2e-control-plane"}},
+	} {
+		start := time.Now()
+		sh, err := Open(ctx, c, tc.node, Options{KubeBin: kube, Rows: 30, Cols: 100})
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Logf("%s: the shell with kubectl opened in %s", tc.node, time.Since(start).Round(time.Millisecond))
+		var out syncBuf
+		go func() {
+			b := make([]byte, 4096)
+			for {
+				n, err := sh.Read(b)
+				out.Write(b[:n])
+				if err != nil {
+					return
+				}
+			}
+		}()
+		if err := sh.Resize(ctx, 40, 120); err != nil {
+			t.Fatal(err)
+		}
+		sh.Write([]byte("hostname; stty size; kubectl get nodes -o name | sort; echo DONE-$((40+2))\r"))
+		deadline := time.Now().Add(60 * time.Second)
+		for !strings.Contains(out.String(), "DONE-42") && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		got := out.String()
+		for _, want := range tc.want {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: terminal output lacks %q:\n%s", tc.node, want, got)
+			}
+		}
+		sh.Write([]byte("exit\r"))
+		select {
+		case <-sh.Done():
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: the shell did not end after exit", tc.node)
+		}
+		if err := sh.Resize(ctx, 0, 10); err == nil {
+			t.Error("Resize(0, 10) accepted")
+		}
+		sh.Close()
 	}
-	sh.Write([]byte("exit\r"))
-	select {
-	case <-sh.Done():
-	case <-time.After(10 * time.Second):
-		t.Error("the shell did not end after exit")
-	}
-	if err := sh.Resize(ctx, 0, 10); err == nil {
-		t.Error("Resize(0, 10) accepted")
+	if got := sizeOnNode("term-e2e-worker"); got != fmt.Sprint(fi.Size()) {
+		t.Errorf("svclab-kube copied to the worker: %s, want %d bytes", got, fi.Size())
 	}
 }
 
