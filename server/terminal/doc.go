@@ -4,8 +4,7 @@
 // a pseudo-terminal made on the node by script(1), so that line editing,
 // job control, Ctrl-C and window resizes work.
 //
-// The control-plane tab gets kubectl: svclab-kube, which embedded nodes'
-// image holds already and which is copied into the node once per cluster
-// otherwise (kind), with a kubeconfig for the cluster, bash completion and
-// the alias k.
+// The control-plane tab gets kubectl: svclab-kube, which the nodes' images
+// of both backends hold already (copied into a node that lacks it, once),
+// with a kubeconfig for the cluster, bash completion and the alias k.
 package terminal

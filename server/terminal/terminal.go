@@ -40,8 +40,8 @@ type Shell struct {
 	once   sync.Once
 }
 
-// kubeOnNode is where svclab-kube lives on a node: where the embedded
-// nodes' image has it.
+// kubeOnNode is where svclab-kube lives on a node: where the nodes' images
+// have it.
 const kubeOnNode = images.KubePath
 
 // Open starts bash -l on node behind a new pseudo-terminal. The shell ends

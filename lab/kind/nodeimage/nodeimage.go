@@ -58,7 +58,7 @@ var files embed.FS
 
 // Paths in the node.
 const (
-	kubePath     = "/usr/local/lib/svclab/svclab-kube" // lab/images' kube layer puts it there
+	kubePath     = images.KubePath // lab/images' kube layer puts it there
 	manifestsDir = "/kind/manifests"
 )
 
