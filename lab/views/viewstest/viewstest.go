@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/clustertest"
+	"github.com/svclab/svclab/lab/images"
 	"github.com/svclab/svclab/lab/proxier/events"
 )
 
@@ -351,7 +353,7 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		b.WriteString("@@C\ntcp      6 119 TIME_WAIT src=172.29.1.3 dst=10.96.38.171 sport=49108 dport=80 src=10.244.2.2 dst=172.29.1.3 sport=8080 dport=18832 [ASSURED] mark=0 use=1\n")
 		_, err := io.WriteString(out, b.String())
 		return err
-	case len(cmd) == 3 && strings.Contains(cmd[2], "/usr/local/lib/svclab"):
+	case len(cmd) == 3 && strings.Contains(cmd[2], path.Dir(images.KubePath)):
 		// The control-plane terminal installs kubectl: the copy of
 		// svclab-kube and its configuration are read and kept nowhere.
 		if stdio.Stdin != nil {
