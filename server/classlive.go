@@ -50,7 +50,7 @@ func (s *Server) classEvents(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer cancel()
 		for {
-			if _, _, err := conn.ReadMessage(); err != nil {
+			if _, _, err := readFrame(conn); err != nil {
 				return // the page went away
 			}
 		}

@@ -104,7 +104,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer close(gone)
 		for {
-			if _, _, err := conn.ReadMessage(); err != nil {
+			if _, _, err := readFrame(conn); err != nil {
 				return
 			}
 		}

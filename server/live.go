@@ -210,13 +210,11 @@ func (s *Server) viewsSocket(w http.ResponseWriter, r *http.Request) {
 	private := make(chan views.Frame, 4)
 	go func() {
 		defer cancel()
-		heard(conn) // starting the feed may have taken longer than pongWait
 		for {
-			_, msg, err := conn.ReadMessage()
+			_, msg, err := readFrame(conn)
 			if err != nil {
 				return // gone, or a frame over the limit
 			}
-			heard(conn)
 			req, err := parseViewRequest(msg)
 			if err != nil {
 				sendPrivate(private, mustFrame("path", map[string]string{"error": err.Error()}))
@@ -300,15 +298,21 @@ type terminalControl struct {
 	Cols int    `json:"cols"`
 }
 
-// keepAlive makes conn's reads fail once its client has answered neither
-// a ping nor anything else for pongWait; the socket's reader then ends it.
+// keepAlive makes a pong from conn's client push its read deadline on
+// (readFrame sets it).
 func keepAlive(conn *websocket.Conn) {
-	conn.SetReadDeadline(time.Now().Add(pongWait))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
 }
 
-// heard pushes conn's read deadline on after a frame came in.
-func heard(conn *websocket.Conn) { conn.SetReadDeadline(time.Now().Add(pongWait)) }
+// readFrame reads the client's next frame. It fails once the client has
+// sent neither a frame nor a pong for pongWait since the server began
+// waiting, and the socket's reader then ends it. The wait counts from the
+// read, not from the upgrade: what a socket does before it reads
+// (preparing a node's kubectl, starting a lab's feed) may take longer.
+func readFrame(conn *websocket.Conn) (int, []byte, error) {
+	conn.SetReadDeadline(time.Now().Add(pongWait))
+	return conn.ReadMessage()
+}
 
 // parseResize reads a terminal's text frame: a resize to rows × cols
 // (1 to 1000 each), or nothing svclab acts on.
@@ -454,18 +458,14 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	// Browser → shell. The client's silence counts from here: preparing
-	// the shell (copying kubectl to a busy node) may take longer than
-	// pongWait, and no ping went out meanwhile.
+	// Browser → shell.
 	go func() {
 		defer cancel()
-		heard(conn)
 		for {
-			typ, msg, err := conn.ReadMessage()
+			typ, msg, err := readFrame(conn)
 			if err != nil {
 				return
 			}
-			heard(conn)
 			if typ == websocket.BinaryMessage {
 				rec.feed(msg)
 				if scope.activity != nil {
@@ -533,7 +533,7 @@ func (s *Server) watchTerminal(ctx context.Context, conn *websocket.Conn, key, n
 	go func() {
 		defer cancel()
 		for {
-			if _, _, err := conn.ReadMessage(); err != nil {
+			if _, _, err := readFrame(conn); err != nil {
 				return // input is ignored; a read error means the watcher left
 			}
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -250,6 +251,33 @@ func TestTerminalSlowToPrepare(t *testing.T) {
 	}
 	if !strings.HasPrefix(got.String(), "Preparing kubectl on lab-control-plane") {
 		t.Errorf("the terminal did not say it prepares kubectl first: %q", got.String())
+	}
+}
+
+// A browser that went away without a word (it answers no ping) loses its
+// terminal within pongWait of the server's waiting for it.
+func TestTerminalSilentClientDropped(t *testing.T) {
+	l := newLabServer(t)
+	l.startAttempt(t, "selector-typo")
+	term, resp, err := websocket.DefaultDialer.Dial(wsURL(l.url)+"/scenarios/selector-typo/terminal?node=lab-worker", http.Header{"Origin": {l.url}})
+	if err != nil {
+		t.Fatal(err, resp)
+	}
+	defer term.Close()
+	term.SetPingHandler(func(string) error { return nil }) // no pong
+	start := time.Now()
+	term.SetReadDeadline(start.Add(pongWait + 2*pingEvery + 10*time.Second))
+	for {
+		if _, _, err := term.ReadMessage(); err != nil {
+			var ce *websocket.CloseError
+			if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() && !errors.As(err, &ce) {
+				t.Fatalf("the server kept a silent client's terminal for %s", time.Since(start).Round(time.Second))
+			}
+			break
+		}
+	}
+	if d := time.Since(start); d < pongWait {
+		t.Errorf("the terminal closed after %s, before pongWait (%s)", d, pongWait)
 	}
 }
 
