@@ -422,6 +422,8 @@ func attemptProblem(err string) string {
 		return "A check ran out of time: the lab did not answer in time. Your cluster is as you left it: check again, or use Start over."
 	case strings.Contains(err, "taken over"):
 		return "Another svclab took this cluster over: what you did there is gone. Start the scenario again when the cluster is free, or on another cluster."
+	case strings.Contains(err, "is gone: start") || strings.Contains(err, "created again since the scenario was set up"):
+		return "Your lab's cluster was deleted after this scenario was set up, and what you did there went with it. Use Start over to set the scenario up again (the cluster is created again if it has to be)."
 	case strings.HasPrefix(err, "interrupted"):
 		return "Setting the scenario up was interrupted (the server stopped). Use Start over to set it up again."
 	}

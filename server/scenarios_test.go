@@ -624,3 +624,20 @@ func TestAnswers(t *testing.T) {
 		t.Error("a scenario without questions shows notes")
 	}
 }
+
+// An errored attempt's recorded error (what lab/attempt writes) is told to
+// the learner in words that fit what happened.
+func TestAttemptProblem(t *testing.T) {
+	for _, tc := range []struct{ err, want string }{
+		{"grading timed out after 2m0s", "A check ran out of time"},
+		{"cluster lab is taken over by svclab exercise run (pid 4242)", "Another svclab took this cluster over"},
+		{"interrupted: context canceled", "Setting the scenario up was interrupted"},
+		{"cluster lab of attempt 3 is gone: start the scenario again with 'svclab scenario reset selector-typo'", "Your lab's cluster was deleted"},
+		{"cluster lab of attempt 3 was deleted and created again since the scenario was set up, and what it set up went with it: start the scenario again with 'svclab scenario reset selector-typo'", "Your lab's cluster was deleted"},
+		{"applying shop/web: the server is currently unable to handle the request", "The scenario could not be set up"},
+	} {
+		if got := attemptProblem(tc.err); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("attemptProblem(%q) = %q, want it to start %q", tc.err, got, tc.want)
+		}
+	}
+}

@@ -63,9 +63,13 @@ func (r fakeStarter) EnsureCluster(ctx context.Context, p cluster.Provider, name
 }
 
 func (r fakeStarter) Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, progress cluster.Progress) (Session, error) {
-	l := &fakeLab{w: r.w, s: s, c: c.Name(), baseline: "taken-" + s.ID}
+	gen, err := cluster.Generation(c)
+	if err != nil {
+		return nil, err
+	}
+	l := &fakeLab{w: r.w, s: s, c: c.Name(), gen: gen, baseline: "taken-" + s.ID}
 	r.w.mu.Lock()
-	err := r.w.startErr
+	err = r.w.startErr
 	delete(r.w.fixed, l.key())
 	r.w.mu.Unlock()
 	cluster.OrNop(progress).Start("Applying the setup manifests")(nil)
@@ -78,7 +82,7 @@ func (r fakeStarter) Start(ctx context.Context, s *scenario.Scenario, c cluster.
 }
 
 func (r fakeStarter) Resume(s *scenario.Scenario, c cluster.Cluster, state []byte) (Session, error) {
-	var st struct{ Baseline string }
+	var st struct{ Baseline, Generation string }
 	if err := json.Unmarshal(state, &st); err != nil {
 		return nil, err
 	}
@@ -86,28 +90,33 @@ func (r fakeStarter) Resume(s *scenario.Scenario, c cluster.Cluster, state []byt
 	r.w.resumed = append(r.w.resumed, state)
 	r.w.mu.Unlock()
 	r.w.log("resume %s on %s", s.ID, c.Name())
-	return &fakeLab{w: r.w, s: s, c: c.Name(), baseline: st.Baseline}, nil
+	return &fakeLab{w: r.w, s: s, c: c.Name(), gen: st.Generation, baseline: st.Baseline}, nil
 }
 
 func (r fakeStarter) Attach(s *scenario.Scenario, c cluster.Cluster) (Session, error) {
 	r.w.log("attach %s on %s", s.ID, c.Name())
-	return &fakeLab{w: r.w, s: s, c: c.Name()}, nil
+	gen, err := cluster.Generation(c)
+	return &fakeLab{w: r.w, s: s, c: c.Name(), gen: gen}, err
 }
 
 // fakeLab grades like lab/grade: every check passes when the scenario is
 // fixed, failed checks unlock their hints.
 type fakeLab struct {
-	w        *world
-	s        *scenario.Scenario
-	c        string
+	w *world
+	s *scenario.Scenario
+	c string
+	// gen is the life of the cluster the lab was set up on.
+	gen      string
 	baseline string
 }
 
 func (l *fakeLab) key() string { return l.c + "/" + l.s.ID }
 
 func (l *fakeLab) State() ([]byte, error) {
-	return json.Marshal(map[string]string{"baseline": l.baseline})
+	return json.Marshal(map[string]string{"baseline": l.baseline, "generation": l.gen})
 }
+
+func (l *fakeLab) Generation() string { return l.gen }
 
 func (l *fakeLab) Grade(ctx context.Context) *grade.Report {
 	l.w.mu.Lock()

@@ -434,14 +434,12 @@ func (m *Manager) list(ctx context.Context, f store.AttemptFilter) ([]*Attempt, 
 }
 
 // lab returns the lab of attempt a: the one this process started, or the
-// one resumed from the stored state. A lab that cannot be resumed (the
-// cluster is gone, the state was never saved) marks a running attempt
-// errored.
+// one resumed from the stored state. A lab that is gone (its cluster was
+// deleted, or deleted and created again) or cannot be resumed (the state
+// was never saved) marks a running attempt errored.
 func (m *Manager) lab(ctx context.Context, a store.Attempt) (Session, *scenario.Scenario, error) {
 	if err := m.stillHolds(ctx, a); err != nil {
-		m.mu.Lock()
-		delete(m.labs, a.ID)
-		m.mu.Unlock()
+		m.forget(a.ID)
 		return nil, nil, m.errored(ctx, a, fmt.Errorf("%w: what you did there is gone; start the scenario again when the cluster is free, or on another cluster", err))
 	}
 	m.mu.Lock()
@@ -451,35 +449,67 @@ func (m *Manager) lab(ctx context.Context, a store.Attempt) (Session, *scenario.
 	if err != nil {
 		return nil, nil, m.errored(ctx, a, err)
 	}
-	if ok {
-		return lab, s, nil
-	}
 	c, err := m.provider.Get(ctx, a.Cluster)
 	if errors.Is(err, cluster.ErrNotFound) {
+		m.forget(a.ID)
 		return nil, nil, m.errored(ctx, a, fmt.Errorf("cluster %s of attempt %d is gone: start the scenario again with 'svclab scenario reset %s'", a.Cluster, a.ID, a.ScenarioID))
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("finding cluster %s of attempt %d: %w", a.Cluster, a.ID, err)
 	}
-	state, err := m.store.Baseline(ctx, a.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		err := fmt.Errorf("attempt %d never finished setting up (%s): start the scenario again with 'svclab scenario reset %s'", a.ID, orUnknown(a.Error), a.ScenarioID)
-		if a.State == store.Errored {
-			return nil, nil, err // keep the error that stopped the setup
+	if !ok {
+		state, err := m.store.Baseline(ctx, a.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			err := fmt.Errorf("attempt %d never finished setting up (%s): start the scenario again with 'svclab scenario reset %s'", a.ID, orUnknown(a.Error), a.ScenarioID)
+			if a.State == store.Errored {
+				return nil, nil, err // keep the error that stopped the setup
+			}
+			return nil, nil, m.errored(ctx, a, err)
 		}
-		return nil, nil, m.errored(ctx, a, err)
+		if err != nil {
+			return nil, nil, err
+		}
+		if lab, err = m.runner.Resume(s, c, state); err != nil {
+			return nil, nil, m.errored(ctx, a, fmt.Errorf("resuming attempt %d: %w", a.ID, err))
+		}
 	}
+	replaced, err := m.replaced(c, lab)
 	if err != nil {
 		return nil, nil, err
 	}
-	lab, err = m.runner.Resume(s, c, state)
-	if err != nil {
-		return nil, nil, m.errored(ctx, a, fmt.Errorf("resuming attempt %d: %w", a.ID, err))
+	if replaced {
+		m.forget(a.ID)
+		return nil, nil, m.errored(ctx, a, fmt.Errorf("cluster %s of attempt %d was deleted and created again since the scenario was set up, and what it set up went with it: start the scenario again with 'svclab scenario reset %s'", a.Cluster, a.ID, a.ScenarioID))
 	}
-	m.mu.Lock()
-	m.labs[a.ID] = lab
-	m.mu.Unlock()
+	if !ok {
+		m.mu.Lock()
+		m.labs[a.ID] = lab
+		m.mu.Unlock()
+	}
 	return lab, s, nil
+}
+
+// replaced says whether lab was set up on an earlier life of cluster c (c
+// was deleted and created again under its name since): then nothing of
+// lab's scenario is on c. A lab whose life is not known (a state saved
+// before it was kept) is taken to be on c.
+func (m *Manager) replaced(c cluster.Cluster, lab Session) (bool, error) {
+	was := lab.Generation()
+	if was == "" {
+		return false, nil
+	}
+	now, err := cluster.Generation(c)
+	if err != nil {
+		return false, err
+	}
+	return now != was, nil
+}
+
+// forget drops attempt id's lab from this process's memory.
+func (m *Manager) forget(id int64) {
+	m.mu.Lock()
+	delete(m.labs, id)
+	m.mu.Unlock()
 }
 
 func orUnknown(s string) string {
@@ -810,28 +840,34 @@ func (m *Manager) teardown(ctx context.Context, a store.Attempt) error {
 	lab, ok := m.labs[a.ID]
 	delete(m.labs, a.ID)
 	m.mu.Unlock()
+	s, err := m.Scenario(a.ScenarioID)
+	if err != nil && !ok {
+		return nil // nothing of it can be on the cluster
+	}
+	c, err := m.provider.Get(ctx, a.Cluster)
+	if errors.Is(err, cluster.ErrNotFound) {
+		return nil // the scenario went with its cluster
+	}
+	if err != nil {
+		return fmt.Errorf("finding cluster %s: %w", a.Cluster, err)
+	}
 	if !ok {
-		s, err := m.Scenario(a.ScenarioID)
-		if err != nil {
-			return nil // nothing of it can be on the cluster
-		}
-		c, err := m.provider.Get(ctx, a.Cluster)
-		if errors.Is(err, cluster.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("finding cluster %s: %w", a.Cluster, err)
-		}
 		if state, err := m.store.Baseline(ctx, a.ID); err == nil {
 			lab, err = m.runner.Resume(s, c, state)
 			if err != nil {
 				lab = nil
 			}
 		}
-		if lab == nil {
-			if lab, err = m.runner.Attach(s, c); err != nil {
-				return err
-			}
+	}
+	if lab != nil {
+		if replaced, err := m.replaced(c, lab); err == nil && replaced {
+			m.log.Info("the attempt's cluster was created again since its scenario was set up: nothing of it is left to remove", "attempt", a.ID, "cluster", a.Cluster)
+			return nil
+		}
+	}
+	if lab == nil {
+		if lab, err = m.runner.Attach(s, c); err != nil {
+			return err
 		}
 	}
 	if err := lab.Teardown(ctx, false); err != nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/store"
@@ -31,7 +33,16 @@ func TestAttemptAcrossRestart(t *testing.T) {
 	if e.provider.Created[0] != "lab" {
 		t.Errorf("clusters created: %v", e.provider.Created)
 	}
-	if b, err := st.Baseline(ctx, a.ID); err != nil || string(b) != `{"baseline":"taken-selector-typo"}` {
+	c, err := e.provider.Get(ctx, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := cluster.Generation(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState := fmt.Sprintf(`{"baseline":"taken-selector-typo","generation":%q}`, gen)
+	if b, err := st.Baseline(ctx, a.ID); err != nil || string(b) != wantState {
 		t.Errorf("stored baseline %q, %v", b, err)
 	}
 	rep, err := m.Check(ctx, a.ID)
@@ -87,7 +98,7 @@ func TestAttemptAcrossRestart(t *testing.T) {
 	if cur, _ := m2.Current(ctx, "", "selector-typo"); cur != nil {
 		t.Errorf("a passed attempt is current: %+v", cur)
 	}
-	if len(e.w.resumed) != 1 || string(e.w.resumed[0]) != `{"baseline":"taken-selector-typo"}` {
+	if len(e.w.resumed) != 1 || string(e.w.resumed[0]) != wantState {
 		t.Errorf("resumed from %q", e.w.resumed)
 	}
 
@@ -279,6 +290,57 @@ func TestClusterGone(t *testing.T) {
 	}
 	if got, _ := m2.Attempt(ctx, a.ID); got.State != StateAbandoned {
 		t.Errorf("old attempt %+v", got)
+	}
+}
+
+// A cluster deleted and created again under a running attempt took the
+// scenario with it: the attempt is errored saying so (in the process that
+// started it, and in another one), and starting over sets it up on the new
+// cluster without trying to remove the old scenario from it.
+func TestClusterCreatedAgain(t *testing.T) {
+	for _, sameProcess := range []bool{true, false} {
+		t.Run(fmt.Sprintf("same process %v", sameProcess), func(t *testing.T) {
+			ctx := context.Background()
+			e := newTestEnv(t)
+			m, _ := e.manager()
+			a, err := m.Start(ctx, "", "selector-typo", "lab", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Check(ctx, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			e.provider.Delete(ctx, "lab")
+			if _, err := e.provider.Create(ctx, cluster.CreateOptions{Name: "lab", Workers: 2}); err != nil {
+				t.Fatal(err)
+			}
+			if !sameProcess {
+				m, _ = e.manager()
+			}
+			before := len(e.w.Events())
+			_, err = m.Check(ctx, a.ID)
+			want := "cluster lab of attempt 1 was deleted and created again since the scenario was set up, and what it set up went with it: start the scenario again with 'svclab scenario reset selector-typo'"
+			if err == nil || err.Error() != want {
+				t.Fatalf("check: err = %v", err)
+			}
+			if got, _ := m.Attempt(ctx, a.ID); got.State != StateErrored || got.Error != want {
+				t.Errorf("%+v", got)
+			}
+			na, err := m.Reset(ctx, a.ID, nil)
+			if err != nil || na.State != StateRunning || na.ID == a.ID {
+				t.Fatalf("reset: %+v, %v", na, err)
+			}
+			events := e.w.Events()[before:]
+			if slices.ContainsFunc(events, func(ev string) bool { return strings.HasPrefix(ev, "teardown") || strings.HasPrefix(ev, "attach") }) {
+				t.Errorf("the reset removed the old scenario from the new cluster: %q", events)
+			}
+			if !slices.Contains(events, "start selector-typo on lab") {
+				t.Errorf("events %q", events)
+			}
+			if _, err := m.Check(ctx, na.ID); err != nil {
+				t.Errorf("the new attempt: %v", err)
+			}
+		})
 	}
 }
 

@@ -36,6 +36,9 @@ type Session interface {
 	Teardown(ctx context.Context, waitGone bool) error
 	// Abort removes what a failed Start left.
 	Abort(ctx context.Context) error
+	// Generation is the life of the cluster the session was set up on
+	// (cluster.Generation; "" when not known).
+	Generation() string
 }
 
 // SessionStarter starts sessions with lab/session.

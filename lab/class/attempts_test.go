@@ -73,6 +73,7 @@ func (l *fakeLab) Grade(context.Context) *grade.Report {
 func (l *fakeLab) Solve(context.Context, string, io.Writer) error { l.r.setPassed(true); return nil }
 func (l *fakeLab) Teardown(context.Context, bool) error           { return nil }
 func (l *fakeLab) Abort(context.Context) error                    { return nil }
+func (l *fakeLab) Generation() string                             { return "" }
 
 // TestAttempts runs a learner's scenario through lab/attempt on their own
 // lab, with lab/store in the same database file as the class tables.

@@ -21,11 +21,14 @@ const stateVersion = 1
 // Teardown puts back. It is an envelope: fields can be added without
 // breaking saved states.
 type savedState struct {
-	Version  int             `json:"version"`
-	Scenario string          `json:"scenario"`
-	Cluster  string          `json:"cluster"`
-	Baseline *grade.Baseline `json:"baseline"`
-	Guard    *savedGuard     `json:"guard,omitempty"`
+	Version  int    `json:"version"`
+	Scenario string `json:"scenario"`
+	Cluster  string `json:"cluster"`
+	// Generation is the life of the cluster the session was set up on
+	// (cluster.Generation; empty in states saved before it was kept).
+	Generation string          `json:"generation,omitempty"`
+	Baseline   *grade.Baseline `json:"baseline"`
+	Guard      *savedGuard     `json:"guard,omitempty"`
 }
 
 // savedGuard is a guard in JSON.
@@ -72,7 +75,7 @@ func (s *Session) State() ([]byte, error) {
 	if s.Baseline == nil {
 		return nil, errors.New("the session has no baseline yet: it did not finish starting")
 	}
-	return json.Marshal(savedState{Version: stateVersion, Scenario: s.Scenario.ID, Cluster: s.Cluster.Name(), Baseline: s.Baseline, Guard: saveGuard(s.guard)})
+	return json.Marshal(savedState{Version: stateVersion, Scenario: s.Scenario.ID, Cluster: s.Cluster.Name(), Generation: s.generation, Baseline: s.Baseline, Guard: saveGuard(s.guard)})
 }
 
 // Resume picks up a session that Start set up earlier, maybe in another
@@ -95,7 +98,7 @@ func Resume(s *scenario.Scenario, c cluster.Cluster, state []byte, opts Options)
 	case st.Baseline == nil:
 		return nil, fmt.Errorf("the saved state of scenario %s has no baseline", s.ID)
 	}
-	ses := &Session{Scenario: s, Cluster: c, Baseline: st.Baseline, guard: st.Guard.guard(), opts: opts}
+	ses := &Session{Scenario: s, Cluster: c, Baseline: st.Baseline, guard: st.Guard.guard(), generation: st.Generation, opts: opts}
 	var err error
 	if ses.apply, err = newApplier(c); err != nil {
 		return nil, err
@@ -114,6 +117,9 @@ func Attach(s *scenario.Scenario, c cluster.Cluster, opts Options) (*Session, er
 	opts.defaults()
 	ses := &Session{Scenario: s, Cluster: c, opts: opts}
 	var err error
+	if ses.generation, err = cluster.Generation(c); err != nil {
+		return nil, err
+	}
 	if ses.apply, err = newApplier(c); err != nil {
 		return nil, err
 	}

@@ -71,6 +71,9 @@ type Session struct {
 	// guard is the cluster-wide state that Teardown puts back (nil: none
 	// recorded).
 	guard *guard
+	// generation is the life of Cluster the session was set up on
+	// (cluster.Generation).
+	generation string
 	// partial is set when only the first injected faults went in (the
 	// next one failed); Teardown then reverts only those.
 	partial  bool
@@ -80,6 +83,12 @@ type Session struct {
 	answersMu sync.Mutex
 	answers   map[string]string
 }
+
+// Generation is the life of the cluster the session was set up on
+// (cluster.Generation): when the cluster's is another, the cluster was
+// deleted and created again, and what the session set up is gone. It is
+// empty for a session resumed from a state saved before it was kept.
+func (s *Session) Generation() string { return s.generation }
 
 // SetAnswer records the learner's answer to the answer check id ("" takes
 // it back).
@@ -258,6 +267,10 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 		return nil, err
 	}
 	ses := &Session{Scenario: s, Cluster: c, opts: opts}
+	var err error
+	if ses.generation, err = cluster.Generation(c); err != nil {
+		return nil, err
+	}
 	cs, err := c.Client()
 	if err != nil {
 		return nil, fmt.Errorf("connecting to cluster %s: %w", c.Name(), err)

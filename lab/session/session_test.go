@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -202,5 +203,32 @@ func TestSettleSaysWhatIsPendingNotTheRateLimiter(t *testing.T) {
 	err := settle(context.Background(), cs, s, true, timeout)
 	if err == nil || !strings.Contains(err.Error(), "Deployment shop/web: 1 of 2 replicas updated") || strings.Contains(err.Error(), "rate limiter") {
 		t.Errorf("settle: %v", err)
+	}
+}
+
+// A session's state keeps the life of the cluster it was set up on, so a
+// process that resumes it can tell when the cluster was created again
+// since (lab/attempt checks that).
+func TestStateKeepsGeneration(t *testing.T) {
+	c := clustertest.NewCluster("lab")
+	gen, err := cluster.Generation(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ses := &Session{Scenario: &scenario.Scenario{ID: "sel"}, Cluster: c, Baseline: &grade.Baseline{}, generation: gen}
+	state, err := ses.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st savedState
+	if err := json.Unmarshal(state, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Generation != gen || st.Cluster != "lab" {
+		t.Errorf("saved %+v, want generation %q", st, gen)
+	}
+	c.Rebuild()
+	if now, _ := cluster.Generation(c); now == st.Generation {
+		t.Errorf("the rebuilt cluster has the old generation %q", now)
 	}
 }
