@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,6 +74,20 @@ func TestBrowserLabLife(t *testing.T) {
 		waitText(`#views-status`, "paused"),
 		chromedp.WaitVisible(chromedp.CSS(`#health-start-over`)),
 		sh.take("lab-down"))
+	for _, w := range []int64{800, 600} {
+		step(fmt.Sprintf("at %dx900 the strip says it whole, with Start over in reach", w),
+			chromedp.EmulateViewport(w, 900),
+			waitJS(`(() => {
+				const t = document.querySelector('#lab-health .health-text').getBoundingClientRect();
+				const el = document.querySelector('#lab-health .health-text');
+				const b = document.querySelector('#health-start-over').getBoundingClientRect();
+				return el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1 &&
+					t.right <= innerWidth && b.right <= innerWidth && b.bottom <= innerHeight && b.width > 0 &&
+					document.documentElement.scrollWidth <= innerWidth;
+			})()`),
+			sh.take(fmt.Sprintf("lab-down-%d", w)))
+	}
+	step("back to 1280x800", chromedp.EmulateViewport(1280, 800))
 	step("the raw error is behind details",
 		waitJS(`!document.querySelector('#lab-health .health-text').innerText.includes('not found')`),
 		click(`#lab-health .health-details summary`),
