@@ -75,7 +75,7 @@ func TestBrowserLabLife(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#health-start-over`)),
 		sh.take("lab-down"))
 	for _, w := range []int64{800, 600} {
-		step(fmt.Sprintf("at %dx900 the strip says it whole, with Start over in reach", w),
+		step(fmt.Sprintf("at %dx900 the strip says it whole, with Start over in reach, and every view's tab shows", w),
 			chromedp.EmulateViewport(w, 900),
 			waitJS(`(() => {
 				const t = document.querySelector('#lab-health .health-text').getBoundingClientRect();
@@ -83,7 +83,11 @@ func TestBrowserLabLife(t *testing.T) {
 				const b = document.querySelector('#health-start-over').getBoundingClientRect();
 				return el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1 &&
 					t.right <= innerWidth && b.right <= innerWidth && b.bottom <= innerHeight && b.width > 0 &&
-					document.documentElement.scrollWidth <= innerWidth;
+					document.documentElement.scrollWidth <= innerWidth &&
+					[...document.querySelectorAll('#views-tabs [role=tab]')].every((tab) => {
+						const r = tab.getBoundingClientRect(), bar = document.querySelector('#views-tabs').getBoundingClientRect();
+						return r.width > 0 && r.right <= bar.right + 1 && r.bottom <= bar.bottom + 1;
+					});
 			})()`),
 			sh.take(fmt.Sprintf("lab-down-%d", w)))
 	}
