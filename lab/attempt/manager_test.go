@@ -263,43 +263,27 @@ func TestCheckTimeout(t *testing.T) {
 	}
 }
 
-// A running attempt whose cluster went away is errored with a message that
-// says how to go on.
+// A running attempt whose cluster went away, or was deleted and created
+// again, lost its scenario with it: the attempt is errored with a message
+// that says so and how to go on (in the process that started it, and in
+// another one), and starting over sets it up on a cluster without trying to
+// remove the old scenario from the new one.
 func TestClusterGone(t *testing.T) {
-	ctx := context.Background()
-	e := newTestEnv(t)
-	m, _ := e.manager()
-	a, err := m.Start(ctx, "", "selector-typo", "lab", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.provider.Delete(ctx, "lab")
-	m2, _ := e.manager()
-	_, err = m2.Check(ctx, a.ID)
-	want := "cluster lab of attempt 1 is gone: start the scenario again with 'svclab scenario reset selector-typo'"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err = %v", err)
-	}
-	if got, _ := m2.Attempt(ctx, a.ID); got.State != StateErrored || got.Error != want {
-		t.Errorf("%+v", got)
-	}
-	// Reset brings it back, on a new cluster.
-	na, err := m2.Reset(ctx, a.ID, nil)
-	if err != nil || na.State != StateRunning || na.ID == a.ID {
-		t.Fatalf("reset: %+v, %v", na, err)
-	}
-	if got, _ := m2.Attempt(ctx, a.ID); got.State != StateAbandoned {
-		t.Errorf("old attempt %+v", got)
-	}
-}
-
-// A cluster deleted and created again under a running attempt took the
-// scenario with it: the attempt is errored saying so (in the process that
-// started it, and in another one), and starting over sets it up on the new
-// cluster without trying to remove the old scenario from it.
-func TestClusterCreatedAgain(t *testing.T) {
-	for _, sameProcess := range []bool{true, false} {
-		t.Run(fmt.Sprintf("same process %v", sameProcess), func(t *testing.T) {
+	const (
+		gone    = "cluster lab of attempt 1 is gone: start the scenario again with 'svclab scenario reset selector-typo'"
+		created = "cluster lab of attempt 1 was deleted and created again since the scenario was set up, and what it set up went with it: start the scenario again with 'svclab scenario reset selector-typo'"
+	)
+	for _, tc := range []struct {
+		name                  string
+		createAgain, sameProc bool
+		want                  string
+	}{
+		{"deleted, another process", false, false, gone},
+		{"deleted, same process", false, true, gone},
+		{"created again, another process", true, false, created},
+		{"created again, same process", true, true, created},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := newTestEnv(t)
 			m, _ := e.manager()
@@ -311,24 +295,27 @@ func TestClusterCreatedAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.provider.Delete(ctx, "lab")
-			if _, err := e.provider.Create(ctx, cluster.CreateOptions{Name: "lab", Workers: 2}); err != nil {
-				t.Fatal(err)
+			if tc.createAgain {
+				if _, err := e.provider.Create(ctx, cluster.CreateOptions{Name: "lab", Workers: 2}); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if !sameProcess {
+			if !tc.sameProc {
 				m, _ = e.manager()
 			}
 			before := len(e.w.Events())
-			_, err = m.Check(ctx, a.ID)
-			want := "cluster lab of attempt 1 was deleted and created again since the scenario was set up, and what it set up went with it: start the scenario again with 'svclab scenario reset selector-typo'"
-			if err == nil || err.Error() != want {
+			if _, err = m.Check(ctx, a.ID); err == nil || err.Error() != tc.want {
 				t.Fatalf("check: err = %v", err)
 			}
-			if got, _ := m.Attempt(ctx, a.ID); got.State != StateErrored || got.Error != want {
+			if got, _ := m.Attempt(ctx, a.ID); got.State != StateErrored || got.Error != tc.want {
 				t.Errorf("%+v", got)
 			}
 			na, err := m.Reset(ctx, a.ID, nil)
 			if err != nil || na.State != StateRunning || na.ID == a.ID {
 				t.Fatalf("reset: %+v, %v", na, err)
+			}
+			if got, _ := m.Attempt(ctx, a.ID); got.State != StateAbandoned {
+				t.Errorf("old attempt %+v", got)
 			}
 			events := e.w.Events()[before:]
 			if slices.ContainsFunc(events, func(ev string) bool { return strings.HasPrefix(ev, "teardown") || strings.HasPrefix(ev, "attach") }) {
