@@ -95,8 +95,7 @@ func (r fakeStarter) Resume(s *scenario.Scenario, c cluster.Cluster, state []byt
 
 func (r fakeStarter) Attach(s *scenario.Scenario, c cluster.Cluster) (Session, error) {
 	r.w.log("attach %s on %s", s.ID, c.Name())
-	gen, err := cluster.Generation(c)
-	return &fakeLab{w: r.w, s: s, c: c.Name(), gen: gen}, err
+	return &fakeLab{w: r.w, s: s, c: c.Name()}, nil
 }
 
 // fakeLab grades like lab/grade: every check passes when the scenario is

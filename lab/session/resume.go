@@ -117,9 +117,6 @@ func Attach(s *scenario.Scenario, c cluster.Cluster, opts Options) (*Session, er
 	opts.defaults()
 	ses := &Session{Scenario: s, Cluster: c, opts: opts}
 	var err error
-	if ses.generation, err = cluster.Generation(c); err != nil {
-		return nil, err
-	}
 	if ses.apply, err = newApplier(c); err != nil {
 		return nil, err
 	}

@@ -87,7 +87,8 @@ type Session struct {
 // Generation is the life of the cluster the session was set up on
 // (cluster.Generation): when the cluster's is another, the cluster was
 // deleted and created again, and what the session set up is gone. It is
-// empty for a session resumed from a state saved before it was kept.
+// empty for a session resumed from a state saved before it was kept, and
+// for one from Attach (which is only for Teardown).
 func (s *Session) Generation() string { return s.generation }
 
 // SetAnswer records the learner's answer to the answer check id ("" takes

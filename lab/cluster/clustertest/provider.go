@@ -17,8 +17,6 @@ type Provider struct {
 	mu       sync.Mutex
 	clusters map[string]*Cluster
 	options  map[string]cluster.CreateOptions
-	// lives counts the clusters Create made under each name.
-	lives    map[string]int
 	build    func(cluster.CreateOptions) *Cluster
 	gate     chan struct{}
 	failNext error
@@ -33,7 +31,7 @@ type Provider struct {
 // NewProvider returns a Provider holding the existing clusters (each
 // NewCluster(name)).
 func NewProvider(existing ...string) *Provider {
-	p := &Provider{clusters: map[string]*Cluster{}, options: map[string]cluster.CreateOptions{}, lives: map[string]int{}}
+	p := &Provider{clusters: map[string]*Cluster{}, options: map[string]cluster.CreateOptions{}}
 	for _, n := range existing {
 		p.Add(NewCluster(n))
 	}
@@ -79,8 +77,12 @@ func (p *Provider) Create(ctx context.Context, o cluster.CreateOptions) (cluster
 	c := build(o)
 	// A cluster created again under a name is a new life of it, with a
 	// new CA, as the real backends' are.
-	p.lives[o.Name]++
-	c.life = p.lives[o.Name]
+	for _, n := range p.Created {
+		if n == o.Name {
+			c.life++
+		}
+	}
+	c.life++
 	p.clusters[o.Name] = c
 	p.options[o.Name] = o
 	p.Created = append(p.Created, o.Name)

@@ -91,3 +91,31 @@ func TestProviderGate(t *testing.T) {
 		t.Errorf("released create: %v", err)
 	}
 }
+
+// A cluster deleted and created again under its name is a new life of it
+// (a new cluster.Generation), as the real backends' are.
+func TestProviderCreatedAgainIsNewLife(t *testing.T) {
+	ctx := context.Background()
+	p := NewProvider("lab")
+	gens := map[string]bool{}
+	for i := range 3 {
+		c, err := p.Get(ctx, "lab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen, err := cluster.Generation(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gens[gen] {
+			t.Fatalf("life %d has an earlier life's generation %s", i, gen)
+		}
+		gens[gen] = true
+		if err := p.Delete(ctx, "lab"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Create(ctx, cluster.CreateOptions{Name: "lab"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
