@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -90,22 +91,53 @@ func clusterCgroups(name string) []string {
 // release: between its first network namespace and its supervisor no
 // process carries the cluster's marker, and a crashed cluster is told from
 // one being made by this lock (an flock, which the kernel drops when its
-// holder dies).
-func lockCreation(name string) (release func(), err error) {
+// holder dies). fabric records in the lock the fabric index the cluster took,
+// so that a Sweep in another process spares its bridge and veths, which no
+// supervisor claims yet (creatingIndices).
+func lockCreation(name string) (release func(), fabric func(index int) error, err error) {
 	if err := os.MkdirAll(creationLockDir, 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f, err := flock.TryLock(filepath.Join(creationLockDir, name+".lock"), 0o600)
 	if errors.Is(err, flock.ErrLocked) {
-		return nil, fmt.Errorf("another svclab process is creating a cluster named %q: %w", name, err)
+		return nil, nil, fmt.Errorf("another svclab process is creating a cluster named %q: %w", name, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func() {
+	release = func() {
 		os.Remove(f.Name())
 		f.Close()
-	}, nil
+	}
+	fabric = func(index int) error {
+		if _, err := f.WriteAt([]byte(strconv.Itoa(index)), 0); err != nil {
+			return fmt.Errorf("recording the fabric index in the creation lock: %w", err)
+		}
+		return nil
+	}
+	return release, fabric, nil
+}
+
+// creatingIndices are the fabric indices of the clusters being created
+// (their creation locks held), from whichever state directory.
+func creatingIndices() map[int]bool {
+	out := map[int]bool{}
+	entries, err := os.ReadDir(creationLockDir)
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		path := filepath.Join(creationLockDir, e.Name())
+		if !strings.HasSuffix(e.Name(), ".lock") || !flock.Held(path) {
+			continue
+		}
+		if b, err := os.ReadFile(path); err == nil {
+			if i, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				out[i] = true
+			}
+		}
+	}
+	return out
 }
 
 // creationLockDir holds the creation locks; /run empties at boot.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -251,5 +252,34 @@ func TestBridgedAccepts(t *testing.T) {
 	}
 	if got := bridgedAccepts(out, ""); len(got) != 2 {
 		t.Errorf("every svclab rule: %q", got)
+	}
+}
+
+// A cluster being created owns its fabric index before its supervisor runs:
+// a Sweep in another process (liveClusters) must count that index live, or
+// it removes the new cluster's bridge and veths and the index is handed to
+// a second cluster (two clusters answering on one 172.29.N.2).
+func TestCreatingClusterIndexIsLive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the creation locks live in /run/svclab: needs root")
+	}
+	name := fmt.Sprintf("idx-test-%d", os.Getpid())
+	release, fabric, err := lockCreation(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const index = 251
+	if liveClusters().indices[index] {
+		t.Fatalf("index %d is live before any cluster took it", index)
+	}
+	if err := fabric(index); err != nil {
+		t.Fatal(err)
+	}
+	if !liveClusters().indices[index] {
+		t.Errorf("index %d of a cluster being created is not live", index)
+	}
+	release()
+	if liveClusters().indices[index] {
+		t.Errorf("index %d is still live after the creation ended", index)
 	}
 }

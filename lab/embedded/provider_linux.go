@@ -85,7 +85,7 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 			return nil, fmt.Errorf("network namespace %s exists already and is in use (a cluster of that name runs from another svclab state directory): delete it there, or choose another --name: %w", left[0], cluster.ErrExists)
 		}
 	}
-	release, err := lockCreation(opts.Name)
+	release, recordFabric, err := lockCreation(opts.Name)
 	if err != nil {
 		os.Remove(dir)
 		return nil, err
@@ -128,6 +128,10 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		{Name: "Creating the network fabric", Run: func(ctx context.Context) error {
 			index, err := createBridge(ctx, p.Runner)
 			if err != nil {
+				return err
+			}
+			if err := recordFabric(index); err != nil {
+				p.Runner.Run(ctx, nil, "ip", "link", "del", fmt.Sprintf("%s%d", bridgePrefix, index))
 				return err
 			}
 			ns, err := NewState(opts, index)
@@ -687,7 +691,8 @@ func Sweep(ctx context.Context, r hostexec.Runner) error {
 }
 
 // live are the clusters whose supervisors run, from whichever state
-// directory: their directories, names and fabric indexes.
+// directory: their directories, names and fabric indexes (and the indexes
+// of clusters being created, which have no supervisor yet).
 type live struct {
 	dirs    map[string]bool
 	names   map[string]bool
@@ -695,7 +700,7 @@ type live struct {
 }
 
 func liveClusters() live {
-	l := live{dirs: map[string]bool{}, names: map[string]bool{}, indices: map[int]bool{}}
+	l := live{dirs: map[string]bool{}, names: map[string]bool{}, indices: creatingIndices()}
 	for _, d := range markedSupervisors() {
 		l.dirs[d], l.names[filepath.Base(d)] = true, true
 		if st, err := loadState(paths{d}); err == nil {
