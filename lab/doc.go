@@ -25,21 +25,29 @@
 //	                      exercise runs (Run, Exercise)
 //	lab/attempt           a learner's attempts: start, check, hints, history (on lab/store)
 //	lab/class             classrooms and exams: joins, labs (class/labs), the board (class/stream)
-//	lab/views             what the live panels show (EndpointSlices, rules, conntrack, probes, path)
+//	lab/views             what the live panels show (EndpointSlices, rules, conntrack, probes, path;
+//	                      views/viewstest: the fake lab of its and the server's tests)
 //	lab/store             persistence (SQLite or PostgreSQL; store/sqldb: migrations, retries)
 //	lab/netcheck          svclab's own traffic (probes of the grader and the views)
 //	lab/proxierctl        the client of the bundled proxier's status and fault endpoints
 //	lab/conformance       upstream's [sig-network] conformance specs on a lab cluster
 //
-//	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster
+//	lab/cluster           the seam: Provider, Cluster, progress, names; cluster/owner: who holds a cluster;
+//	                      cluster/nodetty: node commands behind svclab's pseudo-terminals
 //	lab/embedded          the embedded backend: control plane, nodes as network namespaces,
 //	                      runc pods (embedded/nodeagent: its kubelet; embedded/netpol: its
 //	                      NetworkPolicy; embedded/loadbalancer: its cloud load balancer;
-//	                      embedded/hostexec: the host's programs it runs, ip, nft, runc)
+//	                      embedded/hostexec: the host's programs it runs, ip, nft, runc;
+//	                      embedded/cgroups: a lab's limits; embedded/userns: its user
+//	                      namespace; embedded/nsenter: entering its namespaces from the host)
 //	lab/kind              the kind backend: kind clusters on Docker (kind/dockerd: svclab's own
 //	                      engine; kind/nodeimage: the offline node image; kind/ociimage: its images)
-//	lab/images            the images pods run from, built here (no registry)
-//	lab/kubebin           svclab-kube: kubectl and the control plane built from the Kubernetes modules
+//	lab/images            the images pods run from, built here (no registry; images/agnhost,
+//	                      images/pause, images/webserver: the programs in them)
+//	lab/kubebin           builds and finds svclab-kube: kubectl and the control plane built from
+//	                      the Kubernetes modules, whose source is lab/kube (a Go module of its own)
+//	lab/hostsetup         the host's packages: checks them, installs what is missing on Debian
+//	lab/flock             file locks between processes, dropped by the kernel with their holder
 //	lab/proxier           the bundled kube-proxy (its own README; imports nothing else of svclab)
 //
 // # Which may import which

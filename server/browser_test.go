@@ -83,6 +83,18 @@ func (s *shots) take(name string) chromedp.Action[chromedp.Void] {
 // those that create a cluster slow.
 const quick, slow = time.Minute, 5 * time.Minute
 
+// termsState describes the page's terminals for a failed step: each one's
+// size and the lines of its buffer, scrollback included.
+const termsState = `(() => {
+  const out = [];
+  for (const [node, t] of Object.entries(window.svclabTerminals || {})) {
+    const b = t.term.buffer.active;
+    out.push(node + ": " + t.term.rows + " rows × " + t.term.cols + " cols, " + b.length + " lines, cursor at " + b.cursorY + "," + b.cursorX);
+    for (let i = Math.max(0, b.length - 60); i < b.length; i++) out.push("  |" + b.getLine(i).translateToString(true));
+  }
+  return out.join("\n");
+})()`
+
 // doStep runs one step of a browser walk with a deadline, so that a page
 // that never shows what the step waits for fails the test with a
 // screenshot and the page's text instead of hanging until the package's
@@ -98,7 +110,11 @@ func doStep(t *testing.T, bctx context.Context, sh *shots, what string, timeout 
 		target := chromedp.FromContext(dctx).Target
 		sh.take("failed-"+strings.ReplaceAll(what, " ", "-"))(dctx, target)
 		page, _ := chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`)(dctx, target)
-		t.Fatalf("%s: %v\nthe page said:\n%s", what, err, page)
+		// The terminals' own state: their size and every line they
+		// hold, the scrollback included (what the screen shows is only
+		// the bottom rows).
+		terms, _ := chromedp.Evaluate[string](termsState)(dctx, target)
+		t.Fatalf("%s: %v\nthe page said:\n%s\nits terminals:\n%s", what, err, page, terms)
 	}
 	t.Logf("%s (%s)", what, time.Since(start).Round(100*time.Millisecond))
 }

@@ -444,20 +444,6 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
-	// Resizes are coalesced: a window dragged sends dozens a second, and
-	// each is a command on the node; the newest size is applied, one at
-	// a time.
-	sizes := make(chan [2]uint16, 1)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case sz := <-sizes:
-				sh.Resize(ctx, sz[0], sz[1])
-			}
-		}
-	}()
 	// Browser → shell.
 	go func() {
 		defer cancel()
@@ -478,16 +464,10 @@ func (s *Server) terminalSocket(w http.ResponseWriter, r *http.Request) {
 			}
 			if sz, ok := parseResize(msg); ok {
 				resizeTap(sz)
-				select {
-				case sizes <- sz:
-				default:
-					// One waits already: the newest replaces it.
-					select {
-					case <-sizes:
-					default:
-					}
-					sizes <- sz
-				}
+				// An ioctl on the server's side of the terminal: a
+				// window dragged sends dozens a second, and each costs
+				// nothing on the node.
+				sh.Resize(sz[0], sz[1])
 			}
 		}
 	}()

@@ -54,7 +54,30 @@ func TestTaps(t *testing.T) {
 	}
 	stop()
 	end()
-	if n := len(tp.m); n != 0 {
-		t.Errorf("%d taps left after every session and watcher ended", n)
+	// The learner's page reloads: their next terminal on the node comes
+	// after what the last one showed, marked; a watcher gets both.
+	publish, _, end = tp.session(key)
+	publish([]byte("$ "))
+	r, _, _, stop := tp.watch(key)
+	if !bytes.HasSuffix(r, []byte("x"+newTerminalMark+"$ ")) {
+		t.Errorf("recent output after a new terminal ends %q", r[len(r)-80:])
+	}
+	stop()
+	end()
+	// Kept for tapKeep, then forgotten; a tap that never had output at
+	// once.
+	_, _, end3 := tp.session(tapKey("lab", "lab-worker3"))
+	end3()
+	if _, ok := tp.m[tapKey("lab", "lab-worker3")]; ok {
+		t.Error("a tap without output is kept")
+	}
+	tp.mu.Lock()
+	tp.sweep(time.Now().Add(tapKeep - time.Minute))
+	kept := len(tp.m)
+	tp.sweep(time.Now().Add(tapKeep + time.Minute))
+	left := len(tp.m)
+	tp.mu.Unlock()
+	if kept != 2 || left != 0 {
+		t.Errorf("%d taps kept within tapKeep (want 2: lab-worker and lab-worker2), %d after it", kept, left)
 	}
 }

@@ -48,7 +48,9 @@ type Node struct {
 }
 
 // Stdio carries the standard streams of a command run on a node. Nil fields
-// mean no input or discarded output.
+// mean no input or discarded output. A backend never hands the command a
+// terminal of the caller's: a field that is one is relayed (a node command
+// that needs a terminal runs behind one of svclab's: NodeTerminaler).
 type Stdio struct {
 	Stdin  io.Reader
 	Stdout io.Writer
@@ -70,6 +72,41 @@ type Cluster interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	// NodeExec runs cmd on node and waits for it.
 	NodeExec(ctx context.Context, node string, cmd []string, stdio Stdio) error
+}
+
+// TerminalSize is the size of a terminal in character cells.
+type TerminalSize struct {
+	Rows, Cols uint16
+}
+
+// Terminal is a command running on a node behind a pseudo-terminal that
+// svclab holds (its master side). Read returns what the command writes to
+// its terminal (io.EOF once it has ended), Write types into it.
+type Terminal interface {
+	io.ReadWriter
+	// Resize sets the terminal's size; the command gets SIGWINCH.
+	Resize(size TerminalSize) error
+	// Wait waits for the command to end and returns why: nil, an error
+	// with an ExitCode method for an exit status, or why it could not run.
+	Wait() error
+	// Close hangs the terminal up, as closing a terminal window does: the
+	// command's session gets SIGHUP (what remains of it on the node too),
+	// and Close waits for the command.
+	Close() error
+}
+
+// NodeTerminaler is a Cluster that runs commands on its nodes behind a
+// pseudo-terminal of svclab's (node shells: the browser's terminal and
+// 'svclab node shell'), as `docker exec -t` does. The command starts in a
+// session of its own whose controlling terminal is that pseudo-terminal,
+// and gets nothing else of the caller's: not its terminal, session,
+// keyrings or descriptors. Both backends implement it; callers check for
+// it with a type assertion.
+type NodeTerminaler interface {
+	// NodeTerminal starts cmd on node behind a new pseudo-terminal of
+	// the given size. The command ends when ctx ends or the Terminal is
+	// closed.
+	NodeTerminal(ctx context.Context, node string, cmd []string, size TerminalSize) (Terminal, error)
 }
 
 // CreateOptions say what cluster to create.

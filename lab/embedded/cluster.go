@@ -11,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/proxier/control"
 )
 
@@ -71,24 +71,14 @@ func (c *Cluster) Nodes(context.Context) ([]cluster.Node, error) {
 
 // NodeExec runs cmd on the node: in the node's own container (its network
 // namespace, the tools image's filesystem, the node's hostname), never on
-// the host.
+// the host; in a session of its own, with nothing of the caller's (see
+// nodeagent.NodeCommand).
 func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
-	n, ok := c.st.Node(node)
-	if !ok {
-		return fmt.Errorf("cluster %s has no node %q", c.st.Name, node)
-	}
-	if len(cmd) == 0 {
-		return fmt.Errorf("no command given")
-	}
-	x, err := paths{c.dir}.nodeContainer(n.Name).Command(ctx, cmd)
+	x, err := c.nodeCommand(ctx, node, cmd)
 	if err != nil {
-		return fmt.Errorf("running a command on node %s (see 'svclab cluster list'): %w", node, err)
+		return err
 	}
-	x.Stdin, x.Stdout, x.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
-	// What the command started in the node may hold its output open
-	// after it is killed.
-	x.WaitDelay = time.Second
-	if err := x.Run(); err != nil {
+	if err := x.Run(stdio.Stdin, stdio.Stdout, stdio.Stderr); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			return fmt.Errorf("%s on %s: %w", strings.Join(cmd, " "), node, err)
@@ -96,6 +86,39 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 		return fmt.Errorf("running a command on node %s (is the node's container running? see 'svclab cluster list'): %w", node, err)
 	}
 	return nil
+}
+
+var _ cluster.NodeTerminaler = (*Cluster)(nil)
+
+// NodeTerminal runs cmd on the node as NodeExec does, behind a new
+// pseudo-terminal of svclab's that is the controlling terminal of the
+// command's session.
+func (c *Cluster) NodeTerminal(ctx context.Context, node string, cmd []string, size cluster.TerminalSize) (cluster.Terminal, error) {
+	x, err := c.nodeCommand(ctx, node, cmd)
+	if err != nil {
+		return nil, err
+	}
+	t, err := x.Terminal(size)
+	if err != nil {
+		return nil, fmt.Errorf("opening a terminal on node %s (is the node's container running? see 'svclab cluster list'): %w", node, err)
+	}
+	return t, nil
+}
+
+// nodeCommand is cmd to run in node's container.
+func (c *Cluster) nodeCommand(ctx context.Context, node string, cmd []string) (*nodeagent.NodeCommand, error) {
+	n, ok := c.st.Node(node)
+	if !ok {
+		return nil, fmt.Errorf("cluster %s has no node %q", c.st.Name, node)
+	}
+	if len(cmd) == 0 {
+		return nil, fmt.Errorf("no command given")
+	}
+	x, err := paths{c.dir}.nodeContainer(n.Name).Command(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("running a command on node %s (see 'svclab cluster list'): %w", node, err)
+	}
+	return x, nil
 }
 
 // ProxierControlKey is the key svclab signs its requests to the cluster's

@@ -11,6 +11,7 @@ import (
 
 const (
 	etcdClientPort        = 2379
+	etcdPeerPort          = 2380
 	controllerManagerPort = 10257
 	schedulerPort         = 10259
 )
@@ -26,16 +27,15 @@ type Component struct {
 	// for Self components, argv[0].
 	Args []string
 	// Self components are this executable re-executed (argv[0] Argv0) in
-	// the host's namespaces, rather than svclab-kube in the control-plane
-	// node's network namespace.
+	// the host's namespaces, rather than svclab-kube in the control
+	// plane's network namespace (APISpec).
 	Self  bool
 	Argv0 string
-	// Path, when set, runs that program with Args (in the host's
-	// namespaces) instead.
-	Path string
 	// Health is an HTTPS URL (HTTP with HealthSocket) that answers 200
-	// when the component is healthy. It is probed from the host with the cluster CA and the
-	// HealthCert client certificate (a pki base name; empty for none).
+	// when the component is healthy. It is asked from inside the control
+	// plane's network namespace (on its loopback, where the components
+	// other than the API server listen), trusting HealthCA and presenting
+	// the HealthCert client certificate (a pki base name; empty for none).
 	Health     string
 	HealthCert string
 	// HealthCA is the pki base name of the CA that signed the serving
@@ -46,29 +46,48 @@ type Component struct {
 }
 
 // Components returns the control plane of st in start order, with every
-// file path inside the cluster's state directory dir.
+// file path inside the cluster's state directory dir. All but the API
+// server listen on the control plane's loopback only, in a network
+// namespace of svclab's (APISpec): nothing of the lab reaches etcd, its
+// peer port or the components' health ports.
 func Components(st *State, dir string) []Component {
 	p := paths{dir}
 	pki := func(name string) string { return filepath.Join(p.pki(), name) }
-	cp := st.ControlPlane()
-	ip := cp.IP
-	etcdPeer := "http://127.0.0.1:2380"
+	ip := st.API.IP
+	const loopback = "127.0.0.1"
+	etcdClient := fmt.Sprintf("https://%s:%d", loopback, etcdClientPort)
+	etcdPeer := fmt.Sprintf("https://%s:%d", loopback, etcdPeerPort)
 	comps := []Component{
 		{
 			Name: "etcd",
 			Args: []string{
-				"--name=" + cp.Name,
+				"--name=etcd",
 				"--data-dir=" + p.etcdData(),
-				fmt.Sprintf("--listen-client-urls=https://127.0.0.1:%d,https://%s:%d", etcdClientPort, ip, etcdClientPort),
-				fmt.Sprintf("--advertise-client-urls=https://%s:%d", ip, etcdClientPort),
+				"--listen-client-urls=" + etcdClient,
+				"--advertise-client-urls=" + etcdClient,
 				"--listen-peer-urls=" + etcdPeer,
 				"--initial-advertise-peer-urls=" + etcdPeer,
-				"--initial-cluster=" + cp.Name + "=" + etcdPeer,
-				"--listen-metrics-urls=http://127.0.0.1:2381",
+				"--initial-cluster=etcd=" + etcdPeer,
+				// The lab's objects take at most its store: past it
+				// etcd refuses writes (watchStore tells the learner and
+				// frees the space once objects are deleted).
+				fmt.Sprintf("--quota-backend-bytes=%d", st.Limits.store()),
 				"--cert-file=" + pki("etcd-server.crt"),
 				"--key-file=" + pki("etcd-server.key"),
-				"--trusted-ca-file=" + pki("etcd-ca.crt"),
+				"--trusted-ca-file=" + pki(etcdCAFile+".crt"),
 				"--client-cert-auth=true",
+				// The peer port too speaks TLS and asks for etcd-ca's
+				// certificates: whatever reaches the control plane's
+				// loopback (a webhook URL of the learner's, say) cannot
+				// hand etcd raft messages.
+				"--peer-cert-file=" + pki("etcd-server.crt"),
+				"--peer-key-file=" + pki("etcd-server.key"),
+				"--peer-trusted-ca-file=" + pki(etcdCAFile+".crt"),
+				"--peer-client-cert-auth=true",
+				// What etcd keeps on the host's disk besides its store:
+				// two log segments (64 MiB each) and two snapshots.
+				"--max-wals=2",
+				"--max-snapshots=2",
 				// The raft log kept in memory between snapshots: etcd's
 				// defaults (10000 + 5000 entries) suit a busy production
 				// cluster, not an idle lab one.
@@ -79,9 +98,9 @@ func Components(st *State, dir string) []Component {
 				"--unsafe-no-fsync=true",
 				"--log-level=warn",
 			},
-			Health:     fmt.Sprintf("https://%s:%d/health", ip, etcdClientPort),
+			Health:     etcdClient + "/health",
 			HealthCert: "apiserver-etcd-client",
-			HealthCA:   "etcd-ca",
+			HealthCA:   etcdCAFile,
 		},
 		{
 			Name:  "kube-apiserver",
@@ -91,17 +110,23 @@ func Components(st *State, dir string) []Component {
 				"--bind-address=0.0.0.0",
 				fmt.Sprintf("--secure-port=%d", apiserverPort),
 				"--cert-dir=" + filepath.Join(p.pki(), "apiserver-generated"),
-				fmt.Sprintf("--etcd-servers=https://127.0.0.1:%d", etcdClientPort),
-				"--etcd-cafile=" + pki("etcd-ca.crt"),
+				"--etcd-servers=" + etcdClient,
+				"--etcd-cafile=" + pki(etcdCAFile+".crt"),
 				"--etcd-certfile=" + pki("apiserver-etcd-client.crt"),
 				"--etcd-keyfile=" + pki("apiserver-etcd-client.key"),
-				"--client-ca-file=" + pki("ca.crt"),
+				"--client-ca-file=" + pki(caFile+".crt"),
 				"--tls-cert-file=" + pki("apiserver.crt"),
 				"--tls-private-key-file=" + pki("apiserver.key"),
 				"--kubelet-client-certificate=" + pki("apiserver-kubelet-client.crt"),
 				"--kubelet-client-key=" + pki("apiserver-kubelet-client.key"),
-				"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
-				"--requestheader-client-ca-file=" + pki("front-proxy-ca.crt"),
+				// The node agents are verified against the authority that
+				// signs them alone, not the one the lab's CSRs go to.
+				"--kubelet-certificate-authority=" + pki(kubeletCAFile+".crt"),
+				// A node is reached at the address svclab gave it, never
+				// by a name resolved on the host's resolver (a Node a
+				// learner makes up could name anything).
+				"--kubelet-preferred-address-types=InternalIP",
+				"--requestheader-client-ca-file=" + pki(frontProxyCAFile+".crt"),
 				"--requestheader-allowed-names=front-proxy-client",
 				"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 				"--requestheader-group-headers=X-Remote-Group",
@@ -118,8 +143,8 @@ func Components(st *State, dir string) []Component {
 				"--allow-privileged=true",
 				"--profiling=false",
 			},
-			Health:   fmt.Sprintf("https://%s:%d/readyz", ip, apiserverPort),
-			HealthCA: "ca",
+			Health:   fmt.Sprintf("https://%s:%d/readyz", loopback, apiserverPort),
+			HealthCA: serverCAFile,
 		},
 		{
 			Name:  "kube-controller-manager",
@@ -128,17 +153,22 @@ func Components(st *State, dir string) []Component {
 				"--kubeconfig=" + p.config("controller-manager.conf"),
 				"--authentication-kubeconfig=" + p.config("controller-manager.conf"),
 				"--authorization-kubeconfig=" + p.config("controller-manager.conf"),
-				"--bind-address=0.0.0.0",
+				"--bind-address=" + loopback,
 				fmt.Sprintf("--secure-port=%d", controllerManagerPort),
 				"--tls-cert-file=" + pki("controller-manager-serving.crt"),
 				"--tls-private-key-file=" + pki("controller-manager-serving.key"),
-				"--client-ca-file=" + pki("ca.crt"),
-				"--requestheader-client-ca-file=" + pki("front-proxy-ca.crt"),
-				"--root-ca-file=" + pki("ca.crt"),
+				"--client-ca-file=" + pki(caFile+".crt"),
+				"--requestheader-client-ca-file=" + pki(frontProxyCAFile+".crt"),
+				// Pods verify the API server with kube-root-ca.crt: the
+				// authority of its serving certificate.
+				"--root-ca-file=" + pki(serverCAFile+".crt"),
 				"--service-account-private-key-file=" + pki("sa.key"),
 				"--use-service-account-credentials=true",
-				"--cluster-signing-cert-file=" + pki("ca.crt"),
-				"--cluster-signing-key-file=" + pki("ca.key"),
+				// What the lab's approved CSRs are signed with: the
+				// authority of the API server's clients, trusted for
+				// nothing svclab relies on.
+				"--cluster-signing-cert-file=" + pki(caFile+".crt"),
+				"--cluster-signing-key-file=" + pki(caFile+".key"),
 				"--cluster-name=" + st.Name,
 				"--allocate-node-cidrs=true",
 				"--cluster-cidr=" + st.PodCIDR,
@@ -149,8 +179,8 @@ func Components(st *State, dir string) []Component {
 				leaseDuration, renewDeadline, retryPeriod,
 				"--profiling=false",
 			},
-			Health:   fmt.Sprintf("https://%s:%d/healthz", ip, controllerManagerPort),
-			HealthCA: "ca",
+			Health:   fmt.Sprintf("https://%s:%d/healthz", loopback, controllerManagerPort),
+			HealthCA: serverCAFile,
 		},
 		{
 			Name:  "kube-scheduler",
@@ -159,18 +189,18 @@ func Components(st *State, dir string) []Component {
 				"--kubeconfig=" + p.config("scheduler.conf"),
 				"--authentication-kubeconfig=" + p.config("scheduler.conf"),
 				"--authorization-kubeconfig=" + p.config("scheduler.conf"),
-				"--bind-address=0.0.0.0",
+				"--bind-address=" + loopback,
 				fmt.Sprintf("--secure-port=%d", schedulerPort),
 				"--tls-cert-file=" + pki("scheduler-serving.crt"),
 				"--tls-private-key-file=" + pki("scheduler-serving.key"),
-				"--client-ca-file=" + pki("ca.crt"),
-				"--requestheader-client-ca-file=" + pki("front-proxy-ca.crt"),
+				"--client-ca-file=" + pki(caFile+".crt"),
+				"--requestheader-client-ca-file=" + pki(frontProxyCAFile+".crt"),
 				"--leader-elect=true",
 				leaseDuration, renewDeadline, retryPeriod,
 				"--profiling=false",
 			},
-			Health:   fmt.Sprintf("https://%s:%d/healthz", ip, schedulerPort),
-			HealthCA: "ca",
+			Health:   fmt.Sprintf("https://%s:%d/healthz", loopback, schedulerPort),
+			HealthCA: serverCAFile,
 		},
 	}
 	comps = append(comps, NodeAgentsComponent(dir))

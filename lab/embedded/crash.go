@@ -18,12 +18,13 @@ import (
 )
 
 // cgroupRoot is the cgroup (the same path in every hierarchy) under which
-// the containers of every cluster live: svclab/CLUSTER/NODE/CONTAINER.
+// every cluster's processes live: svclab/CLUSTER/control-plane, and
+// svclab/CLUSTER/nodes/NODE/CONTAINER.
 const cgroupRoot = "svclab"
 
-// nodeCgroup is the cgroup of node's containers.
+// nodeCgroup is the cgroup of node's containers and commands.
 func nodeCgroup(clusterName, node string) string {
-	return filepath.Join(cgroupRoot, clusterName, node)
+	return filepath.Join(nodesCgroup(clusterName), node)
 }
 
 // removeCgroups removes the cgroups of cluster name's containers in every
@@ -119,21 +120,23 @@ func lockCreation(name string) (release func(), fabric func(index int) error, er
 }
 
 // creatingIndices are the fabric indices of the clusters being created
-// (their creation locks held), from whichever state directory.
-func creatingIndices() map[int]bool {
-	out := map[int]bool{}
+// (their creation locks held), from whichever state directory, with the
+// name of the cluster each is for.
+func creatingIndices() map[int]string {
+	out := map[int]string{}
 	entries, err := os.ReadDir(creationLockDir)
 	if err != nil {
 		return out
 	}
 	for _, e := range entries {
 		path := filepath.Join(creationLockDir, e.Name())
-		if !strings.HasSuffix(e.Name(), ".lock") || !flock.Held(path) {
+		name, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !flock.Held(path) {
 			continue
 		}
 		if b, err := os.ReadFile(path); err == nil {
 			if i, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				out[i] = true
+				out[i] = name
 			}
 		}
 	}
@@ -179,6 +182,9 @@ func (p *Provider) reclaimCrashed(ctx context.Context, name string) (bool, error
 			}
 		}
 	}
+	if fabricHeldByOther(linkIndex(st.Bridge), name) {
+		st = st.withoutFabricLinks()
+	}
 	p.Log.Warn("removing what a crashed cluster left behind", "cluster", name, "netns", len(netns), "bridge", st.Bridge)
 	killAll(processesInNetns(netns), 5*time.Second)
 	errs := []error{
@@ -203,7 +209,7 @@ func (p *Provider) reclaimAllCrashed(ctx context.Context) error {
 	live := map[string]bool{}
 	markedProcesses(func(d string) bool { live[filepath.Base(d)] = true; return false })
 	var errs []error
-	for _, t := range leftoverTables(string(out)) {
+	for _, t := range leftoverTables(string(out), "inet") {
 		name := strings.TrimPrefix(t, firewallTablePrefix)
 		if live[name] {
 			continue

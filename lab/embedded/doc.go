@@ -6,8 +6,9 @@
 //
 // Each cluster gets its own fabric: a bridge svlbrN on the host with the
 // /24 172.29.N.0/24, one network namespace per node (svclab-<node>) linked
-// to it by a veth, and an nft table (inet svclab-<cluster>) that keeps the
-// cluster's traffic on its bridge. Nodes have no default route, so nothing
+// to it by a veth, and nft tables (svclab-<cluster>, families inet, bridge
+// and arp) that keep the cluster's traffic on its bridge and each port to
+// its own addresses. Nodes have no default route, so nothing
 // in a cluster reaches beyond the machine or into another cluster, while the
 // host reaches every node and the API server.
 //
@@ -22,6 +23,16 @@
 // PodNetns: package nsenter), never through the lab's binaries. The
 // containers' root filesystems are mounted under /run/svclab/labs/NAME,
 // where the lab's ids may search; the state directory stays root's.
+//
+// The control plane is svclab's, not the lab's: etcd, the API server, the
+// controller-manager and the scheduler run in a network namespace of
+// svclab's own on the fabric (APISpec), where only the API server's port
+// is open to the lab, with a PKI whose authorities each sign one kind of
+// certificate (pki.go), so that nothing the lab can get signed passes for
+// the API server or a node agent. Every host resource a lab can consume is
+// bounded per lab (Limits): its cgroup (the control plane's too), etcd's
+// quota (store.go), a disk of its own (disk.go), rotated logs
+// (complog.go), the bridge's view of its addresses (network.go).
 //
 // The control plane runs as processes supervised by a per-cluster daemon
 // (this binary re-executed as "svclab-supervisor"; lab/roles runs it and
@@ -55,6 +66,7 @@
 //	clusters/NAME/config/        component kubeconfigs
 //	clusters/NAME/etcd/          etcd data
 //	clusters/NAME/logs/          one log per component and the supervisor's
+//	clusters/NAME/disk.img       the lab's disk, mounted on nodes/
 //	clusters/NAME/nodes/NODE/    the node's agent state, pods and own container
 //	clusters/NAME/exits/         exit codes of containers of a dead agent
 //	clusters/NAME/status.json    the supervisor's view of the components

@@ -175,6 +175,7 @@ func TestIsolation(t *testing.T) {
 	// Tight limits, so that the noisy-neighbour attacks reach them fast.
 	p.Limits.Pids, p.Limits.MemoryBytes = 1024, 1<<30
 	p.Limits.Logs.MaxBytes, p.Limits.Logs.MaxFiles = 256<<10, 2
+	p.Limits.StoreBytes, p.Limits.DiskBytes = 32<<20, 1<<30
 	labs := make([]*Cluster, 2)
 	names := []string{uniqueName("iso-a"), uniqueName("iso-b")}
 	errs := make(chan error, 2)
@@ -236,6 +237,15 @@ func TestIsolation(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the lab's own ids own its user namespace", func(t *testing.T) {
+		for _, c := range labs {
+			ownedIDs(t, c)
+		}
+	})
+
+	t.Run("a node speaks for its own addresses only", func(t *testing.T) { fabricAddresses(t, a) })
+	t.Run("no certificate the lab can get passes for svclab's servers", func(t *testing.T) { mintedIdentities(t, a) })
 
 	t.Run("a node shell keeps its dataplane", func(t *testing.T) {
 		out, err := nodeExec(t, a, worker, "sh", "-c",
@@ -308,6 +318,13 @@ spec:
 	t.Run("Pod with every capability", func(t *testing.T) {
 		runEscapes(t, cn, gw, podExec("allcaps"))
 	})
+	t.Run("the control plane is svclab's", func(t *testing.T) {
+		controlPlaneReach(t, a, "privileged", "allcaps")
+		madeUpNodeRoutes(t, a)
+	})
+	t.Run("the lab's mounts", func(t *testing.T) { mountsBound(t, a) })
+	t.Run("the lab's disk", func(t *testing.T) { diskBound(t, a, b) })
+	t.Run("the lab's store", func(t *testing.T) { storeBound(t, a, b) })
 
 	// Pods mounting the links the planter left: each sees its node's
 	// filesystem, or does not start; none sees the host's.
@@ -486,7 +503,10 @@ spec:
 			n := 0
 			for probing.Err() == nil {
 				start := time.Now()
-				r := netcheck.Probe{Protocol: "tcp", Host: svc.Spec.ClusterIP, Port: 443, Timeout: 5 * time.Second}.Run(ctx, ns)
+				// The bound is the one judged below (3 s), not the
+				// graders' one-second handshake: one SYN retransmit on a
+				// host as busy as CI's is no lab's doing.
+				r := netcheck.Probe{Protocol: "tcp", Host: svc.Spec.ClusterIP, Port: 443, Timeout: 5 * time.Second, Connect: 3 * time.Second}.Run(ctx, ns)
 				n++
 				if r.Outcome != netcheck.Success {
 					bad = append(bad, fmt.Sprintf("%s %s", r.Outcome, r.Detail))
@@ -541,6 +561,11 @@ spec:
 		u := cgroups.Read(labCgroup(b.st.Name))
 		if u.OOMKills > 0 || u.PidsRefused > 0 {
 			t.Errorf("lab b reached limits it did nothing to reach: %+v", u)
+		}
+	})
+	t.Run("the control plane's logs", func(t *testing.T) {
+		for _, c := range labs {
+			logsBound(t, c)
 		}
 	})
 	cn.check(t)

@@ -20,13 +20,36 @@ import (
 // node's containers are below it (nodeCgroup).
 func labCgroup(name string) string { return filepath.Join(cgroupRoot, name) }
 
+// nodesCgroup is the cgroup of every node of cluster name (nodeCgroup),
+// below the lab's: it may hold all the lab's processes but
+// controlPlanePids, so that a fork bomb in a node leaves the control plane
+// the threads it needs to serve the learner, tell them and clean up.
+func nodesCgroup(name string) string { return filepath.Join(labCgroup(name), "nodes") }
+
+// applyLimits makes cluster st's cgroups and sets its limits: the lab's
+// on the lab's cgroup, and on its nodes' the processes it leaves them.
+func applyLimits(st *State) error {
+	l := st.Limits.Limits
+	if err := cgroups.Apply(labCgroup(st.Name), l); err != nil {
+		return err
+	}
+	return cgroups.Apply(nodesCgroup(st.Name), cgroups.Limits{Pids: l.Pids - controlPlanePids, MemoryBytes: l.MemoryBytes, CPUShares: cgroups.DefaultLimits().CPUShares})
+}
+
+// controlPlaneCgroup is the cgroup of cluster name's control plane (its
+// supervisor and every process it starts), below the lab's: node names
+// start with the cluster's name, so it is no node's.
+func controlPlaneCgroup(name string) string { return filepath.Join(labCgroup(name), "control-plane") }
+
 // Usage reports what the lab uses of its limits, and how often it
 // reached them.
 func (c *Cluster) Usage() cgroups.Usage { return cgroups.Read(labCgroup(c.st.Name)) }
 
 // watchLimits tells the learner when the lab reaches a limit: a Warning
 // Event on the control-plane Node (as the kubelet's SystemOOM), which
-// kubectl get events and the lab's timeline show.
+// kubectl get events and the lab's timeline show. It also lifts etcd's
+// block on writes once the learner has deleted objects from a full store
+// (see storeGuard).
 func watchLimits(ctx context.Context, st *State, pa paths, log *slog.Logger) {
 	cp := st.ControlPlane()
 	cfg, err := clientcmd.BuildConfigFromFlags("", pa.config("node-"+cp.Name+".conf"))
@@ -39,7 +62,14 @@ func watchLimits(ctx context.Context, st *State, pa paths, log *slog.Logger) {
 		log.Error("watching the lab's limits", "err", err)
 		return
 	}
+	store, err := newStoreGuard(st, pa, log)
+	if err != nil {
+		log.Error("watching the lab's store", "err", err)
+	} else {
+		defer store.close()
+	}
 	last := cgroups.Read(labCgroup(st.Name))
+	diskFull := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -59,6 +89,18 @@ func watchLimits(ctx context.Context, st *State, pa paths, log *slog.Logger) {
 			log.Warn("the lab reached its process limit", "refused", n)
 		}
 		last = u
+		switch d := readDisk(pa); {
+		case d.Full() && !diskFull:
+			diskFull = true
+			limitEvent(ctx, client, cp.Name, "FreeDiskSpaceFailed", fmt.Sprintf(
+				"The lab's disk is full (%s): its nodes and Pods can write no more files. Delete what a Pod or a shell wrote (large files, emptyDirs), delete the Pod, or start the lab over.", size(d.SizeBytes)))
+			log.Warn("the lab's disk is full", "bytes", d.UsedBytes)
+		case !d.Full() && d.UsedBytes < d.SizeBytes*9/10:
+			diskFull = false
+		}
+		if store != nil {
+			store.check(ctx, func(reason, msg string) { limitEvent(ctx, client, cp.Name, reason, msg) })
+		}
 	}
 }
 

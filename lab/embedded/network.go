@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"github.com/svclab/svclab/lab/embedded/hostexec"
 	"net/netip"
+	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -18,12 +20,31 @@ func run(ctx context.Context, r hostexec.Runner, name string, args ...string) er
 	return err
 }
 
-// firewallRuleset is the host nft table that fences a cluster in: nothing
-// from its bridge is forwarded anywhere but back onto the bridge, nothing is
-// forwarded onto it from elsewhere, and the host accepts from it only replies
-// to connections the host opened (the host reaches the API server, the
-// cluster does not reach the host).
+// firewallRuleset is the host's nft tables that fence a cluster in. The
+// inet table: nothing from its bridge is forwarded anywhere but back onto
+// the bridge, nothing is forwarded onto it from elsewhere, and the host
+// accepts from it only replies to connections the host opened (the host
+// reaches the API server, the cluster does not reach the host). The bridge
+// table: each port sends from the MAC address svclab gave its far end only,
+// so that the bridge learns one address per port however many a node makes
+// up; no node speaks ARP for the addresses of svclab's (the host's, the
+// API server's, the load balancer's); the fabric is IPv4 only. The arp
+// table: the host learns neighbours among the lab's own addresses only.
 func firewallRuleset(st *State) string {
+	var ports, nodes, labAddrs []string
+	for _, p := range fabricPorts(st) {
+		ports = append(ports, fmt.Sprintf("\t\tiifname %q ether saddr != %s counter drop comment \"not this port's MAC address\"\n", p.veth, p.mac)+
+			fmt.Sprintf("\t\tiifname %q arp saddr ether != %s counter drop comment \"ARP for a MAC address not this port's\"\n", p.veth, p.mac))
+		labAddrs = append(labAddrs, p.ip)
+	}
+	for _, n := range st.Nodes {
+		nodes = append(nodes, strconv.Quote(n.HostVeth))
+	}
+	own := []string{st.Gateway, st.API.IP}
+	if st.LB != nil {
+		own = append(own, st.LB.IP)
+	}
+	set := func(elems []string) string { return "{ " + strings.Join(elems, ", ") + " }" }
 	return fmt.Sprintf(`table inet %[1]s {
 	comment "svclab: isolate cluster %[2]s"
 	chain forward {
@@ -38,17 +59,87 @@ func firewallRuleset(st *State) string {
 		iifname "%[3]s" counter drop comment "lab clusters do not reach the host"
 	}
 }
-`, st.FirewallTable(), st.Name, st.Bridge)
+table bridge %[1]s {
+	comment "svclab: each port of cluster %[2]s sends from its own MAC address"
+	chain prerouting {
+		type filter hook prerouting priority filter; policy accept;
+%[4]s		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
+		iifname %[5]s ether type ip6 counter drop comment "the fabric is IPv4 only"
+	}
+}
+table arp %[1]s {
+	comment "svclab: the host learns the addresses of cluster %[2]s only"
+	chain input {
+		type filter hook input priority filter; policy accept;
+		iifname "%[3]s" arp saddr ip != %[7]s counter drop comment "not an address of the lab's"
+	}
+}
+`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs))
+}
+
+// fabricPort is one port of a cluster's bridge: the host end of a veth,
+// and the MAC and IPv4 addresses of its far end.
+type fabricPort struct{ veth, mac, ip string }
+
+// fabricPorts are the ports of st's bridge: its nodes', its control
+// plane's and its load balancer's.
+func fabricPorts(st *State) []fabricPort {
+	var out []fabricPort
+	for _, n := range st.Nodes {
+		out = append(out, fabricPort{n.HostVeth, st.mac(n.IP), n.IP})
+	}
+	out = append(out, fabricPort{st.API.HostVeth, st.mac(st.API.IP), st.API.IP})
+	if lb := st.LB; lb != nil {
+		out = append(out, fabricPort{lb.HostVeth, st.mac(lb.IP), lb.IP})
+	}
+	return out
+}
+
+// mac is the MAC address svclab gives the interface with address ip on
+// st's fabric (the bridge's own for the gateway): locally administered,
+// from the fabric index and the address's last byte, so that the bridge
+// table knows each port's.
+func (st *State) mac(ip string) string {
+	a := netip.MustParseAddr(ip).As4()
+	return fmt.Sprintf("02:73:6c:%02x:00:%02x", st.Index, a[3])
+}
+
+// apiRuleset is the nft table of the control plane's own network
+// namespace: the lab reaches the API server's port (and may ping it),
+// nothing else; loopback, where the other components listen, is the
+// control plane's.
+func apiRuleset() string {
+	return fmt.Sprintf(`table inet svclab {
+	comment "svclab: the lab reaches its API server and nothing else of its control plane"
+	chain input {
+		type filter hook input priority filter; policy accept;
+		iifname "lo" accept
+		ct state established,related accept
+		tcp dport %d accept
+		icmp type echo-request accept
+		counter drop comment "only the API server's port is open to the lab"
+	}
+}
+`, apiserverPort)
 }
 
 // fabricUp creates the cluster's bridge, one network namespace per node with
-// a veth to the bridge, and the host firewall table. The nodes get an
-// address on the fabric, a route for the Service CIDR and no default route.
-// Their network namespaces are owned by the lab's user namespace (pinned
-// at userns): root in the lab has every network capability on its nodes.
+// a veth to the bridge, the control plane's and the load balancer's
+// namespaces, and the host firewall tables. The nodes get an address on
+// the fabric, a route for the Service CIDR and no default route. Their
+// network namespaces are owned by the lab's user namespace (pinned at
+// userns): root in the lab has every network capability on its nodes. The
+// control plane's and the load balancer's are the host's.
 func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) error {
-	if err := run(ctx, r, "ip", "link", "set", st.Bridge, "up"); err != nil {
+	if err := run(ctx, r, "ip", "link", "set", st.Bridge, "address", st.mac(st.Gateway), "up"); err != nil {
 		return err
+	}
+	// The host has no IPv6 on the fabric: no address, no neighbours (on
+	// a host without IPv6 there is nothing to turn off).
+	if _, err := os.Stat("/proc/sys/net/ipv6"); err == nil {
+		if err := run(ctx, r, "sysctl", "-q", "-w", "net.ipv6.conf."+st.Bridge+".disable_ipv6=1"); err != nil {
+			return err
+		}
 	}
 	prefix := netip.MustParsePrefix(st.Subnet)
 	plen := fmt.Sprint(prefix.Bits())
@@ -61,52 +152,66 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 	if err := acceptBridged(ctx, r, st); err != nil {
 		return err
 	}
+	// veth links netns to the bridge: host end hostVeth, far end eth0
+	// with address ip and svclab's MAC address for it.
+	veth := func(netns, hostVeth, ip string) [][]string {
+		return [][]string{
+			{"ip", "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "address", st.mac(ip), "netns", netns},
+			{"ip", "link", "set", hostVeth, "master", st.Bridge, "up"},
+			{"ip", "-n", netns, "link", "set", "lo", "up"},
+			{"ip", "-n", netns, "addr", "add", ip + "/" + plen, "dev", "eth0"},
+			{"ip", "-n", netns, "link", "set", "eth0", "up"},
+		}
+	}
 	for _, n := range st.Nodes {
 		if err := r.NewNetns(ctx, userns, n.Netns); err != nil {
 			return fmt.Errorf("setting up node %s: %w", n.Name, err)
 		}
-		cmds := [][]string{
-			{"ip", "link", "add", n.HostVeth, "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
-			{"ip", "link", "set", n.HostVeth, "master", st.Bridge, "up"},
-			{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
-			{"ip", "-n", n.Netns, "addr", "add", n.IP + "/" + plen, "dev", "eth0"},
-			{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
+		cmds := append(veth(n.Netns, n.HostVeth, n.IP),
 			// A route for ClusterIPs, as a kind node's default route
 			// gives: without one the kernel refuses a node's own
 			// connections to a Service before kube-proxy's output chain
 			// can DNAT them (curl <ClusterIP> from a node shell).
-			{"ip", "-n", n.Netns, "route", "add", st.ServiceCIDR, "via", st.Gateway},
-			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+			[]string{"ip", "-n", n.Netns, "route", "add", st.ServiceCIDR, "via", st.Gateway},
+			[]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
 			// The kernel rate-limits the ICMP errors a REJECT rule sends
 			// (a burst of 6, then one a second per peer): with the limit
 			// a refused connection could look dropped. Lab nodes answer
 			// every time, so refused means refused.
-			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0"},
+			[]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0"},
 			// Conntrack entries record when they began (conntrack -L -o
 			// ktimestamp), from the node's first connection on: graders
 			// tell a table that was flushed from one that was not.
-			{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_timestamp=1"},
-		}
+			[]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_timestamp=1"},
+		)
 		for _, c := range cmds {
 			if err := run(ctx, r, c[0], c[1:]...); err != nil {
 				return fmt.Errorf("setting up node %s: %w", n.Name, err)
 			}
 		}
 	}
+	// The control plane: the API server reaches the nodes on the fabric,
+	// the Pods through their nodes (podRoutes adds a route per node's Pod
+	// CIDR) and Services through the control-plane node's kube-proxy, as a
+	// kubeadm API server on that node would.
+	api := st.API
+	cmds := append([][]string{{"ip", "netns", "add", api.Netns}}, veth(api.Netns, api.HostVeth, api.IP)...)
+	cmds = append(cmds, []string{"ip", "-n", api.Netns, "route", "add", st.ServiceCIDR, "via", st.ControlPlane().IP})
+	for _, c := range cmds {
+		if err := run(ctx, r, c[0], c[1:]...); err != nil {
+			return fmt.Errorf("setting up the control plane's network: %w", err)
+		}
+	}
+	if _, err := r.Run(ctx, []byte(apiRuleset()), "ip", "netns", "exec", api.Netns, "nft", "-f", "-"); err != nil {
+		return fmt.Errorf("installing the control plane's firewall table: %w", err)
+	}
 	if lb := st.LB; lb != nil {
 		// The load balancer's own namespace is the host's, not the lab's:
 		// nothing a learner does in the lab changes where it sends traffic.
-		cmds := [][]string{
-			{"ip", "netns", "add", lb.Netns},
-			{"ip", "link", "add", lb.HostVeth, "type", "veth", "peer", "name", "eth0", "netns", lb.Netns},
-			{"ip", "link", "set", lb.HostVeth, "master", st.Bridge, "up"},
-			{"ip", "-n", lb.Netns, "link", "set", "lo", "up"},
-			{"ip", "-n", lb.Netns, "addr", "add", lb.IP + "/" + plen, "dev", "eth0"},
-			{"ip", "-n", lb.Netns, "link", "set", "eth0", "up"},
-			// Spread connections over the nodes by their addresses and
-			// ports, as a cloud network load balancer hashes them.
-			{"ip", "netns", "exec", lb.Netns, "sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"},
-		}
+		cmds := append([][]string{{"ip", "netns", "add", lb.Netns}}, veth(lb.Netns, lb.HostVeth, lb.IP)...)
+		// Spread connections over the nodes by their addresses and
+		// ports, as a cloud network load balancer hashes them.
+		cmds = append(cmds, []string{"ip", "netns", "exec", lb.Netns, "sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"})
 		for _, c := range cmds {
 			if err := run(ctx, r, c[0], c[1:]...); err != nil {
 				return fmt.Errorf("setting up the load balancer: %w", err)
@@ -179,6 +284,10 @@ func overlapsAny(p netip.Prefix, ps []netip.Prefix) bool {
 	return false
 }
 
+// firewallFamilies are the nft families of a cluster's host tables
+// (firewallRuleset).
+var firewallFamilies = []string{"inet", "bridge", "arp"}
+
 // fabricDown removes what fabricUp and createBridge made. It is idempotent:
 // missing pieces are not errors. Deleting a node's namespace also deletes
 // its veth pair.
@@ -195,11 +304,21 @@ func fabricDown(ctx context.Context, r hostexec.Runner, st *State) error {
 			errs = append(errs, err.Error())
 		}
 	}
+	var own []struct{ netns, veth string }
+	if api := st.API; api != nil {
+		own = append(own, struct{ netns, veth string }{api.Netns, api.HostVeth})
+	}
 	if lb := st.LB; lb != nil {
-		if err := deleteNetns(ctx, r, lb.Netns); err != nil {
+		own = append(own, struct{ netns, veth string }{lb.Netns, lb.HostVeth})
+	}
+	for _, o := range own {
+		if err := deleteNetns(ctx, r, o.netns); err != nil {
 			errs = append(errs, err.Error())
 		}
-		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", lb.HostVeth)); err != nil {
+		if o.veth == "" {
+			continue
+		}
+		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", o.veth)); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -208,8 +327,10 @@ func fabricDown(ctx context.Context, r hostexec.Runner, st *State) error {
 			errs = append(errs, err.Error())
 		}
 	}
-	if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", st.FirewallTable())); err != nil {
-		errs = append(errs, err.Error())
+	for _, family := range firewallFamilies {
+		if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", family, st.FirewallTable())); err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	if err := dropBridgedAccept(ctx, r, st.Name); err != nil {
 		errs = append(errs, err.Error())

@@ -95,7 +95,7 @@ func TestNewState(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("nodes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if st.Server() != "https://172.29.3.2:6443" || st.Bridge != "svlbr3" || st.Gateway != "172.29.3.1" || st.Subnet != "172.29.3.0/24" {
+	if st.Server() != "https://172.29.3.253:6443" || st.Bridge != "svlbr3" || st.Gateway != "172.29.3.1" || st.Subnet != "172.29.3.0/24" {
 		t.Errorf("server %s bridge %s gateway %s subnet %s", st.Server(), st.Bridge, st.Gateway, st.Subnet)
 	}
 
@@ -192,14 +192,43 @@ func TestLeftovers(t *testing.T) {
 	for ns, want := range map[string]string{
 		"svclab-lab-control-plane": "lab", "svclab-lab-worker2": "lab", "svclab-lab-pod-0a1b": "lab", "svclab-lab-lb": "lab",
 		"svclab-my-lb-worker": "my-lb", "svclab-my-lb-lb": "my-lb", "svclab--lb": "", "other-lab-lb": "",
+		"svclab-lab-api": "lab", "svclab-my-api-api": "my-api", "svclab--api": "",
 	} {
 		if got := netnsCluster(ns); got != want {
 			t.Errorf("netnsCluster(%q) = %q, want %q", ns, got, want)
 		}
 	}
-	tables := "table inet filter\ntable inet svclab-lab\ntable ip svclab-x\ntable inet svclab-e2e-1\n"
-	if got := strings.Join(leftoverTables(tables), ","); got != "svclab-lab,svclab-e2e-1" {
-		t.Errorf("tables %q", got)
+	tables := "table inet filter\ntable inet svclab-lab\ntable ip svclab-x\ntable inet svclab-e2e-1\ntable bridge svclab-lab\n"
+	if got := strings.Join(leftoverTables(tables, "inet"), ","); got != "svclab-lab,svclab-e2e-1" {
+		t.Errorf("inet tables %q", got)
+	}
+	if got := strings.Join(leftoverTables(tables, "bridge"), ","); got != "svclab-lab" {
+		t.Errorf("bridge tables %q", got)
+	}
+}
+
+// TestOwnPodRoute: the control plane routes the cluster's own nodes'
+// shares of the Pod range, at their own addresses, and nothing a learner's
+// made-up Node asks for.
+func TestOwnPodRoute(t *testing.T) {
+	st := testState(t)
+	for _, tc := range []struct {
+		node, ip, cidr string
+		want           bool
+	}{
+		{"lab-worker", "172.29.3.3", "10.244.1.0/24", true},
+		{"lab-control-plane", "172.29.3.2", "10.244.0.0/24", true},
+		{"evil", "172.29.3.3", "10.244.9.0/24", false},
+		{"lab-worker", "172.29.3.4", "10.244.1.0/24", false},
+		{"lab-worker", "172.29.3.3", "0.0.0.0/0", false},
+		{"lab-worker", "172.29.3.3", "10.255.255.0/24", false},
+		{"lab-worker", "172.29.3.3", "172.29.3.1/32", false},
+		{"lab-worker", "172.29.3.3", "10.244.0.0/16", false},
+		{"lab-worker", "172.29.3.3", "10.244.1.7/32", false},
+	} {
+		if got := st.ownPodRoute(tc.node, netip.MustParseAddr(tc.ip), netip.MustParsePrefix(tc.cidr)); got != tc.want {
+			t.Errorf("ownPodRoute(%s, %s, %s) = %v, want %v", tc.node, tc.ip, tc.cidr, got, tc.want)
+		}
 	}
 }
 
@@ -269,17 +298,26 @@ func TestCreatingClusterIndexIsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	const index = 251
-	if liveClusters().indices[index] {
+	if liveClusters().indices[index] != "" {
 		t.Fatalf("index %d is live before any cluster took it", index)
 	}
 	if err := fabric(index); err != nil {
 		t.Fatal(err)
 	}
-	if !liveClusters().indices[index] {
-		t.Errorf("index %d of a cluster being created is not live", index)
+	if got := liveClusters().indices[index]; got != name {
+		t.Errorf("index %d of a cluster being created is held by %q, want %q", index, got, name)
+	}
+	// Another cluster's removal leaves that index's bridge and veths
+	// alone; the cluster's own does not.
+	if !fabricHeldByOther(index, "crashed-earlier") || fabricHeldByOther(index, name) {
+		t.Errorf("fabricHeldByOther(%d) does not tell the holder %s from another cluster", index, name)
+	}
+	st := testState(t).withoutFabricLinks()
+	if st.Bridge != "" || st.Nodes[0].HostVeth != "" || st.API.HostVeth != "" || st.LB.HostVeth != "" || testState(t).Bridge == "" {
+		t.Errorf("withoutFabricLinks kept a link's name: %+v", st)
 	}
 	release()
-	if liveClusters().indices[index] {
+	if liveClusters().indices[index] != "" {
 		t.Errorf("index %d is still live after the creation ended", index)
 	}
 }

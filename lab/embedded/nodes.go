@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded/nodeagent"
@@ -32,7 +34,7 @@ import (
 // podNetnsPrefix starts the network namespace names of cluster's pods.
 func podNetnsPrefix(clusterName string) string { return netnsPrefix + clusterName + "-pod-" }
 
-func (p paths) node(name string) string         { return filepath.Join(p.dir, "nodes", name) }
+func (p paths) node(name string) string         { return filepath.Join(p.nodes(), name) }
 func (p paths) nodeBundle(name string) string   { return filepath.Join(p.node(name), "node-container") }
 func (p paths) nodeRuncRoot(name string) string { return filepath.Join(p.node(name), "node-runc") }
 
@@ -74,7 +76,7 @@ func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
 		Kubeconfig:     pa.config("node-" + n.Name + ".conf"),
 		ServingCert:    filepath.Join(pa.pki(), "node-"+n.Name+"-serving.crt"),
 		ServingKey:     filepath.Join(pa.pki(), "node-"+n.Name+"-serving.key"),
-		ClientCA:       filepath.Join(pa.pki(), "ca.crt"),
+		ClientCA:       filepath.Join(pa.pki(), kubeletCAFile+".crt"),
 		StateDir:       pa.node(n.Name),
 		PodNetnsPrefix: podNetnsPrefix(st.Name),
 		ClusterDNS:     cluster.DefaultClusterDNS,
@@ -125,12 +127,16 @@ func runNodeAgents(dir string) int {
 	go srv.Serve(l)
 	defer srv.Close()
 	go watchLimits(ctx, st, pa, log)
+	go podRoutes(ctx, st, pa, log)
 	var wg sync.WaitGroup
+	mounts := nodeagent.NewMountBudget(nodeagent.DefaultMountBudget)
 	for _, n := range st.Nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runNodeAgent(ctx, pa, nodeAgentConfig(st, dir, n), imageResolver{store}, log.With("node", n.Name))
+			cfg := nodeAgentConfig(st, dir, n)
+			cfg.Mounts = mounts
+			runNodeAgent(ctx, pa, cfg, imageResolver{store}, log.With("node", n.Name))
 		}()
 	}
 	wg.Wait()
@@ -175,6 +181,31 @@ func runNodeAgent(ctx context.Context, pa paths, cfg nodeagent.Config, img nodea
 			wait(ctx, agentRestartDelay)
 		}
 	}
+}
+
+// podRoutes keeps the control plane's routes to every node's Pod CIDR
+// (via that node), so that the API server reaches Pods (its proxy, exec
+// through the nodes is direct) and answers Pods that reach it.
+func podRoutes(ctx context.Context, st *State, pa paths, log *slog.Logger) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", pa.config("node-"+st.ControlPlane().Name+".conf"))
+	if err == nil {
+		var client kubernetes.Interface
+		if client, err = kubernetes.NewForConfig(cfg); err == nil {
+			nodeagent.PodRoutes(ctx, client, st.API.Netns, st.ownPodRoute, log.With("routes", "control plane"))
+			return
+		}
+	}
+	log.Error("the control plane's routes to the Pods", "err", err)
+}
+
+// ownPodRoute tells whether the control plane may route cidr via ip for
+// Node node: node is one of the cluster's, at its own address, and cidr
+// is a node's share of the cluster's Pod range.
+func (s *State) ownPodRoute(node string, ip netip.Addr, cidr netip.Prefix) bool {
+	n, ok := s.Node(node)
+	pods, err := netip.ParsePrefix(s.PodCIDR)
+	return ok && err == nil && n.IP == ip.String() && cidr.Bits() == cluster.DefaultNodeCIDRMask &&
+		pods.Bits() <= cidr.Bits() && pods.Contains(cidr.Addr())
 }
 
 // agentPoll is how often a node's agent-stopped mark is looked at.

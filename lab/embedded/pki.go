@@ -137,112 +137,142 @@ func (kp KeyPair) WriteFiles(dir, base string) error {
 }
 
 // PKI is the set of certificates a cluster's control plane uses, laid out
-// as kubeadm lays out /etc/kubernetes/pki.
+// as kubeadm lays out /etc/kubernetes/pki, with one difference that makes
+// the lab's own PKI harmless to svclab: kubeadm's cluster CA signs the API
+// server's serving certificate, the clients' certificates and whatever
+// certificate signing request an administrator approves, so a learner with
+// cluster-admin can have a certificate for the API server's address
+// signed and pass for it. Here each authority signs one kind of thing:
+//
+//	ca              clients of the API server and every CSR the lab's
+//	                controller-manager signs (the learner's to use)
+//	server-ca       the serving certificates of svclab's control plane
+//	                (API server, controller-manager, scheduler); never
+//	                reachable through the API, and the only authority a
+//	                client of the API server trusts for it (kubeconfigs,
+//	                the Pods' kube-root-ca.crt, svclab's own clients)
+//	kubelet-ca      the node agents' serving certificates and the API
+//	                server's client certificate towards them: they trust
+//	                each other through it alone
+//	etcd-ca         etcd and its one client, the API server
+//	front-proxy-ca  the aggregation layer's client
 type PKI struct {
-	CA, EtcdCA, FrontProxyCA KeyPair
+	CA, ServerCA, KubeletCA, EtcdCA, FrontProxyCA KeyPair
 	// Leaves by file name (for example "apiserver").
 	Leaves map[string]KeyPair
 	// ServiceAccount signs service account tokens.
 	ServiceAccount *ecdsa.PrivateKey
 }
 
-// ControlPlaneCerts lists the leaf certificates of a control-plane node with
-// name nodeName at address ip, and the first address of the service range
-// (the kubernetes Service's ClusterIP).
-func ControlPlaneCerts(nodeName string, ip, serviceIP net.IP) (kube, etcd, frontProxy []CertSpec) {
+// The authorities' file base names (File.crt and File.key in pki/).
+const (
+	caFile           = "ca"
+	serverCAFile     = "server-ca"
+	kubeletCAFile    = "kubelet-ca"
+	etcdCAFile       = "etcd-ca"
+	frontProxyCAFile = "front-proxy-ca"
+)
+
+// certGroups are the leaves of a control plane whose API server answers on
+// apiIP and on the first address of the service range serviceIP (the
+// kubernetes Service's ClusterIP), by the authority that signs them. The
+// control plane's other ports listen on its loopback only.
+func certGroups(apiIP, serviceIP net.IP) map[string][]CertSpec {
 	loopback := net.ParseIP("127.0.0.1")
-	kube = []CertSpec{
-		{File: "apiserver", CommonName: "kube-apiserver", Server: true,
-			DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", nodeName, "localhost"},
-			IPs:      []net.IP{serviceIP, ip, loopback}},
-		{File: "apiserver-kubelet-client", CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}, Client: true},
-		{File: "admin", CommonName: "kubernetes-admin", Organization: []string{"system:masters"}, Client: true},
-		{File: "controller-manager", CommonName: "system:kube-controller-manager", Client: true},
-		{File: "scheduler", CommonName: "system:kube-scheduler", Client: true},
-		{File: "controller-manager-serving", CommonName: "kube-controller-manager", Server: true, DNSNames: []string{nodeName, "localhost"}, IPs: []net.IP{ip, loopback}},
-		{File: "scheduler-serving", CommonName: "kube-scheduler", Server: true, DNSNames: []string{nodeName, "localhost"}, IPs: []net.IP{ip, loopback}},
+	return map[string][]CertSpec{
+		caFile: {
+			{File: "admin", CommonName: "kubernetes-admin", Organization: []string{"system:masters"}, Client: true},
+			{File: "controller-manager", CommonName: "system:kube-controller-manager", Client: true},
+			{File: "scheduler", CommonName: "system:kube-scheduler", Client: true},
+		},
+		serverCAFile: {
+			{File: "apiserver", CommonName: "kube-apiserver", Server: true,
+				DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"},
+				IPs:      []net.IP{serviceIP, apiIP, loopback}},
+			{File: "controller-manager-serving", CommonName: "kube-controller-manager", Server: true, DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}},
+			{File: "scheduler-serving", CommonName: "kube-scheduler", Server: true, DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}},
+		},
+		kubeletCAFile: {
+			{File: "apiserver-kubelet-client", CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}, Client: true},
+		},
+		etcdCAFile: {
+			{File: "etcd-server", CommonName: "etcd", Server: true, Client: true, DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}},
+			{File: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client", Client: true},
+		},
+		frontProxyCAFile: {
+			{File: "front-proxy-client", CommonName: "front-proxy-client", Client: true},
+		},
 	}
-	etcd = []CertSpec{
-		{File: "etcd-server", CommonName: nodeName, Server: true, Client: true, DNSNames: []string{nodeName, "localhost"}, IPs: []net.IP{ip, loopback}},
-		{File: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client", Client: true},
-	}
-	frontProxy = []CertSpec{
-		{File: "front-proxy-client", CommonName: "front-proxy-client", Client: true},
-	}
-	return kube, etcd, frontProxy
 }
 
 // NodeCerts lists the certificates of a node's agent (its kubelet): a
 // client certificate in the system:nodes group, which the Node authorizer
-// and NodeRestriction admission recognise, and a serving certificate for
-// its kubelet endpoint.
-func NodeCerts(nodeName string, ip net.IP) []CertSpec {
-	return []CertSpec{
-		{File: "node-" + nodeName, CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}, Client: true},
-		{File: "node-" + nodeName + "-serving", CommonName: nodeName, Server: true, DNSNames: []string{nodeName}, IPs: []net.IP{ip}},
-	}
+// and NodeRestriction admission recognise (signed by ca), and a serving
+// certificate for its kubelet endpoint (signed by kubelet-ca).
+func NodeCerts(nodeName string, ip net.IP) (client, serving CertSpec) {
+	return CertSpec{File: "node-" + nodeName, CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}, Client: true},
+		CertSpec{File: "node-" + nodeName + "-serving", CommonName: nodeName, Server: true, DNSNames: []string{nodeName}, IPs: []net.IP{ip}}
 }
 
 // AddNode issues a node's certificates (see NodeCerts).
 func (p *PKI) AddNode(nodeName string, ip net.IP, now time.Time) error {
-	for _, spec := range NodeCerts(nodeName, ip) {
-		kp, err := p.CA.Sign(spec, now)
+	client, serving := NodeCerts(nodeName, ip)
+	for _, s := range []struct {
+		ca   KeyPair
+		spec CertSpec
+	}{{p.CA, client}, {p.KubeletCA, serving}} {
+		kp, err := s.ca.Sign(s.spec, now)
 		if err != nil {
 			return err
 		}
-		p.Leaves[spec.File] = kp
+		p.Leaves[s.spec.File] = kp
 	}
 	return nil
 }
 
-// NewPKI generates the whole PKI of a control-plane node.
-func NewPKI(nodeName string, ip, serviceIP net.IP, now time.Time) (*PKI, error) {
-	ca, err := NewCA("kubernetes", now)
-	if err != nil {
-		return nil, err
+// authorities are p's CAs by file base name.
+func (p *PKI) authorities() map[string]*KeyPair {
+	return map[string]*KeyPair{caFile: &p.CA, serverCAFile: &p.ServerCA, kubeletCAFile: &p.KubeletCA, etcdCAFile: &p.EtcdCA, frontProxyCAFile: &p.FrontProxyCA}
+}
+
+// NewPKI generates the whole PKI of a control plane whose API server
+// answers on apiIP and serviceIP (see certGroups).
+func NewPKI(apiIP, serviceIP net.IP, now time.Time) (*PKI, error) {
+	p := &PKI{Leaves: map[string]KeyPair{}}
+	cas := p.authorities()
+	for file, cn := range map[string]string{caFile: "kubernetes", serverCAFile: "kubernetes-server", kubeletCAFile: "kubelet", etcdCAFile: "etcd-ca", frontProxyCAFile: "front-proxy-ca"} {
+		ca, err := NewCA(cn, now)
+		if err != nil {
+			return nil, err
+		}
+		*cas[file] = ca
 	}
-	etcdCA, err := NewCA("etcd-ca", now)
-	if err != nil {
-		return nil, err
-	}
-	frontProxyCA, err := NewCA("front-proxy-ca", now)
-	if err != nil {
-		return nil, err
-	}
-	p := &PKI{CA: ca, EtcdCA: etcdCA, FrontProxyCA: frontProxyCA, Leaves: map[string]KeyPair{}}
-	kube, etcd, frontProxy := ControlPlaneCerts(nodeName, ip, serviceIP)
-	for _, group := range []struct {
-		ca    KeyPair
-		specs []CertSpec
-	}{{ca, kube}, {etcdCA, etcd}, {frontProxyCA, frontProxy}} {
-		for _, spec := range group.specs {
-			kp, err := group.ca.Sign(spec, now)
+	for file, specs := range certGroups(apiIP, serviceIP) {
+		for _, spec := range specs {
+			kp, err := cas[file].Sign(spec, now)
 			if err != nil {
 				return nil, err
 			}
 			p.Leaves[spec.File] = kp
 		}
 	}
+	var err error
 	if p.ServiceAccount, err = newKey(); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// Write writes the PKI into dir: ca, etcd-ca and front-proxy-ca, each leaf,
-// and sa.key/sa.pub.
+// Write writes the PKI into dir: each authority, each leaf, and
+// sa.key/sa.pub.
 func (p *PKI) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := p.CA.WriteFiles(dir, "ca"); err != nil {
-		return err
-	}
-	if err := p.EtcdCA.WriteFiles(dir, "etcd-ca"); err != nil {
-		return err
-	}
-	if err := p.FrontProxyCA.WriteFiles(dir, "front-proxy-ca"); err != nil {
-		return err
+	for file, ca := range p.authorities() {
+		if err := ca.WriteFiles(dir, file); err != nil {
+			return err
+		}
 	}
 	for name, kp := range p.Leaves {
 		if err := kp.WriteFiles(dir, name); err != nil {

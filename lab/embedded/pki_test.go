@@ -14,8 +14,8 @@ import (
 
 func TestPKI(t *testing.T) {
 	now := time.Now()
-	ip, svcIP := net.ParseIP("172.29.1.2"), net.ParseIP("10.96.0.1")
-	p, err := NewPKI("lab-control-plane", ip, svcIP, now)
+	ip, svcIP := net.ParseIP("172.29.1.253"), net.ParseIP("10.96.0.1")
+	p, err := NewPKI(ip, svcIP, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,20 +36,20 @@ func TestPKI(t *testing.T) {
 		dnsName string // verified as a server name when set
 		ip      string
 	}{
-		{leaf: "apiserver", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", dnsName: "kubernetes.default.svc.cluster.local"},
-		{leaf: "apiserver", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", ip: "10.96.0.1"},
-		{leaf: "apiserver", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", ip: "172.29.1.2"},
-		{leaf: "apiserver", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", dnsName: "lab-control-plane"},
+		{leaf: "apiserver", ca: p.ServerCA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", dnsName: "kubernetes.default.svc.cluster.local"},
+		{leaf: "apiserver", ca: p.ServerCA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", ip: "10.96.0.1"},
+		{leaf: "apiserver", ca: p.ServerCA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", ip: "172.29.1.253"},
+		{leaf: "apiserver", ca: p.ServerCA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-apiserver", ip: "127.0.0.1"},
 		{leaf: "admin", ca: p.CA, usage: x509.ExtKeyUsageClientAuth, cn: "kubernetes-admin", org: []string{"system:masters"}},
 		{leaf: "controller-manager", ca: p.CA, usage: x509.ExtKeyUsageClientAuth, cn: "system:kube-controller-manager"},
 		{leaf: "scheduler", ca: p.CA, usage: x509.ExtKeyUsageClientAuth, cn: "system:kube-scheduler"},
-		{leaf: "apiserver-kubelet-client", ca: p.CA, usage: x509.ExtKeyUsageClientAuth, cn: "kube-apiserver-kubelet-client", org: []string{"system:masters"}},
-		{leaf: "controller-manager-serving", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-controller-manager", ip: "172.29.1.2"},
-		{leaf: "scheduler-serving", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-scheduler", ip: "127.0.0.1"},
-		{leaf: "etcd-server", ca: p.EtcdCA, usage: x509.ExtKeyUsageServerAuth, cn: "lab-control-plane", ip: "127.0.0.1"},
+		{leaf: "apiserver-kubelet-client", ca: p.KubeletCA, usage: x509.ExtKeyUsageClientAuth, cn: "kube-apiserver-kubelet-client", org: []string{"system:masters"}},
+		{leaf: "controller-manager-serving", ca: p.ServerCA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-controller-manager", ip: "127.0.0.1"},
+		{leaf: "scheduler-serving", ca: p.ServerCA, usage: x509.ExtKeyUsageServerAuth, cn: "kube-scheduler", ip: "127.0.0.1"},
+		{leaf: "etcd-server", ca: p.EtcdCA, usage: x509.ExtKeyUsageServerAuth, cn: "etcd", ip: "127.0.0.1"},
 		{leaf: "apiserver-etcd-client", ca: p.EtcdCA, usage: x509.ExtKeyUsageClientAuth, cn: "kube-apiserver-etcd-client"},
 		{leaf: "node-lab-worker", ca: p.CA, usage: x509.ExtKeyUsageClientAuth, cn: "system:node:lab-worker", org: []string{"system:nodes"}},
-		{leaf: "node-lab-worker-serving", ca: p.CA, usage: x509.ExtKeyUsageServerAuth, cn: "lab-worker", ip: "172.29.1.3"},
+		{leaf: "node-lab-worker-serving", ca: p.KubeletCA, usage: x509.ExtKeyUsageServerAuth, cn: "lab-worker", ip: "172.29.1.3"},
 		{leaf: "front-proxy-client", ca: p.FrontProxyCA, usage: x509.ExtKeyUsageClientAuth, cn: "front-proxy-client"},
 	} {
 		t.Run(tc.leaf+"/"+tc.dnsName+tc.ip, func(t *testing.T) {
@@ -79,15 +79,36 @@ func TestPKI(t *testing.T) {
 	if _, err := p.Leaves["apiserver-etcd-client"].Cert.Verify(x509.VerifyOptions{Roots: roots(p.CA), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
 		t.Error("etcd client certificate verifies against the cluster CA")
 	}
-	if _, err := p.Leaves["apiserver"].Cert.Verify(x509.VerifyOptions{Roots: roots(p.CA), DNSName: "example.com"}); err == nil {
+	if _, err := p.Leaves["apiserver"].Cert.Verify(x509.VerifyOptions{Roots: roots(p.ServerCA), DNSName: "example.com"}); err == nil {
 		t.Error("apiserver certificate verifies for a name it should not carry")
+	}
+	// What the lab's CSRs are signed with (ca) must sign nothing svclab
+	// trusts a server for, and the authorities svclab trusts must sign
+	// nothing the lab can get.
+	forged, err := p.CA.Sign(CertSpec{File: "forged", CommonName: "kube-apiserver", Server: true, Client: true,
+		DNSNames: []string{"kubernetes", "localhost", "lab-worker"}, IPs: []net.IP{ip, svcIP, net.ParseIP("127.0.0.1"), net.ParseIP("172.29.1.3")}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ca := range map[string]KeyPair{"server-ca": p.ServerCA, "kubelet-ca": p.KubeletCA, "etcd-ca": p.EtcdCA, "front-proxy-ca": p.FrontProxyCA} {
+		if _, err := forged.Cert.Verify(x509.VerifyOptions{Roots: roots(ca), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: now}); err == nil {
+			t.Errorf("a certificate signed by the lab's CSR signer verifies against %s", name)
+		}
+	}
+	for name, kp := range p.Leaves {
+		if kp.Cert.Equal(p.CA.Cert) {
+			continue
+		}
+		if _, err := kp.Cert.Verify(x509.VerifyOptions{Roots: roots(p.CA), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, CurrentTime: now}); err == nil {
+			t.Errorf("serving certificate %s is signed by the lab's CSR signer", name)
+		}
 	}
 
 	dir := t.TempDir()
 	if err := p.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"ca.crt", "ca.key", "etcd-ca.crt", "front-proxy-ca.crt", "apiserver.crt", "apiserver.key", "sa.key", "sa.pub"} {
+	for _, f := range []string{"ca.crt", "ca.key", "server-ca.crt", "server-ca.key", "kubelet-ca.crt", "etcd-ca.crt", "front-proxy-ca.crt", "apiserver.crt", "apiserver.key", "sa.key", "sa.pub"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatalf("missing %s: %v", f, err)
@@ -100,7 +121,7 @@ func TestPKI(t *testing.T) {
 
 func TestKubeconfig(t *testing.T) {
 	now := time.Now()
-	p, err := NewPKI("lab-control-plane", net.ParseIP("172.29.1.2"), net.ParseIP("10.96.0.1"), now)
+	p, err := NewPKI(net.ParseIP("172.29.1.253"), net.ParseIP("10.96.0.1"), now)
 	if err != nil {
 		t.Fatal(err)
 	}

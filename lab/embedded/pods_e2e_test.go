@@ -222,6 +222,21 @@ func TestPodsE2E(t *testing.T) {
 		if out := kubectl(t, c, "get", "--raw", "/api/v1/nodes/"+st.Nodes[1].Name+"/proxy/healthz"); out != "ok" {
 			t.Errorf("kubelet healthz through the API server: %q", out)
 		}
+		// The node's /var/log, as upstream's "should proxy logs on node
+		// using proxy subresource" asks for it, with and without the
+		// kubelet's port; a file in it as the node wrote it.
+		node := st.Nodes[1].Name
+		if _, err := nodeExec(t, c, node, "sh", "-c", "mkdir -p /var/log && echo from-the-node > /var/log/svclab-e2e.log"); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"/api/v1/nodes/" + node + "/proxy/logs/", "/api/v1/nodes/" + node + ":10250/proxy/logs/"} {
+			if out := kubectl(t, c, "get", "--raw", p); !strings.Contains(out, `<a href="svclab-e2e.log">`) {
+				t.Errorf("%s: %q", p, out)
+			}
+		}
+		if out := kubectl(t, c, "get", "--raw", "/api/v1/nodes/"+node+"/proxy/logs/svclab-e2e.log"); strings.TrimSpace(out) != "from-the-node" {
+			t.Errorf("a node's log file through the API server: %q", out)
+		}
 	})
 
 	t.Run("kube-proxy and CoreDNS run", func(t *testing.T) {
@@ -834,6 +849,69 @@ spec:
 			}
 		})
 
+		t.Run("readiness gates: Ready, and in the Service, only once another component says so", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `
+apiVersion: v1
+kind: Pod
+metadata: {name: blue, labels: {app: blue}}
+spec:
+  readinessGates: [{conditionType: example.com/blue}]
+  containers:
+  - {name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.53, args: [netexec, --http-port=8080]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: blue}
+spec:
+  selector: {app: blue}
+  ports: [{port: 80, targetPort: 8080}]
+`)
+			var pod *corev1.Pod
+			waitFor(t, 60*time.Second, "blue's containers ready, the Pod not", func() (bool, error) {
+				pod = getPod(t, cl, "blue")
+				var containers, ready *corev1.PodCondition
+				for i, cd := range pod.Status.Conditions {
+					switch cd.Type {
+					case corev1.ContainersReady:
+						containers = &pod.Status.Conditions[i]
+					case corev1.PodReady:
+						ready = &pod.Status.Conditions[i]
+					}
+				}
+				return containers != nil && containers.Status == corev1.ConditionTrue && ready != nil && ready.Status == corev1.ConditionFalse && ready.Reason == "ReadinessGatesNotReady",
+					fmt.Errorf("conditions %+v", pod.Status.Conditions)
+			})
+			if ep, _ := sliceEndpoint(cl, "blue", pod.Status.PodIP); ep != nil && isTrue(ep.Conditions.Ready) {
+				t.Errorf("blue is ready in its Service's EndpointSlice before its gate")
+			}
+			// The other component (a blue/green controller) opens the gate.
+			kubectl(t, c, "patch", "pod", "blue", "--subresource=status", "--type=strategic",
+				"-p", `{"status":{"conditions":[{"type":"example.com/blue","status":"True"}]}}`)
+			waitPodReady(t, cl, "blue", 30*time.Second)
+			waitFor(t, 30*time.Second, "blue ready in the EndpointSlice", func() (bool, error) {
+				ep, err := sliceEndpoint(cl, "blue", pod.Status.PodIP)
+				return err == nil && ep != nil && isTrue(ep.Conditions.Ready), err
+			})
+			// The node's status writes keep the gate's condition; closing
+			// it takes the Pod out again.
+			kubectl(t, c, "patch", "pod", "blue", "--subresource=status", "--type=strategic",
+				"-p", `{"status":{"conditions":[{"type":"example.com/blue","status":"False"}]}}`)
+			waitFor(t, 30*time.Second, "blue not ready again", func() (bool, error) {
+				p := getPod(t, cl, "blue")
+				return !podIsReady(p), nil
+			})
+			time.Sleep(12 * time.Second) // past a status sync of the agent
+			p := getPod(t, cl, "blue")
+			found := false
+			for _, cd := range p.Status.Conditions {
+				found = found || cd.Type == "example.com/blue" && cd.Status == corev1.ConditionFalse
+			}
+			if !found || podIsReady(p) {
+				t.Errorf("after the agent's status sync: %+v", p.Status.Conditions)
+			}
+		})
+
 		t.Run("the pause image runs, and stops at SIGTERM", func(t *testing.T) {
 			t.Parallel()
 			kubectl(t, c, "run", "paused", "--image=registry.k8s.io/pause:3.10.2")
@@ -1003,6 +1081,40 @@ spec:
 		}
 		return out
 	}
+	// podStory tells why pod (namespace/name) is not as it was: its
+	// state and what the node agents logged about it.
+	podStory := func(key string) string {
+		ns, name, _ := strings.Cut(key, "/")
+		var b strings.Builder
+		if p, err := cl.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			fmt.Fprintf(&b, "\n%v", err)
+		} else {
+			fmt.Fprintf(&b, "\nphase %s deleting %v ip %s conditions %+v", p.Status.Phase, p.DeletionTimestamp, p.Status.PodIP, p.Status.Conditions)
+			for _, cs := range p.Status.ContainerStatuses {
+				fmt.Fprintf(&b, "\n%s restarts %d ready %v state %+v", cs.Name, cs.RestartCount, cs.Ready, cs.State)
+			}
+		}
+		if evs, err := cl.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name}); err == nil {
+			for _, e := range evs.Items {
+				fmt.Fprintf(&b, "\nevent %s %s ×%d: %s", e.LastTimestamp.Format(time.TimeOnly), e.Reason, e.Count, e.Message)
+			}
+		}
+		var lines []string
+		logs, _ := filepath.Glob(filepath.Join(paths{dir}.logs(), nodeAgentsName+".log*"))
+		slices.Reverse(logs) // the oldest rotated file first, the current one last
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, name) {
+					lines = append(lines, line)
+				}
+			}
+		}
+		for _, line := range lines[max(0, len(lines)-40):] {
+			fmt.Fprintf(&b, "\n%s", line)
+		}
+		return b.String()
+	}
 	nodeReady := func(node string) (corev1.ConditionStatus, []corev1.Taint) {
 		n, err := cl.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
@@ -1104,11 +1216,33 @@ spec:
 			after := podsOn(t, node) // Ready pods only
 			for k, v := range before {
 				if after[k] != v {
-					return false, fmt.Errorf("%s: %q, was %q", k, after[k], v)
+					return false, fmt.Errorf("%s: %q, was %q%s", k, after[k], v, podStory(k))
 				}
 			}
 			return true, nil
 		})
+		// Another writer marks a pod not Ready, as the node-lifecycle
+		// controller does to a pod it sees change while the node is
+		// NotReady in its cache: the agent writes its own status back,
+		// as the kubelet's status manager does.
+		for _, p := range webPods.Items {
+			if p.Spec.NodeName != node {
+				continue
+			}
+			cur := getPod(t, cl, p.Name)
+			for i := range cur.Status.Conditions {
+				if cur.Status.Conditions[i].Type == corev1.PodReady {
+					cur.Status.Conditions[i].Status, cur.Status.Conditions[i].Reason = corev1.ConditionFalse, "NodeNotReady"
+				}
+			}
+			if _, err := cl.CoreV1().Pods("default").UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, p.Name+" Ready again after another writer marked it not Ready", func() (bool, error) {
+				return podIsReady(getPod(t, cl, p.Name)), nil
+			})
+			break
+		}
 	})
 
 	t.Run("a killed node agent is restarted and adopts its pods without a flap", func(t *testing.T) {

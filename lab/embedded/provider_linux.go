@@ -25,7 +25,7 @@ import (
 )
 
 // RequiredCommands are the host commands the embedded backend runs.
-var RequiredCommands = []string{"ip", "nft", "sysctl"}
+var RequiredCommands = []string{"ip", "nft", "sysctl", "mkfs.ext4", "mount", "unshare"}
 
 // Preflight checks that this process can create embedded clusters.
 func Preflight() error {
@@ -162,10 +162,13 @@ func (p *Provider) Create(ctx context.Context, opts cluster.CreateOptions) (_ cl
 		}},
 		{Name: "Setting the lab's limits", Run: func(context.Context) error {
 			// Before any of the lab's processes: they all start under it.
-			return cgroups.Apply(labCgroup(st.Name), st.Limits.Limits)
+			return applyLimits(st)
 		}},
 		{Name: "Generating certificates and kubeconfigs", Run: func(context.Context) error {
 			return writeControlPlaneFiles(st, dir)
+		}},
+		{Name: "Making the lab's disk", Run: func(ctx context.Context) error {
+			return mountDisk(ctx, p.Runner, paths{dir}, st.Limits.DiskBytes)
 		}},
 		{Name: "Preparing the nodes' filesystems", Run: func(context.Context) error {
 			return prepareNodeContainers(st, dir, store)
@@ -243,7 +246,6 @@ func (p *Provider) imagesDir() (string, error) {
 // writeControlPlaneFiles writes the PKI and the kubeconfigs of st into dir.
 func writeControlPlaneFiles(st *State, dir string) error {
 	pa := paths{dir}
-	cp := st.ControlPlane()
 	_, svcNet, err := net.ParseCIDR(st.ServiceCIDR)
 	if err != nil {
 		return err
@@ -251,7 +253,7 @@ func writeControlPlaneFiles(st *State, dir string) error {
 	svcIP := append(net.IP(nil), svcNet.IP.To4()...)
 	svcIP[3]++
 	now := time.Now()
-	pki, err := NewPKI(cp.Name, net.ParseIP(cp.IP), svcIP, now)
+	pki, err := NewPKI(net.ParseIP(st.API.IP), svcIP, now)
 	if err != nil {
 		return err
 	}
@@ -274,7 +276,7 @@ func writeControlPlaneFiles(st *State, dir string) error {
 	if err := os.WriteFile(pa.controlKey()+".pub", []byte(control.EncodePublic(pub)), 0o644); err != nil {
 		return err
 	}
-	for _, d := range []string{pa.logs(), filepath.Dir(pa.config("x")), filepath.Join(dir, "nodes")} {
+	for _, d := range []string{pa.logs(), filepath.Dir(pa.config("x")), pa.nodes()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -288,7 +290,7 @@ func writeControlPlaneFiles(st *State, dir string) error {
 		kubeconfigs = append(kubeconfigs, struct{ path, user, leaf string }{pa.config("node-" + n.Name + ".conf"), "system:node:" + n.Name, "node-" + n.Name})
 	}
 	for _, k := range kubeconfigs {
-		b, err := Kubeconfig(st.Name, st.Server(), pki.CA.CertPEM(), k.user, pki.Leaves[k.leaf])
+		b, err := Kubeconfig(st.Name, st.Server(), pki.ServerCA.CertPEM(), k.user, pki.Leaves[k.leaf])
 		if err != nil {
 			return err
 		}
@@ -377,6 +379,10 @@ func (p *Provider) summary(name string) cluster.Summary {
 	dir := p.dir(name)
 	s := cluster.Summary{Name: name, Backend: BackendName}
 	st, err := loadState(paths{dir})
+	if errors.Is(err, ErrOldLayout) {
+		s.State, s.Detail = "broken", ErrOldLayout.Error()
+		return s
+	}
 	if err != nil {
 		s.State, s.Detail = "broken", "its state is missing or damaged; delete it with 'svclab cluster delete --name "+name+"'"
 		return s
@@ -408,6 +414,12 @@ func (p *Provider) summary(name string) cluster.Summary {
 	}
 	if u.PidsRefused > 0 {
 		notes = append(notes, fmt.Sprintf("reached its process limit (%d refused)", u.PidsRefused))
+	}
+	if _, err := os.Stat(paths{dir}.storeFull()); err == nil {
+		notes = append(notes, fmt.Sprintf("its API objects fill their %s: the API server refuses changes until objects are deleted", size(st.Limits.store())))
+	}
+	if d := readDisk(paths{dir}); d.Full() {
+		notes = append(notes, fmt.Sprintf("its disk (%s) is full", size(d.SizeBytes)))
 	}
 	s.Detail = strings.Join(notes, "; ")
 	return s
@@ -466,6 +478,10 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 		if !known[ns] {
 			st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
 		}
+	}
+	if fabricHeldByOther(st.Index, name) {
+		p.Log.Warn("the cluster's fabric index went to another cluster: leaving the bridge and veths of that index alone", "cluster", name, "index", st.Index)
+		st = st.withoutFabricLinks()
 	}
 	if err := fabricDown(ctx, p.Runner, st); err != nil {
 		errs = append(errs, err)
@@ -554,7 +570,7 @@ func stopSupervisor(dir string) {
 // clusterNetns lists the network namespaces named like the nodes and Pods
 // of cluster name.
 func clusterNetns(name string) []string {
-	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+|lb)$`)
+	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+|lb|api)$`)
 	var out []string
 	for _, ns := range listNetns() {
 		if re.MatchString(ns) {
@@ -646,7 +662,7 @@ func Sweep(ctx context.Context, r hostexec.Runner) error {
 	}
 	if out, err := r.Run(ctx, nil, "ip", "-o", "link", "show"); err == nil {
 		for _, l := range leftoverLinks(string(out)) {
-			if live.indices[linkIndex(l)] {
+			if live.indices[linkIndex(l)] != "" {
 				continue
 			}
 			if err := ignoreMissing(run(ctx, r, "ip", "link", "del", l)); err != nil {
@@ -677,12 +693,16 @@ func Sweep(ctx context.Context, r hostexec.Runner) error {
 			}
 		}
 	}
-	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {
-		for _, t := range leftoverTables(string(out)) {
+	for _, family := range firewallFamilies {
+		out, err := r.Run(ctx, nil, "nft", "list", "tables", family)
+		if err != nil {
+			continue
+		}
+		for _, t := range leftoverTables(string(out), family) {
 			if !dead(strings.TrimPrefix(t, firewallTablePrefix)) {
 				continue
 			}
-			if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", t)); err != nil {
+			if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", family, t)); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -691,34 +711,67 @@ func Sweep(ctx context.Context, r hostexec.Runner) error {
 }
 
 // live are the clusters whose supervisors run, from whichever state
-// directory: their directories, names and fabric indexes (and the indexes
-// of clusters being created, which have no supervisor yet).
+// directory: their directories, names and fabric indexes, each with the
+// name of the cluster that holds it (and the indexes of clusters being
+// created, which have no supervisor yet).
 type live struct {
 	dirs    map[string]bool
 	names   map[string]bool
-	indices map[int]bool
+	indices map[int]string
 }
 
 func liveClusters() live {
 	l := live{dirs: map[string]bool{}, names: map[string]bool{}, indices: creatingIndices()}
 	for _, d := range markedSupervisors() {
 		l.dirs[d], l.names[filepath.Base(d)] = true, true
-		if st, err := loadState(paths{d}); err == nil {
-			l.indices[st.Index] = true
+		if st, _ := loadState(paths{d}); st != nil {
+			l.indices[st.Index] = st.Name
 		}
 	}
 	return l
 }
 
+// fabricHeldByOther tells whether fabric index is held by a live cluster
+// other than name: one that took the index once name's was freed (a
+// crashed cluster swept by another process, and deleted later by its
+// own). The bridge and host veths of that index are named alike for both
+// clusters, and are the other one's.
+func fabricHeldByOther(index int, name string) bool {
+	owner := liveClusters().indices[index]
+	return index > 0 && owner != "" && owner != name
+}
+
+// withoutFabricLinks is st without the names of its bridge and host veths
+// (see fabricHeldByOther).
+func (st *State) withoutFabricLinks() *State {
+	c := *st
+	c.Bridge = ""
+	c.Nodes = append([]NodeSpec(nil), st.Nodes...)
+	for i := range c.Nodes {
+		c.Nodes[i].HostVeth = ""
+	}
+	if st.API != nil {
+		api := *st.API
+		api.HostVeth, c.API = "", &api
+	}
+	if st.LB != nil {
+		lb := *st.LB
+		lb.HostVeth, c.LB = "", &lb
+	}
+	return &c
+}
+
 // netnsCluster is the cluster a network namespace of svclab's belongs to
-// (svclab-NAME-control-plane, -workerN, -pod-HASH, -lb), or "".
+// (svclab-NAME-control-plane, -workerN, -pod-HASH, -lb, -api), or "".
 func netnsCluster(ns string) string {
 	rest, ok := strings.CutPrefix(ns, netnsPrefix)
 	if !ok {
 		return ""
 	}
-	if name, ok := strings.CutSuffix(rest, lbSuffix); ok && name != "" {
-		return name
+	for _, suffix := range []string{lbSuffix, apiSuffix} {
+		if name, ok := strings.CutSuffix(rest, suffix); ok && name != "" {
+			return name
+		}
 	}
 	for _, sep := range []string{"-pod-", "-control-plane", "-worker"} {
 		if i := strings.LastIndex(rest, sep); i > 0 {
@@ -765,7 +818,7 @@ func markedSupervisors() []string {
 }
 
 var linkName = regexp.MustCompile(`^\d+:\s+([^:@\s]+)`)
-var svclabLink = regexp.MustCompile(`^(svlbr\d+|svl\d+-\d+|svl\d+-lb)$`)
+var svclabLink = regexp.MustCompile(`^(svlbr\d+|svl\d+-\d+|svl\d+-lb|svl\d+-api)$`)
 
 // leftoverLinks picks svclab's bridges and veths out of `ip -o link show`.
 func leftoverLinks(out string) []string {
@@ -779,12 +832,12 @@ func leftoverLinks(out string) []string {
 	return links
 }
 
-// leftoverTables picks svclab's tables out of `nft list tables inet`.
-func leftoverTables(out string) []string {
+// leftoverTables picks svclab's tables out of `nft list tables FAMILY`.
+func leftoverTables(out, family string) []string {
 	var tables []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && f[1] == "inet" && strings.HasPrefix(f[2], firewallTablePrefix) {
+		if len(f) == 3 && f[0] == "table" && f[1] == family && strings.HasPrefix(f[2], firewallTablePrefix) {
 			tables = append(tables, f[2])
 		}
 	}

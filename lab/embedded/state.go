@@ -54,6 +54,20 @@ type LBSpec struct {
 	Pool     string `json:"pool"`
 }
 
+// APISpec is where the lab's control plane runs: a network namespace of
+// svclab's own on the lab's fabric (owned by the host, not by the lab's
+// user namespace, and no node), where etcd, the controller-manager and the
+// scheduler listen on its loopback only and the API server is the one port
+// the lab reaches. A learner who is root on every node and cluster-admin
+// can break the cluster through the API, never through its storage or the
+// components' other ports — as on a managed cluster, whose control plane is
+// not one of its nodes.
+type APISpec struct {
+	Netns    string `json:"netns"`
+	HostVeth string `json:"hostVeth"`
+	IP       string `json:"ip"`
+}
+
 // State is what svclab records about an embedded cluster; it is enough to
 // find and remove every resource the cluster owns.
 type State struct {
@@ -72,6 +86,8 @@ type State struct {
 	// ProxyMode is kube-proxy's mode (nftables or iptables).
 	ProxyMode string     `json:"proxyMode"`
 	Nodes     []NodeSpec `json:"nodes"`
+	// API is where the control plane runs.
+	API *APISpec `json:"api"`
 	// LB is the lab's load balancer (nil in clusters made before it).
 	LB      *LBSpec   `json:"lb,omitempty"`
 	Created time.Time `json:"created"`
@@ -105,13 +121,17 @@ func (s *State) ControlPlane() NodeSpec {
 	return NodeSpec{}
 }
 
-// apiserverPort is the API server's port on the control-plane node.
+// apiserverPort is the API server's port.
 const apiserverPort = 6443
 
 // Server is the API server URL.
 func (s *State) Server() string {
-	return fmt.Sprintf("https://%s:%d", s.ControlPlane().IP, apiserverPort)
+	return fmt.Sprintf("https://%s:%d", s.API.IP, apiserverPort)
 }
+
+// ErrOldLayout is why svclab refuses a cluster whose control plane ran in
+// its control-plane node's network namespace, which the lab owns.
+var ErrOldLayout = errors.New("this cluster was made by an older svclab, whose control plane ran inside the lab: delete it and create it again")
 
 // FirewallTable is the name of the host nft table (family inet) that keeps
 // the cluster's traffic on its own bridge.
@@ -131,8 +151,11 @@ func (s *State) Node(name string) (NodeSpec, bool) {
 }
 
 // lbSuffix ends the names of a lab's load-balancer network namespace and
-// host veth.
-const lbSuffix = "-lb"
+// host veth; apiSuffix those of its control plane's.
+const (
+	lbSuffix  = "-lb"
+	apiSuffix = "-api"
+)
 
 const (
 	// fabricBase is the /16 the cluster fabrics are carved from, one /24
@@ -187,11 +210,15 @@ func NewState(opts cluster.CreateOptions, index int) (*State, error) {
 			Labels:   opts.NodeLabels[name],
 		})
 	}
-	// The load balancer at .254, its pool .224/28 (.225-.238): far from
-	// the nodes, which count up from .2.
-	lbIP := netip.AddrFrom4([4]byte{subnet.Addr().As4()[0], subnet.Addr().As4()[1], subnet.Addr().As4()[2], 254})
-	pool := netip.PrefixFrom(netip.AddrFrom4([4]byte{subnet.Addr().As4()[0], subnet.Addr().As4()[1], subnet.Addr().As4()[2], 224}), 28)
-	st.LB = &LBSpec{Netns: netnsPrefix + opts.Name + lbSuffix, HostVeth: fmt.Sprintf("svl%d%s", index, lbSuffix), IP: lbIP.String(), Pool: pool.String()}
+	// The load balancer at .254, its pool .224/28 (.225-.238), the API
+	// server at .253: far from the nodes, which count up from .2.
+	host := func(b byte) netip.Addr {
+		a := subnet.Addr().As4()
+		return netip.AddrFrom4([4]byte{a[0], a[1], a[2], b})
+	}
+	pool := netip.PrefixFrom(host(224), 28)
+	st.LB = &LBSpec{Netns: netnsPrefix + opts.Name + lbSuffix, HostVeth: fmt.Sprintf("svl%d%s", index, lbSuffix), IP: host(254).String(), Pool: pool.String()}
+	st.API = &APISpec{Netns: netnsPrefix + opts.Name + apiSuffix, HostVeth: fmt.Sprintf("svl%d%s", index, apiSuffix), IP: host(253).String()}
 	for name := range opts.NodeLabels {
 		if _, ok := st.Node(name); !ok {
 			return nil, fmt.Errorf("labels given for node %q, which this cluster does not have (its nodes: %v)", name, cluster.NodeNames(opts.Name, opts.Workers))
@@ -249,6 +276,9 @@ func loadState(p paths) (*State, error) {
 			return nil, cluster.ErrNotFound
 		}
 		return nil, err
+	}
+	if st.API == nil {
+		return &st, ErrOldLayout
 	}
 	return &st, nil
 }

@@ -21,8 +21,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/svclab/svclab/lab/embedded/cgroups"
 	"github.com/svclab/svclab/lab/embedded/nodeagent"
+	"github.com/svclab/svclab/lab/embedded/nsenter"
 )
+
+// labOOMScoreAdj is the oom_score_adj of what svclab starts for the lab's
+// nodes — the node agents, whose containers inherit it, and the load
+// balancer — where the control plane keeps 0: at the lab's memory limit
+// the kernel stops the lab's Pods and shells before etcd and the
+// Kubernetes components. (Raising a score needs no privilege; lowering
+// one needs CAP_SYS_RESOURCE, which root lacks on this project's hosts,
+// and which the lab never has, so it cannot undo this.)
+const labOOMScoreAdj = 500
 
 // Component states recorded in status.json.
 const (
@@ -75,7 +86,9 @@ func spawnSupervisor(dir string) error {
 	if err != nil {
 		return fmt.Errorf("finding svclab's own executable: %w", err)
 	}
-	logf, err := os.OpenFile(filepath.Join(paths{dir}.logs(), "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// What the supervisor prints itself (a crash's stack) goes beside its
+	// log, which it rotates.
+	logf, err := os.OpenFile(filepath.Join(paths{dir}.logs(), "supervisor.stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -97,11 +110,12 @@ func spawnSupervisor(dir string) error {
 
 func runSupervisor(dir string) int {
 	p := paths{dir}
-	logf, err := os.OpenFile(filepath.Join(p.logs(), "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := openRotatingLog(filepath.Join(p.logs(), "supervisor.log"), componentLogMaxBytes, componentLogFiles)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer logf.Close()
 	log := slog.New(slog.NewTextHandler(logf, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -109,6 +123,13 @@ func runSupervisor(dir string) int {
 	st, err := loadState(p)
 	if err != nil {
 		log.Error("cannot read the cluster state", "err", err)
+		return 1
+	}
+	// The control plane is the lab's to load: it runs within the lab's
+	// limits, in a cgroup of its own below the lab's, and so does every
+	// process started from here.
+	if err := cgroups.Join(controlPlaneCgroup(st.Name), os.Getpid()); err != nil {
+		log.Error("joining the lab's cgroup", "err", err)
 		return 1
 	}
 	if err := os.WriteFile(p.supervisorPID(), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
@@ -248,9 +269,11 @@ const (
 
 // healthClients builds one HTTPS client per component, trusting the CA that
 // signed its serving certificate and presenting its health client
-// certificate.
+// certificate, that connects from inside the control plane's network
+// namespace.
 func (s *supervisor) healthClients() (map[string]*http.Client, error) {
 	pki := paths{s.dir}.pki()
+	ns := nsenter.Netns{Path: filepath.Join("/run/netns", s.st.API.Netns)}
 	out := map[string]*http.Client{}
 	for _, c := range s.comp {
 		if c.Health == "" {
@@ -281,7 +304,7 @@ func (s *supervisor) healthClients() (map[string]*http.Client, error) {
 		// One connection kept open between checks: a TLS handshake per
 		// check cost the supervisor and the component more CPU than
 		// everything else an idle lab does but the API server.
-		out[c.Name] = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, IdleConnTimeout: healthIdleTimeout}}
+		out[c.Name] = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, IdleConnTimeout: healthIdleTimeout, DialContext: ns.DialContext}}
 	}
 	return out, nil
 }
@@ -291,6 +314,8 @@ type process struct {
 	s      *supervisor
 	c      Component
 	health *http.Client
+	// log is the component's log, kept across its restarts.
+	log *rotatingLog
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -336,18 +361,17 @@ func (p *process) loop(ctx context.Context) {
 	}
 }
 
-// runOnce starts the component in the control-plane node's network
-// namespace and waits for it to exit, probing its health meanwhile.
+// runOnce starts the component in the control plane's network namespace
+// (or, for Self components, the host's) and waits for it to exit, probing its health meanwhile.
 func (p *process) runOnce(ctx context.Context) error {
-	logf, err := os.OpenFile(filepath.Join(paths{p.s.dir}.logs(), p.c.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
+	if p.log == nil {
+		l, err := openRotatingLog(filepath.Join(paths{p.s.dir}.logs(), p.c.Name+".log"), componentLogMaxBytes, componentLogFiles)
+		if err != nil {
+			return err
+		}
+		p.log = l
 	}
-	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", p.s.st.ControlPlane().Netns, p.s.st.KubeBin, p.c.Name}, p.c.Args...)...)
-	if p.c.Path != "" {
-		cmd = exec.Command(p.c.Path, p.c.Args...)
-	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", p.s.st.API.Netns, p.s.st.KubeBin, p.c.Name}, p.c.Args...)...)
 	if p.c.Self {
 		exe, err := os.Executable()
 		if err != nil {
@@ -356,7 +380,10 @@ func (p *process) runOnce(ctx context.Context) error {
 		cmd = &exec.Cmd{Path: exe, Args: append([]string{p.c.Argv0}, p.c.Args...)}
 	}
 	cmd.Env = append(os.Environ(), EnvClusterDir+"="+p.s.dir, "GOGC="+strconv.Itoa(DefaultGOGC))
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	// What the component started may hold its output open after it
+	// ends (the node agents' containers are detached from it).
+	cmd.WaitDelay = time.Second
 	// Its own process group, so stop reaches everything it started; and
 	// killed with the supervisor, so a crashed supervisor leaves no
 	// orphans running.
@@ -375,6 +402,11 @@ func (p *process) runOnce(ctx context.Context) error {
 	pid := cmd.Process.Pid
 	p.s.pids[pid] = true
 	p.s.pidsMu.Unlock()
+	if p.c.Self {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(strconv.Itoa(labOOMScoreAdj)), 0o644); err != nil {
+			p.s.log.Warn("putting the lab's processes before its control plane at its memory limit", "component", p.c.Name, "err", err)
+		}
+	}
 	defer func() {
 		p.s.pidsMu.Lock()
 		delete(p.s.pids, pid)
@@ -388,7 +420,7 @@ func (p *process) runOnce(ctx context.Context) error {
 		cs.State, cs.Since, cs.PID = StateStarting, time.Now(), cmd.Process.Pid
 	})
 	go p.probe(exited)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(exited)
 	return err
 }

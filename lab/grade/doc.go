@@ -26,7 +26,11 @@
 //     asked at once;
 //   - rightFix: the object still exists, is the same object (UID), or kept a
 //     field, compared with a Baseline recorded right after the faults were
-//     injected.
+//     injected;
+//   - kubeProxyConfig: a field of kube-proxy's configuration (config.conf
+//     of the kube-proxy ConfigMap) as kube-proxy reads it: its own strict
+//     loader and defaults (lab/proxier/config), durations and numbers
+//     compared as values, so any spelling kube-proxy accepts passes.
 //
 // Every check returns a Result with a message written for the learner;
 // Grade runs a scenario's checks concurrently (at most MaxExecs commands on

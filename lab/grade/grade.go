@@ -188,6 +188,7 @@ func (r *Report) Result(id string) (Result, bool) {
 // rightFix checks compare with (Record); it may be nil when s has none.
 func (g *Grader) Grade(ctx context.Context, s *scenario.Scenario, base *Baseline) *Report {
 	start := time.Now()
+	ctx = withWorkloads(ctx, s)
 	rep := &Report{Scenario: s.ID, Results: make([]Result, len(s.Checks))}
 	var wg sync.WaitGroup
 	for i := range s.Checks {
@@ -315,8 +316,10 @@ func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) R
 		detail, err = g.rightFix(ctx, c, base)
 	case c.Answer != nil:
 		detail, err = g.answer(ctx, c)
+	case c.KubeProxyConfig != nil:
+		detail, err = g.kubeProxyConfig(ctx, c.KubeProxyConfig)
 	default:
-		err = errors.New("the check sets none of api, probe, dataplane, rightFix and answer")
+		err = errors.New("the check sets none of api, probe, dataplane, rightFix, answer and kubeProxyConfig")
 	}
 	res.Duration = time.Since(start)
 	var f *failure

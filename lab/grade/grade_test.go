@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
@@ -55,6 +57,9 @@ func newGrader(nodeExec func(string, []string) (string, error), podExec podExecF
 
 func boolp(b bool) *bool { return &b }
 
+// webRS makes a Pod one of the web Deployment's ReplicaSet's.
+var webRS = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-6d4b", UID: "rs-uid", Controller: boolp(true)}}
+
 // shop is the selector-typo scenario's namespace: the Service web (with
 // the given selector value), its EndpointSlice, two web Pods and a client.
 func shop(selector string, endpoints ...string) []runtime.Object {
@@ -65,8 +70,11 @@ func shop(selector string, endpoints ...string) []runtime.Object {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "shop"},
 			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "client"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.9"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-a", Namespace: "shop", Labels: map[string]string{"app": "web"}}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: "shop", Labels: map[string]string{"app": "web"}}},
+		// The web Deployment's Pods, of its ReplicaSet.
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-6d4b", Namespace: "shop", UID: "rs-uid",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "Deployment-uid", Controller: boolp(true)}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-a", Namespace: "shop", Labels: map[string]string{"app": "web"}, OwnerReferences: webRS}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: "shop", Labels: map[string]string{"app": "web"}, OwnerReferences: webRS}},
 	}
 	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-x", Namespace: "shop", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}
 	for _, ip := range endpoints {
@@ -227,6 +235,20 @@ func TestGradeSelectorTypo(t *testing.T) {
 	r, _ = rep.Result("pod-labels-kept")
 	if r.Passed || r.Detail != "Deployment shop/web was deleted" {
 		t.Errorf("pod-labels-kept: %+v", r)
+	}
+
+	// A bare Pod the learner made with the Pods' labels is no replica:
+	// its answers do not count, whatever its name.
+	withBare := shop("web", "10.244.1.5", "10.244.2.5")
+	withBare = append(withBare, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: "shop", Labels: map[string]string{"app": "web"}}})
+	withBare = slices.DeleteFunc(withBare, func(o runtime.Object) bool {
+		p, ok := o.(*corev1.Pod)
+		return ok && p.Name == "web-b" && p.OwnerReferences != nil
+	})
+	rep = newGrader(nodes(true), probe(true), withBare...).Grade(ctx, s, base)
+	r, _ = rep.Result("clusterip-answers")
+	if r.Passed || !strings.Contains(r.Detail, `an answer came from "web-b", a Pod no controller owns: a bare Pod is no replica`) {
+		t.Errorf("clusterip-answers with a bare Pod: %+v", r)
 	}
 }
 

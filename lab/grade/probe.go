@@ -8,7 +8,6 @@ import (
 	"net"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,15 +212,7 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 		if err != nil {
 			return probeSource{}, fmt.Errorf("listing Pods %s in %s: %w", from.PodSelector, ns, err)
 		}
-		items := list.Items
-		sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
-		for i := range items {
-			if items[i].Status.Phase == corev1.PodRunning && items[i].DeletionTimestamp == nil {
-				pod = &items[i]
-				break
-			}
-		}
-		if pod == nil {
+		if pod = pickSource(ctx, cs, list.Items); pod == nil {
 			return probeSource{}, failf("no running Pod in %s matches %s%s, so the probe has nowhere to start from", ns, from.PodSelector, where)
 		}
 	}
@@ -704,8 +695,17 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 			return "", fmt.Errorf("listing Pods %s in %s: %w", r.PodSelector, ns, err)
 		}
 		allowed := map[string]bool{}
+		bare := map[string]bool{} // Pods no controller owns
 		podNode := map[string]string{}
+		w := workloadsOf(ctx)
 		for _, pod := range pods.Items {
+			// One rule for the catalog: a bare Pod the learner made is
+			// no replica (nothing restarts or reschedules it); the
+			// setup's own bare Pods are.
+			if w != nil && metav1.GetControllerOf(&pod) == nil && !w.has("Pod", pod.Namespace, pod.Name) {
+				bare[pod.Name] = true
+				continue
+			}
 			allowed[pod.Name] = true
 			podNode[pod.Name] = pod.Spec.NodeName
 		}
@@ -720,6 +720,9 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 		}
 		var seen []string
 		for _, b := range bodies {
+			if bare[b] {
+				return "", failf("%s; an answer came from %s, a Pod no controller owns: a bare Pod is no replica (nothing restarts or reschedules it), so it does not count", what, quote(b))
+			}
 			if !allowed[b] {
 				return "", failf("%s; an answer came from %s, which is not a Pod matching %s in %s", what, quote(b), r.PodSelector, ns)
 			}

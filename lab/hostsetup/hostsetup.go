@@ -28,6 +28,7 @@ var Requirements = []Requirement{
 	{"runc", "runc", "running pod containers"},
 	{"nsenter", "util-linux", "running commands on embedded nodes (in the node container's namespaces)"},
 	{"sysctl", "procps", "node kernel settings"},
+	{"mkfs.ext4", "e2fsprogs", "each embedded lab's disk of its own (an ext4 filesystem of the lab's size)"},
 	{"modprobe", "kmod", "loading kernel modules"},
 	{"debootstrap", "debootstrap", "building the Debian root filesystem pods and node shells run from"},
 	{"chromium", "chromium", "the browser tests of the web UI (chromedp drives it)"},

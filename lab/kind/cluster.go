@@ -2,9 +2,12 @@ package kind
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/nodetty"
 	"github.com/svclab/svclab/lab/proxier/deploy"
 )
 
@@ -163,6 +167,55 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 		return err
 	}
 	return n.Exec(ctx, inNodeTools(cmd), stdio)
+}
+
+var _ cluster.NodeTerminaler = (*Cluster)(nil)
+
+// ttyNode is a Node that runs a command behind a terminal its caller
+// makes: the command's standard streams are the terminal, and so is the
+// controlling terminal it passes on into the node (docker exec -it).
+type ttyNode interface {
+	TTYCommand(ctx context.Context, argv []string) *exec.Cmd
+}
+
+// TTYCommand is `docker exec -it` of argv on the node, to start behind a
+// terminal of svclab's (package nodetty): the docker command on this
+// machine holds that terminal, and the node's command gets one of
+// Docker's, which follows its size.
+func (d dockerNode) TTYCommand(ctx context.Context, argv []string) *exec.Cmd {
+	return exec.CommandContext(ctx, "docker", append([]string{"exec", "--privileged", "-it", d.Name()}, argv...)...)
+}
+
+// NodeTerminal runs cmd on the node as NodeExec does, behind a terminal of
+// svclab's: docker exec -it runs under it, and ctr task exec --tty in the
+// node's tools container, each passing the terminal's size on.
+func (c *Cluster) NodeTerminal(ctx context.Context, node string, cmd []string, size cluster.TerminalSize) (cluster.Terminal, error) {
+	if len(cmd) == 0 {
+		return nil, errors.New("no command to run")
+	}
+	n, err := c.node(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	tn, ok := n.(ttyNode)
+	if !ok {
+		return nil, fmt.Errorf("node %s of kind cluster %s cannot open a terminal", node, c.name)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	id := "svclab-tty-" + hex.EncodeToString(b)
+	x := tn.TTYCommand(ctx, append([]string{"ctr", "-n", ctrNamespace, "task", "exec", "--tty", "--exec-id", id, NodeToolsContainer}, cmd...))
+	t, err := nodetty.Start(x, size, nodetty.Options{Hangup: func() {
+		// The node's command outlives the docker exec that started it:
+		// it runs under containerd, which hangs it up only when told.
+		hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Exec(hctx, []string{"ctr", "-n", ctrNamespace, "task", "kill", "--exec-id", id, "--signal", "SIGHUP", NodeToolsContainer}, cluster.Stdio{})
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("opening a terminal on node %s: %w", node, err)
+	}
+	return t, nil
 }
 
 // LoadImages imports the image archive at path into every node.

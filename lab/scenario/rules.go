@@ -24,6 +24,7 @@ var enums = map[string][]string{
 	"difficulties":        {"easy", "medium", "hard"},
 	"proxyModes":          {ProxyModeNFTables, ProxyModeIPTables},
 	"apiOps":              {OpEquals, OpNotEquals, OpContains, OpNotContains, OpMatches, OpExists, OpAbsent, OpCountAtLeast, OpCountEquals},
+	"configOps":           {OpEquals, OpNotEquals, OpAtMost, OpAtLeast},
 	"protocols":           {"http", "tcp", "udp", "dns"},
 	"vias":                {ViaClusterIP, ViaDNSName, ViaNodePort, ViaLoadBalancer},
 	"outcomes":            {OutcomeSuccess, OutcomeRefused, OutcomeTimeout},

@@ -12,7 +12,7 @@ const SchemaID = "https://svclab.dev/schemas/scenario.json"
 // oneOfGroups lists, per struct type, the fields of which exactly one must
 // be set.
 var oneOfGroups = map[reflect.Type][]string{
-	reflect.TypeFor[Check]():          {CheckAPI, CheckProbe, CheckDataplane, CheckRightFix, CheckAnswer},
+	reflect.TypeFor[Check]():          {CheckAPI, CheckProbe, CheckDataplane, CheckRightFix, CheckAnswer, CheckKubeProxyConfig},
 	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "conntrackMax", "proxyMode", "loadBalancer"},
 	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector", "outside"},
 }

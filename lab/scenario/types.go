@@ -122,10 +122,12 @@ const (
 	CheckDataplane = "dataplane"
 	CheckRightFix  = "rightFix"
 	CheckAnswer    = "answer"
+	// CheckKubeProxyConfig is a kubeProxyConfig check.
+	CheckKubeProxyConfig = "kubeProxyConfig"
 )
 
 // Check is one graded check. Exactly one of API, Probe, Dataplane,
-// RightFix and Answer is set.
+// RightFix, Answer and KubeProxyConfig is set.
 type Check struct {
 	ID          string          `yaml:"id" rule:"required,pattern=name" doc:"The check's id, unique in the scenario."`
 	Description string          `yaml:"description" rule:"required,nonblank" doc:"What the check verifies, for the learner (\"The web Service has ready endpoints\")."`
@@ -137,6 +139,9 @@ type Check struct {
 	Dataplane   *DataplaneCheck `yaml:"dataplane" doc:"An assertion on nodes' Service rules or conntrack tables."`
 	RightFix    *RightFixCheck  `yaml:"rightFix" doc:"A rule that the fix must respect (the object was fixed in place, not recreated)."`
 	Answer      *AnswerCheck    `yaml:"answer" doc:"A question the learner answers in words (their notes), checked against what a right answer says."`
+	// KubeProxyConfig judges kube-proxy's configuration as kube-proxy
+	// reads it, not its text.
+	KubeProxyConfig *KubeProxyConfigCheck `yaml:"kubeProxyConfig" doc:"A field of kube-proxy's configuration as kube-proxy reads it: config.conf of the kube-proxy ConfigMap, decoded by kube-proxy's own (strict) loader with its defaults, so that every spelling kube-proxy accepts means the same (1000ms is 1s, quoted or not, indented any way)."`
 }
 
 // Kind is which of the check kinds c is ("" if none or several are set).
@@ -156,6 +161,9 @@ func (c *Check) Kind() string {
 	}
 	if c.Answer != nil {
 		kinds = append(kinds, CheckAnswer)
+	}
+	if c.KubeProxyConfig != nil {
+		kinds = append(kinds, CheckKubeProxyConfig)
 	}
 	if len(kinds) != 1 {
 		return ""
@@ -222,6 +230,21 @@ func (r ObjectRef) Resolve(clusterName string) ObjectRef {
 	return r
 }
 
+// KubeProxyConfigCheck compares one field of kube-proxy's configuration
+// with a value.
+type KubeProxyConfigCheck struct {
+	Field string `yaml:"field" rule:"required" doc:"The field, as its path in KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1): mode, clusterCIDR, nftables.minSyncPeriod, iptables.syncPeriod, conntrack.maxPerCore, ..."`
+	Op    string `yaml:"op" rule:"required,enum=configOps" doc:"equals or notEquals (durations and numbers compared as values), atMost or atLeast (durations and numbers)."`
+	Value Scalar `yaml:"value" rule:"required" doc:"The value to compare with: a duration such as 1s, a number, or text."`
+}
+
+// kubeProxyConfig check operators (equals and notEquals are the API
+// check's).
+const (
+	OpAtMost  = "atMost"
+	OpAtLeast = "atLeast"
+)
+
 // API check operators.
 const (
 	OpEquals       = "equals"
@@ -276,7 +299,7 @@ type ProbeSource struct {
 	Node        string `yaml:"node" doc:"A node's short name (control-plane, worker, worker2, ...)."`
 	Outside     bool   `yaml:"outside" doc:"A client outside the cluster, in front of its load balancer: connections to a load-balancer address go through the lab's load balancer, as any outside client's would (embedded clusters)."`
 	Pod         string `yaml:"pod" rule:"pattern=name" doc:"A pod's name."`
-	PodSelector string `yaml:"podSelector" doc:"A label selector: any one matching pod."`
+	PodSelector string `yaml:"podSelector" doc:"A label selector: one running matching Pod, the scenario's own (a Pod of its setup, or one its Deployments, StatefulSets, DaemonSets or ReplicaSets own) before any the learner added, Ready first, the oldest first."`
 	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pod's namespace (default: default)."`
 	OnNode      string `yaml:"onNode" doc:"With podSelector: a matching Pod on this node (short name), for checks that depend on where the client runs."`
 }
@@ -321,7 +344,7 @@ type ProbeExpect struct {
 
 // Responders are the pods expected to answer.
 type Responders struct {
-	PodSelector string `yaml:"podSelector" rule:"required" doc:"Every answer must come from a pod matching this selector."`
+	PodSelector string `yaml:"podSelector" rule:"required" doc:"Every answer must come from a pod matching this selector, and one a controller owns or the setup made: a bare Pod the learner made is no replica."`
 	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pods' namespace (default: default)."`
 	AtLeast     int    `yaml:"atLeast" rule:"min=1" doc:"How many distinct pods must have answered (default 1)."`
 	// Topology constraints on the answers, for traffic policies and

@@ -209,7 +209,7 @@ func flatten(err error) []error {
 
 func (v *validator) check(p string, c *Check) {
 	if c.Kind() == "" {
-		v.bad(p, "set exactly one of api, probe, dataplane, rightFix and answer")
+		v.bad(p, "set exactly one of api, probe, dataplane, rightFix, answer and kubeProxyConfig")
 	}
 	if c.UnlocksHint > len(v.s.Hints) {
 		v.bad(p+".unlocksHint", "there is no hint %d; the scenario has %d hints", c.UnlocksHint, len(v.s.Hints))
@@ -225,6 +225,9 @@ func (v *validator) check(p string, c *Check) {
 	}
 	if a := c.Answer; a != nil {
 		v.answer(p+".answer", a)
+	}
+	if k := c.KubeProxyConfig; k != nil {
+		v.kubeProxyConfig(p+".kubeProxyConfig", k)
 	}
 	if c.RightFix != nil {
 		v.rightFix(p+".rightFix", c.RightFix)

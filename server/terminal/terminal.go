@@ -3,8 +3,6 @@ package terminal
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +10,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/images"
@@ -27,76 +24,60 @@ type Options struct {
 	Cols    uint16
 }
 
-// Shell is a running shell on a node behind a pseudo-terminal.
+// Shell is a running shell on a node behind a pseudo-terminal of the
+// server's (cluster.NodeTerminaler).
 type Shell struct {
-	c      cluster.Cluster
-	node   string
-	id     string
-	in     *os.File
-	out    *os.File
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	once   sync.Once
+	t    cluster.Terminal
+	done chan struct{}
+	err  error
+	once sync.Once
 }
 
 // kubeOnNode is where svclab-kube lives on a node: where the nodes' images
 // have it.
 const kubeOnNode = images.KubePath
 
+// shellCommand is the login shell a terminal runs, in root's home, with
+// the terminal type of the browser's terminal (xterm.js). The node's own
+// programs run only in the shell's own session on the node: the server
+// makes the terminal, and resizes and hangs it up itself.
+var shellCommand = []string{"env", "--chdir=/root", "SHELL=/bin/bash", "HOME=/root", "TERM=xterm-256color", "bash", "-l"}
+
 // Open starts bash -l on node behind a new pseudo-terminal. The shell ends
 // when ctx ends or Close is called.
-//
-// NodeExec carries the shell's input and output over pipes, so the
-// pseudo-terminal is made on the node, by script(1); its name is kept in
-// /run/svclab-tty-ID so that Resize can set its size (stty, which also
-// sends the shell SIGWINCH).
 func Open(ctx context.Context, c cluster.Cluster, node string, opts Options) (*Shell, error) {
+	tc, ok := c.(cluster.NodeTerminaler)
+	if !ok {
+		return nil, fmt.Errorf("the backend of cluster %s opens no terminals on its nodes", c.Name())
+	}
 	if opts.KubeBin != "" {
 		if err := installKubectl(ctx, c, node, opts.KubeBin); err != nil {
 			return nil, err
 		}
 	}
 	rows, cols := opts.Rows, opts.Cols
-	if rows == 0 || cols == 0 || rows > 1000 || cols > 1000 {
+	if !validSize(rows, cols) {
 		rows, cols = 24, 80
 	}
-	var idb [8]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		return nil, err
-	}
-	// Real pipes, not io.Pipe: NodeExec's command gets the files
-	// themselves, so waiting for it never waits on a copy of the input.
-	inR, inW, err := os.Pipe()
+	t, err := tc.NodeTerminal(ctx, node, shellCommand, cluster.TerminalSize{Rows: rows, Cols: cols})
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	s := &Shell{c: c, node: node, id: hex.EncodeToString(idb[:]), in: inW, out: outR, cancel: cancel, done: make(chan struct{})}
-	// script(1) waits for the end of its input after the shell exits; the
-	// shell's parent (script) is told to go instead.
-	inner := fmt.Sprintf(`tty > %s; stty rows %d cols %d; cd /root; bash -l; kill -TERM $PPID`, s.ttyFile(), rows, cols)
-	cmd := []string{"env", "SHELL=/bin/bash", "script", "-qfec", inner, "/dev/null"}
+	s := &Shell{t: t, done: make(chan struct{})}
 	go func() {
-		defer close(s.done)
-		s.err = c.NodeExec(ctx, node, cmd, cluster.Stdio{Stdin: inR, Stdout: outW, Stderr: outW})
-		inR.Close()
-		outW.Close()
+		s.err = t.Wait()
+		close(s.done)
 	}()
 	return s, nil
 }
 
-func (s *Shell) ttyFile() string { return "/run/svclab-tty-" + s.id }
+func validSize(rows, cols uint16) bool {
+	return rows > 0 && cols > 0 && rows <= 1000 && cols <= 1000
+}
 
 // Read reads the terminal's output; io.EOF once the shell has ended.
 func (s *Shell) Read(p []byte) (int, error) {
-	n, err := s.out.Read(p)
+	n, err := s.t.Read(p)
 	if err != nil && n == 0 {
 		return 0, io.EOF
 	}
@@ -104,25 +85,22 @@ func (s *Shell) Read(p []byte) (int, error) {
 }
 
 // Write types into the terminal.
-func (s *Shell) Write(p []byte) (int, error) { return s.in.Write(p) }
+func (s *Shell) Write(p []byte) (int, error) { return s.t.Write(p) }
 
-// Resize sets the terminal's size (the shell gets SIGWINCH).
-func (s *Shell) Resize(ctx context.Context, rows, cols uint16) error {
-	if rows == 0 || cols == 0 || rows > 1000 || cols > 1000 {
+// Resize sets the terminal's size (the shell gets SIGWINCH): an ioctl on
+// the server's side of the terminal, nothing run on the node.
+func (s *Shell) Resize(rows, cols uint16) error {
+	if !validSize(rows, cols) {
 		return fmt.Errorf("terminal size %dx%d: rows and columns must be 1 to 1000", cols, rows)
 	}
-	script := fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8 9 10; do [ -s %[1]s ] && exec stty -F "$(cat %[1]s)" rows %[2]d cols %[3]d; sleep 0.2; done; echo "the terminal is not there" >&2; exit 1`, s.ttyFile(), rows, cols)
-	errb := cluster.NewCappedBuffer(64 << 10)
-	if err := s.c.NodeExec(ctx, s.node, []string{"sh", "-c", script}, cluster.Stdio{Stderr: errb}); err != nil {
-		return fmt.Errorf("resizing the terminal on %s: %w %s", s.node, err, strings.TrimSpace(errb.String()))
-	}
-	return nil
+	return s.t.Resize(cluster.TerminalSize{Rows: rows, Cols: cols})
 }
 
 // Done is closed when the shell has ended.
 func (s *Shell) Done() <-chan struct{} { return s.done }
 
-// Err is why the shell ended (nil for a plain exit).
+// Err is why the shell ended (nil for a plain exit, or one by a signal:
+// a hangup).
 func (s *Shell) Err() error {
 	<-s.done
 	var ee interface{ ExitCode() int }
@@ -132,14 +110,12 @@ func (s *Shell) Err() error {
 	return s.err
 }
 
-// Close ends the shell, waits for it and removes its tty file.
+// Close hangs the terminal up — the shell and what it started in its
+// session on the node get SIGHUP — and waits for the shell.
 func (s *Shell) Close() error {
 	s.once.Do(func() {
-		s.in.Close()
-		s.cancel()
+		s.t.Close()
 		<-s.done
-		s.hangup()
-		s.out.Close()
 	})
 	return nil
 }
@@ -188,14 +164,4 @@ RC
 		return fmt.Errorf("configuring kubectl on node %s: %w %s", node, err, strings.TrimSpace(errb.String()))
 	}
 	return nil
-}
-
-// hangup ends the terminal's processes on the node and removes its tty
-// file: ending the command on the host does not end what it started in the
-// node.
-func (s *Shell) hangup() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	script := fmt.Sprintf(`t=$(cat %[1]s 2>/dev/null) && [ -n "$t" ] && pkill -HUP -t "${t#/dev/}"; rm -f %[1]s`, s.ttyFile())
-	_ = s.c.NodeExec(ctx, s.node, []string{"sh", "-c", script}, cluster.Stdio{})
 }

@@ -35,6 +35,7 @@ type Cluster struct {
 	mu    sync.Mutex
 	calls []string
 	life  int
+	sizes []cluster.TerminalSize
 }
 
 type answerKey struct{ node, cmd string }
@@ -208,6 +209,74 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd []string, stdio
 	case c.exec != nil:
 		return c.exec(ctx, node, cmd, stdio)
 	}
+	return nil
+}
+
+var _ cluster.NodeTerminaler = (*Cluster)(nil)
+
+// NodeTerminal opens a terminal on node: its command is recorded and
+// answered as NodeExec's are (WithAnswer, WithExec), with what is typed as
+// its standard input and its standard output and error as what the
+// terminal shows. These are pipes, not a pseudo-terminal: what is typed
+// reaches the answer as it is, and nothing echoes but what the answer
+// writes. Resizes are recorded (TerminalSizes). The command ends when ctx
+// ends or the terminal is closed, as the real backends' do.
+func (c *Cluster) NodeTerminal(ctx context.Context, node string, cmd []string, size cluster.TerminalSize) (cluster.Terminal, error) {
+	if !slices.ContainsFunc(c.nodes, func(n cluster.Node) bool { return n.Name == node }) {
+		return nil, fmt.Errorf("cluster %s has no node %q", c.name, node)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	t := &terminal{c: c, in: inW, out: outR, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		t.err = c.NodeExec(ctx, node, cmd, cluster.Stdio{Stdin: inR, Stdout: outW, Stderr: outW})
+		outW.Close()
+		inR.Close()
+	}()
+	return t, nil
+}
+
+// TerminalSizes are the sizes the cluster's terminals were resized to, in
+// order.
+func (c *Cluster) TerminalSizes() []cluster.TerminalSize {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sizes)
+}
+
+// terminal is the fake's cluster.Terminal.
+type terminal struct {
+	c      *Cluster
+	in     *io.PipeWriter
+	out    *io.PipeReader
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+func (t *terminal) Read(p []byte) (int, error)  { return t.out.Read(p) }
+func (t *terminal) Write(p []byte) (int, error) { return t.in.Write(p) }
+
+func (t *terminal) Resize(size cluster.TerminalSize) error {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	t.c.sizes = append(t.c.sizes, size)
+	return nil
+}
+
+func (t *terminal) Wait() error {
+	<-t.done
+	return t.err
+}
+
+// Close ends the command's context and input, and waits for it.
+func (t *terminal) Close() error {
+	t.cancel()
+	t.in.Close()
+	t.out.Close()
+	<-t.done
 	return nil
 }
 

@@ -153,3 +153,49 @@ func TestClientAndConfig(t *testing.T) {
 		t.Errorf("backend %q", b)
 	}
 }
+
+// A terminal runs its command as a node command whose streams are what is
+// typed and what the terminal shows; its resizes are recorded; closing it
+// ends the command.
+func TestNodeTerminal(t *testing.T) {
+	c := NewCluster("lab", WithExec(func(ctx context.Context, node string, cmd []string, stdio cluster.Stdio) error {
+		buf := make([]byte, 64)
+		for {
+			n, err := stdio.Stdin.Read(buf)
+			if err != nil {
+				<-ctx.Done() // the input ends as the terminal closes
+				return ctx.Err()
+			}
+			if _, err := stdio.Stdout.Write([]byte(node + " got " + string(buf[:n]))); err != nil {
+				return err
+			}
+		}
+	}))
+	if _, err := c.NodeTerminal(context.Background(), "lab-worker9", []string{"bash"}, cluster.TerminalSize{}); err == nil || !strings.Contains(err.Error(), `no node "lab-worker9"`) {
+		t.Errorf("a terminal on a node the cluster lacks: %v", err)
+	}
+	term, err := c.NodeTerminal(context.Background(), "lab-worker", []string{"bash", "-l"}, cluster.TerminalSize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go term.Write([]byte("ls"))
+	buf := make([]byte, 64)
+	n, err := term.Read(buf)
+	if err != nil || string(buf[:n]) != "lab-worker got ls" {
+		t.Errorf("the terminal shows %q, %v", buf[:n], err)
+	}
+	term.Resize(cluster.TerminalSize{Rows: 40, Cols: 120})
+	term.Resize(cluster.TerminalSize{Rows: 41, Cols: 121})
+	if got := c.TerminalSizes(); !slices.Equal(got, []cluster.TerminalSize{{Rows: 40, Cols: 120}, {Rows: 41, Cols: 121}}) {
+		t.Errorf("sizes %v", got)
+	}
+	if err := term.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := term.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("the command ended with %v, want its context's end", err)
+	}
+	if got := c.Calls(); !slices.Equal(got, []string{"lab-worker: bash -l"}) {
+		t.Errorf("calls %q", got)
+	}
+}

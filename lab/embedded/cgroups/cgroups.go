@@ -1,8 +1,9 @@
 // Package cgroups puts a lab's processes under limits of their own: the
 // lab's cgroup (svclab/NAME, in every hierarchy) caps the processes, memory
 // and CPU share of everything in it — its containers, which runc places
-// under it, and the commands svclab enters its nodes with, which join
-// their node container's cgroups (ProcsFiles) — so that a fork bomb, a
+// under it, the commands svclab enters its nodes with, which join their
+// node container's cgroups (ProcsFiles), and its control plane, whose
+// supervisor joins a cgroup of its own below the lab's (Join) — so that a fork bomb, a
 // memory hog or a busy loop in one lab leaves the machine and the other
 // labs responsive. It speaks cgroup v1 (one hierarchy per controller, as
 // on this project's machines) and v2 (one unified hierarchy).
@@ -184,7 +185,20 @@ func Read(rel string) Usage {
 		dir := filepath.Join(Root, rel)
 		u.Pids = int(readInt(filepath.Join(dir, "pids.current")))
 		u.PidsMax = int(readInt(filepath.Join(dir, "pids.max")))
-		u.PidsRefused = readKey(filepath.Join(dir, "pids.events"), "max")
+		// A refused fork counts where the limit it met is set (a
+		// sub-cgroup may have a lower one): sum the subtree, each
+		// cgroup's own count (pids.events.local where the kernel
+		// counts pids.events up the tree).
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				f := filepath.Join(p, "pids.events.local")
+				if _, err := os.Stat(f); err != nil {
+					f = filepath.Join(p, "pids.events")
+				}
+				u.PidsRefused += readKey(f, "max")
+			}
+			return nil
+		})
 		u.MemoryBytes = readInt(filepath.Join(dir, "memory.current"))
 		u.MemoryLimitBytes = readInt(filepath.Join(dir, "memory.max"))
 		u.OOMKills = readKey(filepath.Join(dir, "memory.events"), "oom_kill")
@@ -244,6 +258,37 @@ func readKey(path, key string) int64 {
 		}
 	}
 	return 0
+}
+
+// Join moves process pid into cgroup rel (below a lab's, where Apply set
+// the limits): in every hierarchy that bounds a lab (pids, memory, cpu) on
+// cgroup v1, into the unified one on v2. Its children follow it there.
+func Join(rel string, pid int) error {
+	var dirs []string
+	if unified() {
+		dirs = []string{filepath.Join(Root, rel)}
+	} else {
+		hs, err := hierarchies()
+		if err != nil {
+			return err
+		}
+		for _, ctrl := range []string{"pids", "memory", "cpu"} {
+			mp, ok := hs[ctrl]
+			if !ok {
+				return fmt.Errorf("the %s cgroup controller is not mounted", ctrl)
+			}
+			dirs = append(dirs, filepath.Join(mp, rel))
+		}
+	}
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("moving process %d into %s: %w", pid, dir, err)
+		}
+	}
+	return nil
 }
 
 // ProcsFiles are the cgroup.procs files of process pid's cgroups, one per

@@ -1,11 +1,13 @@
 package cgroups
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -94,5 +96,63 @@ func removeTree(t *testing.T, rel string) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
+	}
+}
+
+// TestJoin moves a running shell below a lab's cgroup: it and the
+// processes it starts afterwards count against the lab's limits.
+func TestJoin(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	rel := "svclab-test/" + strconv.Itoa(os.Getpid()) + "-join"
+	if err := Apply(rel, Limits{Pids: 64, MemoryBytes: 256 << 20, CPUShares: 512}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(t, rel+"/control-plane") })
+	sh := exec.Command("/bin/sh", "-c", `read _; sleep 30 & echo $!; wait`)
+	in, _ := sh.StdinPipe()
+	out, _ := sh.StdoutPipe()
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child := 0
+	// The shell reaps its child and ends, so that no zombie (which
+	// only the machine's init would reap) keeps the cgroups busy.
+	t.Cleanup(func() {
+		if child > 0 {
+			syscall.Kill(child, syscall.SIGKILL)
+		} else {
+			sh.Process.Kill()
+		}
+		sh.Wait()
+	})
+	if err := Join(rel+"/control-plane", sh.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("go\n"))
+	if _, err := fmt.Fscan(out, &child); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{sh.Process.Pid, child} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ctrl := range []string{"pids", "memory"} {
+			found := false
+			for _, line := range strings.Split(string(b), "\n") {
+				parts := strings.SplitN(line, ":", 3)
+				if len(parts) == 3 && (unified() || strings.Contains(","+parts[1]+",", ","+ctrl+",")) && parts[2] == "/"+rel+"/control-plane" {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("process %d is not in %s's %s cgroup:\n%s", pid, rel, ctrl, b)
+			}
+		}
+	}
+	if u := Read(rel); u.Pids < 2 {
+		t.Errorf("the lab counts %d processes, want the shell and its child", u.Pids)
 	}
 }

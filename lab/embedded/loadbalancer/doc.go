@@ -20,7 +20,7 @@
 //     kube-proxy's health, which answers 503 when its rules are stale or
 //     its node is being deleted or drained (the
 //     ToBeDeletedByClusterAutoscaler taint), as cloud providers have done
-//     since KEP-3458.
+//     as KEP-3836 recommends.
 //
 // A node leaves the set after two failed checks in a row and comes back
 // after one good one. With no healthy node the address drops its traffic.

@@ -54,9 +54,23 @@ func (c Chain) equal(o Chain) bool {
 	return c.Name == o.Name && c.Comment == o.Comment && c.Hook == o.Hook && slices.Equal(c.Rules, o.Rules)
 }
 
-// quote makes s an nft string literal.
+// quote makes s an nft string literal. What it quotes comes from the
+// lab's API objects and ends up in a script host root hands to nft, so it
+// keeps nothing that could end the literal or the line (a quote, a
+// backslash, a newline or any other control character, which nft would
+// read as the start of its own statement — an include of a host file,
+// say): the API server's validation already keeps them out of the names
+// quoted here, and this holds even if it did not.
 func quote(s string) string {
-	s = strings.ReplaceAll(s, `"`, `'`)
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '"':
+			return '\''
+		case r == '\\' || r < 0x20 || r == 0x7f || r > 0x7e:
+			return '?'
+		}
+		return r
+	}, s)
 	if len(s) > 120 {
 		s = s[:117] + "..."
 	}

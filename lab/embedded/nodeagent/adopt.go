@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -59,16 +61,40 @@ type containerState struct {
 	LastTerm   *corev1.ContainerStateTerminated `json:"lastTerm,omitempty"`
 }
 
-func statePath(podDir string) string { return filepath.Join(podDir, "state.json") }
+// maxStateBytes bounds a pod's state.json as a restarted agent reads it.
+const maxStateBytes = 4 << 20
 
-func loadPodState(podDir string) (*podState, error) {
-	b, err := os.ReadFile(statePath(podDir))
+// loadPodState reads what an earlier run of the agent kept of the pod in
+// d, and checks the names in it that become paths: the container IDs, the
+// network namespace's name, the pin of the pod's own user namespace.
+func loadPodState(d podDir) (*podState, error) {
+	rel, err := d.sub("state.json")
+	if err != nil {
+		return nil, err
+	}
+	b, err := d.tree.readFile(rel, maxStateBytes)
 	if err != nil {
 		return nil, err
 	}
 	var st podState
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, err
+	}
+	for _, c := range st.Containers {
+		if c.ID == "" {
+			continue
+		}
+		if err := validContainerID(c.ID); err != nil {
+			return nil, err
+		}
+	}
+	if st.Netns != "" {
+		if err := fileName(st.Netns); err != nil {
+			return nil, fmt.Errorf("the pod's network namespace: %w", err)
+		}
+	}
+	if st.Users != nil && st.Users.Userns != d.path("userns") {
+		return nil, fmt.Errorf("the pod's user namespace is pinned at %q, not in its directory", st.Users.Userns)
 	}
 	return &st, nil
 }
@@ -96,10 +122,11 @@ func (r *podRun) save() {
 	if err != nil {
 		return
 	}
-	tmp := statePath(r.dir()) + ".tmp"
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		os.Rename(tmp, statePath(r.dir()))
+	rel, err := r.files.sub("state.json")
+	if err != nil {
+		return // a pod that failed validation keeps no state
 	}
+	r.files.tree.replaceFile(rel, b, 0o644)
 }
 
 func (c *containerRun) state() containerState {
@@ -161,9 +188,14 @@ func findAdoptable(ctx context.Context, client kubernetes.Interface, cfg Config,
 		log.Warn("cannot list the node's pods; starting them afresh", "err", listErr)
 	}
 	entries, _ := os.ReadDir(podsDir)
+	tree := cfg.tree()
 	for _, e := range entries {
 		uid := types.UID(e.Name())
-		st, err := loadPodState(filepath.Join(podsDir, e.Name()))
+		d, err := newPodDir(tree, uid)
+		if err != nil {
+			continue // not a pod's directory: cleared below
+		}
+		st, err := loadPodState(d)
 		if err != nil || !live[uid] || !st.InitDone {
 			continue
 		}
@@ -193,14 +225,18 @@ func findAdoptable(ctx context.Context, client kubernetes.Interface, cfg Config,
 		// Containers this process started for an earlier run of the
 		// node's agent (it was stopped, not restarted) are its
 		// children: reap them, now killed.
-		if st, err := loadPodState(filepath.Join(podsDir, e.Name())); err == nil {
-			for _, c := range st.Containers {
-				if c.Pid > 0 {
-					reapChild(c.Pid, c.PidStart)
+		if d, err := newPodDir(tree, types.UID(e.Name())); err == nil {
+			if st, err := loadPodState(d); err == nil {
+				for _, c := range st.Containers {
+					if c.Pid > 0 {
+						reapChild(c.Pid, c.PidStart)
+					}
 				}
 			}
 		}
-		os.RemoveAll(filepath.Join(podsDir, e.Name()))
+		if err := tree.removeAll(path.Join("pods", e.Name())); err != nil {
+			log.Warn("removing what an earlier run left of a pod", "dir", e.Name(), "err", err)
+		}
 	}
 	uids := map[string]bool{}
 	for uid := range keep {
@@ -318,8 +354,12 @@ func (c *containerRun) resume(s containerState) {
 		return
 	}
 	r := c.pod
-	bundle := filepath.Join(r.dir(), "containers", s.ID)
-	log, err := openContainerLog(c.logPath(s.Restarts), r.p.cfg.logLimits())
+	bundle := r.files.path("containers", s.ID)
+	logRel, err := c.logRel(s.Restarts)
+	if err != nil || bundle == "" {
+		return
+	}
+	log, err := openContainerLog(r.files.tree, logRel, r.p.cfg.logLimits())
 	if err != nil {
 		return
 	}
@@ -344,18 +384,17 @@ func (c *containerRun) resume(s containerState) {
 // counts as killed.
 func (c *containerRun) adoptRun(s containerState) (int, error) {
 	r := c.pod
-	bundle := filepath.Join(r.dir(), "containers", s.ID)
 	c.mu.Lock()
 	rc, log := c.current, c.resumedLog
 	c.resumedLog = nil
 	c.mu.Unlock()
 	if rc == nil {
 		r.p.rt.delete(context.Background(), s.ID)
-		r.p.rt.cleanup(bundle)
+		r.cleanupRun(s.ID)
 		return 137, nil
 	}
 	defer log.Close()
-	return c.watch(rc, s.ID, bundle)
+	return c.watch(rc, s.ID)
 }
 
 // reapChild reaps pid, started at start, if it is an ended child of this

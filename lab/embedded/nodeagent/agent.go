@@ -115,8 +115,13 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 		pods:    map[string]*podRun{},
 		adopt:   adopt,
 	}
+	cfg.Mounts.join(prov)
+	defer cfg.Mounts.leave(prov)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
+	if cfg.NodeContainer.ID != "" {
+		mux.Handle("/logs/", nodeLogs(cfg.Isolation.Rootfs(cfg.NodeName, cfg.NodeContainer.ID)))
+	}
 	runtimeErr := runtimeCheck(exec.LookPath)
 	if runtimeErr != nil {
 		log.Error("the node cannot run containers; it registers NotReady", "err", runtimeErr)
@@ -155,6 +160,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	routes := &routeSync{cfg: cfg, runner: hostexec.Exec{}, net: pn, log: log}
 	go routes.watch(ctx, client)
 	go enforceNetworkPolicy(ctx, cfg, client, log)
+	go syncStatuses(ctx, client, cfg.NodeName, prov, log)
 
 	log.Info("node agent starting", "node", cfg.NodeName, "ip", cfg.NodeIP)
 	err = n.Run(ctx)
@@ -218,6 +224,10 @@ type routeSync struct {
 	runner hostexec.Runner
 	net    *podNetwork
 	log    *slog.Logger
+	// allow, when set, says which Node's route may be kept: one the
+	// lab's cluster-admin can make up must not steer a namespace that is
+	// not the lab's (see PodRoutes).
+	allow func(node string, ip netip.Addr, cidr netip.Prefix) bool
 
 	mu        sync.Mutex
 	installed map[string]bool
@@ -258,6 +268,13 @@ func (s *routeSync) sync(ctx context.Context, nodes []*corev1.Node) {
 		for _, a := range n.Status.Addresses {
 			if a.Type == corev1.NodeInternalIP {
 				ip = a.Address
+			}
+		}
+		if s.allow != nil {
+			a, aerr := netip.ParseAddr(ip)
+			c, cerr := netip.ParsePrefix(n.Spec.PodCIDR)
+			if aerr != nil || cerr != nil || !s.allow(n.Name, a, c) {
+				continue
 			}
 		}
 		want[n.Name] = nodeRoute{cidr: n.Spec.PodCIDR, ip: ip}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 )
 
 // KubeletPort is the port of the kubelet API on every node.
@@ -48,6 +47,9 @@ type Config struct {
 	Isolation Isolation
 	// Logs bound each container's log (DefaultLogLimits when zero).
 	Logs LogLimits
+	// Mounts is the lab's budget of mounts, shared by its nodes' agents;
+	// none when nil.
+	Mounts *MountBudget
 }
 
 // Validate checks cfg.
@@ -70,5 +72,3 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-func (c Config) podDir(uid string) string { return filepath.Join(c.StateDir, "pods", uid) }

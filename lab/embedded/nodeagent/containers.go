@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,9 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Back-off of restarting containers and pulling images, as the kubelet's.
@@ -66,8 +68,38 @@ func newContainerRun(p *podRun, spec *corev1.Container, init bool) *containerRun
 		waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
 }
 
-func (c *containerRun) logPath(restart int) string {
-	return filepath.Join(c.pod.dir(), "logs", c.spec.Name, fmt.Sprintf("%d.log", restart))
+// logRel is where the log of the container's run restart is, relative to
+// the node's state directory.
+func (c *containerRun) logRel(restart int) (string, error) {
+	return c.pod.files.sub("logs", c.spec.Name, fmt.Sprintf("%d.log", restart))
+}
+
+// containerID names run restart of container name of the Pod with uid: the
+// UID's first 8 characters, the name and the count. runc and the runtime's
+// directories take it as a file name, so both parts are checked here.
+func containerID(uid types.UID, name string, restart int) (string, error) {
+	if err := validUID(uid); err != nil {
+		return "", fmt.Errorf("the Pod's UID %q: %w", uid, err)
+	}
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return "", fmt.Errorf("container name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	return fmt.Sprintf("%s-%s-%d", string(uid)[:8], name, restart), nil
+}
+
+// validContainerID checks a container ID before it names a directory on
+// the host or goes to runc: one file name of the characters runc allows
+// in IDs (letters, digits, '_', '+', '-' and '.').
+func validContainerID(id string) error {
+	if err := fileName(id); err != nil {
+		return fmt.Errorf("container ID: %w", err)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_+-.", r)) {
+			return fmt.Errorf("container ID %q: only letters, digits, '_', '+', '-' and '.' are allowed", id)
+		}
+	}
+	return nil
 }
 
 // logRun says which run's log kubectl logs shows, as the kubelet decides:
@@ -328,11 +360,20 @@ func (c *containerRun) resolveImage() (Image, error) {
 // probing it meanwhile.
 func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	r := c.pod
-	log, err := openContainerLog(c.logPath(c.restartCount()), r.p.cfg.logLimits())
+	logRel, err := c.logRel(c.restartCount())
+	if err != nil {
+		return 0, err
+	}
+	log, err := openContainerLog(r.files.tree, logRel, r.p.cfg.logLimits())
 	if err != nil {
 		return 0, err
 	}
 	defer log.Close()
+	// The bundle's directory, made through the node's state directory
+	// (see podfs.go); the runtime fills it.
+	if err := r.mkdir("containers", spec.ID); err != nil {
+		return 0, err
+	}
 	r.event(corev1.EventTypeNormal, "Created", "Created container: %s", c.spec.Name)
 	rc, err := r.p.rt.run(spec, log)
 	if err != nil {
@@ -347,7 +388,7 @@ func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	c.started = c.spec.StartupProbe == nil
 	c.mu.Unlock()
 	r.changed()
-	return c.watch(rc, spec.ID, spec.Bundle)
+	return c.watch(rc, spec.ID)
 }
 
 // errDetached ends a run the agent stopped following: the agent stops,
@@ -357,7 +398,7 @@ var errDetached = errors.New("the node agent stopped")
 // watch probes the running container until it exits, then records its
 // end and removes its bundle; when the agent stops first, it leaves the
 // container running for the next agent to adopt.
-func (c *containerRun) watch(rc *runningContainer, id, bundle string) (int, error) {
+func (c *containerRun) watch(rc *runningContainer, id string) (int, error) {
 	r := c.pod
 	probeCtx, stopProbes := context.WithCancel(r.ctx)
 	go c.probe(probeCtx, rc)
@@ -385,7 +426,7 @@ func (c *containerRun) watch(rc *runningContainer, id, bundle string) (int, erro
 	}
 	c.terminated, c.lastTerm, c.exitCode = term, term, rc.exitCode
 	c.mu.Unlock()
-	r.p.rt.cleanup(bundle)
+	r.cleanupRun(id)
 	r.changed()
 	return rc.exitCode, rc.err
 }
@@ -407,14 +448,21 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 	lookup := func(name string) (string, bool) { v, ok := cenv[name]; return v, ok }
 	// As the kubelet: command replaces the image's entrypoint, args its
 	// cmd, and $(VAR) references to the container's env are expanded.
-	args := expandAllVars(c.spec.Command, lookup)
+	args, err := expandAllVars(c.spec.Command, lookup)
+	if err != nil {
+		return containerSpec{}, err
+	}
 	if len(args) == 0 {
 		args = img.Entrypoint
 		if len(c.spec.Args) == 0 {
 			args = append(append([]string(nil), args...), img.Cmd...)
 		}
 	}
-	args = append(append([]string(nil), args...), expandAllVars(c.spec.Args, lookup)...)
+	more, err := expandAllVars(c.spec.Args, lookup)
+	if err != nil {
+		return containerSpec{}, err
+	}
+	args = append(append([]string(nil), args...), more...)
 	if len(args) == 0 {
 		return containerSpec{}, errors.New("no command specified")
 	}
@@ -434,11 +482,21 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 		merged[k] = v
 	}
 	env := envList(merged)
+	if err := checkArgSizes(args, env); err != nil {
+		return containerSpec{}, err
+	}
 	cwd := c.spec.WorkingDir
 	if cwd == "" {
 		cwd = img.WorkingDir
 	}
 	dir := r.dir()
+	if dir == "" {
+		return containerSpec{}, errors.New("the Pod has no directory on the node")
+	}
+	id, err := containerID(pod.UID, c.spec.Name, c.restartCount())
+	if err != nil {
+		return containerSpec{}, err
+	}
 	mounts := []Mount{
 		{Root: dir, Path: "resolv.conf", Destination: "/etc/resolv.conf"},
 		{Root: dir, Path: "hosts", Destination: "/etc/hosts"},
@@ -454,7 +512,12 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 		}
 		subPath := vm.SubPath
 		if vm.SubPathExpr != "" {
+			// As the kubelet: what the expansion gives is checked as a
+			// subPath is.
 			subPath = expandVars(vm.SubPathExpr, lookup)
+			if errs := localDescendingPath(field.NewPath("subPathExpr"), subPath); len(errs) > 0 {
+				return containerSpec{}, fmt.Errorf("volume mount %q: %w", vm.Name, errs.ToAggregate())
+			}
 		}
 		mounts = append(mounts, Mount{Root: vol.Root, Path: vol.Path, SubPath: subPath, Destination: vm.MountPath,
 			ReadOnly: vm.ReadOnly || vol.Atomic, CreateSubPath: !vol.Atomic})
@@ -467,7 +530,7 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 		hostname = ""
 	}
 	s := containerSpec{
-		ID:       fmt.Sprintf("%s-%s-%d", string(pod.UID)[:8], c.spec.Name, c.restartCount()),
+		ID:       id,
 		Image:    img,
 		Args:     args,
 		Env:      env,
@@ -481,7 +544,7 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 	if iso := r.isolation(); iso.Userns != r.p.cfg.Isolation.Userns {
 		s.Isolation = iso
 	}
-	s.Bundle = filepath.Join(dir, "containers", s.ID)
+	s.Bundle = r.files.path("containers", s.ID)
 	if pod.Spec.HostPID || pod.Spec.HostIPC {
 		// The node's PID and IPC namespaces are its own container's,
 		// as a kind node's are: a hostPID Pod sees the node's processes
@@ -521,15 +584,21 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 	return s, nil
 }
 
-func expandAllVars(ss []string, lookup func(string) (string, bool)) []string {
+// expandAllVars expands the $(VAR) references of a command or its
+// arguments, which stop growing once no program could be given them.
+func expandAllVars(ss []string, lookup func(string) (string, bool)) ([]string, error) {
 	if ss == nil {
-		return nil
+		return nil, nil
 	}
 	out := make([]string, len(ss))
+	total := 0
 	for i, s := range ss {
 		out[i] = expandVars(s, lookup)
+		if total += len(out[i]) + 1; total > maxArgTotal {
+			return nil, errArgsTooLarge
+		}
 	}
-	return out
+	return out, nil
 }
 
 // stopGracefully runs the preStop hook, sends SIGTERM and, at deadline,
@@ -605,7 +674,24 @@ func (c *containerRun) cleanup() {
 	c.mu.Unlock()
 	if id != "" {
 		c.pod.p.rt.delete(context.Background(), id)
-		c.pod.p.rt.cleanup(filepath.Join(c.pod.dir(), "containers", id))
+		c.pod.cleanupRun(id)
+	}
+}
+
+// cleanupRun unmounts the root filesystem of the pod's container run id
+// (with every mount in it) and removes its bundle, through the node's
+// state directory (see podfs.go).
+func (r *podRun) cleanupRun(id string) {
+	if err := r.p.rt.unmountRootfs(id); err != nil {
+		r.p.log.Warn("unmounting a container's root filesystem", "container", id, "err", err)
+		return
+	}
+	rel, err := r.files.sub("containers", id)
+	if err == nil {
+		err = r.files.tree.removeAll(rel)
+	}
+	if err != nil {
+		r.p.log.Warn("removing a container's bundle", "container", id, "err", err)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -49,7 +48,7 @@ func TestContainerSpecCommandAndEnv(t *testing.T) {
 		{"command and args", []string{"/bin/echo"}, []string{"$(PORT)"}, []string{"/bin/echo", "8080"}, "HOSTNAME=web-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", UID: "0123456789abcdef"},
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", UID: "01234567-89ab-4def-8123-456789abcdef"},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Command: tc.command, Args: tc.args,
 					Env: []corev1.EnvVar{{Name: "PORT", Value: "8080"}, {Name: "MODE", Value: "pod"}}}}}}
 			r := testPodRun(t, pod)
@@ -100,7 +99,7 @@ func TestStopSignal(t *testing.T) {
 
 func TestPodStatus(t *testing.T) {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: testUID(1)},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{{Name: "init"}},
 			Containers:     []corev1.Container{{Name: "b", ReadinessProbe: &corev1.Probe{}}, {Name: "a"}},
@@ -169,17 +168,17 @@ func TestPodStatus(t *testing.T) {
 }
 
 func TestAdmitHostPortInUse(t *testing.T) {
-	withPort := func(name, uid string, port int32) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid)},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: port}}}}}}
+	withPort := func(name string, uid int, port int32) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: testUID(uid)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: port}}}}}}
 	}
-	holder := testPodRun(t, withPort("holder", "uid-1", 8080))
+	holder := testPodRun(t, withPort("holder", 1, 8080))
 	p := holder.p
 	events := record.NewFakeRecorder(10)
 	p.events = events
 	p.pods[podKey("default", "holder")] = holder
 
-	if err := p.CreatePod(context.Background(), withPort("clash", "uid-2", 8080)); err != nil {
+	if err := p.CreatePod(context.Background(), withPort("clash", 2, 8080)); err != nil {
 		t.Fatal(err)
 	}
 	st := p.pods[podKey("default", "clash")].snapshot().Status
@@ -198,7 +197,7 @@ func TestAdmitHostPortInUse(t *testing.T) {
 		t.Errorf("terminating a rejected pod took %s", d)
 	}
 	// The holder is unaffected; another port is admitted.
-	if msg := p.admitLocked(withPort("other", "uid-3", 8081)); msg != "" {
+	if msg := p.admitLocked(withPort("other", 3, 8081)); msg != "" {
 		t.Errorf("a free port was refused: %s", msg)
 	}
 }
@@ -241,14 +240,14 @@ func TestLogRun(t *testing.T) {
 // A pod recreated under the same name is another pod: deleting or
 // updating the old one must not reach the new one's run.
 func TestDeleteAndUpdateMatchTheUID(t *testing.T) {
-	pod := func(uid string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default", UID: types.UID(uid)},
+	pod := func(uid int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default", UID: testUID(uid)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
 	}
-	r := testPodRun(t, pod("new"))
+	r := testPodRun(t, pod(2))
 	p := r.p
 	p.pods[podKey("default", "web-0")] = r
-	old := pod("old")
+	old := pod(1)
 	old.Labels = map[string]string{"stale": "yes"}
 	if err := p.UpdatePod(context.Background(), old); !errdefs.IsNotFound(err) {
 		t.Errorf("UpdatePod of the old pod: %v, want not found", err)
@@ -259,7 +258,7 @@ func TestDeleteAndUpdateMatchTheUID(t *testing.T) {
 	if r.terminating || r.pod.Labels["stale"] != "" {
 		t.Errorf("the new pod's run was touched: terminating=%v labels=%v", r.terminating, r.pod.Labels)
 	}
-	if err := p.UpdatePod(context.Background(), pod("new")); err != nil {
+	if err := p.UpdatePod(context.Background(), pod(2)); err != nil {
 		t.Errorf("UpdatePod of the pod itself: %v", err)
 	}
 }
@@ -268,7 +267,7 @@ func TestDeleteAndUpdateMatchTheUID(t *testing.T) {
 // kubelet's do: not found, "container not found", which the API server
 // passes on as a 404 rather than an error it cannot explain.
 func TestExecAttachNotRunning(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default", UID: "u"},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "default", UID: testUID(9)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
 	r := testPodRun(t, pod)
 	r.p.pods[podKey("default", "web-0")] = r
@@ -294,21 +293,21 @@ func TestExecAttachNotRunning(t *testing.T) {
 // addresses or protocols are all admitted; the same address and protocol
 // is not, nor 0.0.0.0 beside any address.
 func TestAdmitHostPortsByAddress(t *testing.T) {
-	withPort := func(name, uid, ip string, proto corev1.Protocol) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid)},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 54323, HostIP: ip, Protocol: proto}}}}}}
+	withPort := func(name string, uid int, ip string, proto corev1.Protocol) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: testUID(uid)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 54323, HostIP: ip, Protocol: proto}}}}}}
 	}
-	holder := testPodRun(t, withPort("pod1", "uid-1", "127.0.0.1", corev1.ProtocolTCP))
+	holder := testPodRun(t, withPort("pod1", 1, "127.0.0.1", corev1.ProtocolTCP))
 	p := holder.p
 	p.pods[podKey("default", "pod1")] = holder
 	for _, tc := range []struct {
 		pod  *corev1.Pod
 		want string
 	}{
-		{withPort("pod2", "uid-2", "172.29.1.3", corev1.ProtocolTCP), ""},
-		{withPort("pod3", "uid-3", "172.29.1.3", corev1.ProtocolUDP), ""},
-		{withPort("same", "uid-4", "127.0.0.1", corev1.ProtocolTCP), "54323/TCP on 127.0.0.1 is used by pod pod1"},
-		{withPort("any", "uid-5", "", corev1.ProtocolTCP), "54323/TCP on 127.0.0.1 is used by pod pod1"},
+		{withPort("pod2", 2, "172.29.1.3", corev1.ProtocolTCP), ""},
+		{withPort("pod3", 3, "172.29.1.3", corev1.ProtocolUDP), ""},
+		{withPort("same", 4, "127.0.0.1", corev1.ProtocolTCP), "54323/TCP on 127.0.0.1 is used by pod pod1"},
+		{withPort("any", 5, "", corev1.ProtocolTCP), "54323/TCP on 127.0.0.1 is used by pod pod1"},
 	} {
 		got := p.admitLocked(tc.pod)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {

@@ -105,16 +105,24 @@ func (r *runc) startDetached(c containerSpec, log *containerLog) (*runningContai
 			f.Close()
 		}
 	}()
+	// The pipes are made and opened from a descriptor of the bundle,
+	// following no link.
+	bundle, err := openDir(c.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(bundle)
 	for _, p := range []string{outPath, errPath} {
-		os.Remove(p)
-		if err := unix.Mkfifo(p, 0o600); err != nil {
+		name := filepath.Base(p)
+		unix.Unlinkat(bundle, name, 0)
+		if err := unix.Mkfifoat(bundle, name, 0o600); err != nil {
 			return nil, fmt.Errorf("creating the container's output pipe: %w", err)
 		}
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		fd, err := unix.Openat(bundle, name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("opening the container's output pipe: %w", err)
 		}
-		ends = append(ends, f)
+		ends = append(ends, os.NewFile(uintptr(fd), p))
 	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -181,7 +189,7 @@ func (r *runc) follow(id, bundle string, pid int, start uint64, started time.Tim
 	for _, p := range []string{outPath, errPath} {
 		// Non-blocking: the open does not wait for a writer, and reads
 		// go through the runtime's poller.
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 		if err != nil {
 			for _, f := range readers {
 				f.Close()

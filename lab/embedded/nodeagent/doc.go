@@ -23,6 +23,19 @@
 // container done by the agent before runc starts it, from files opened
 // with their links confined (mounts.go), so that the kernel locks them.
 //
+// The agent is root on the host, and it takes nothing the API server hands
+// it on trust: whoever writes the cluster's etcd can hand it any object.
+// Every Pod first passes, on the agent's side, the checks the API server
+// itself applies to what the agent turns into paths, files, mounts,
+// arguments, environments and rules, with bounds on how much of the host
+// one Pod may take (validate.go); a Pod that fails is reported Failed
+// (InvalidPod) and never run, and names in kubelet API requests are
+// checked likewise. What the agent then makes of a Pod under the node's
+// state directory it reaches from a descriptor of that directory, through
+// no symlink (podfs.go): were a name to slip through, or the lab, whose ids
+// own parts of those trees, to plant a link, a host-root write, chown or
+// chmod still would not land outside.
+//
 // The agent is Linux's (runc, namespaces, openat2, the new mount API):
 // its files build on Linux only. Elsewhere (macOS, where svclab runs the
 // kind backend) the package holds only LogLimits, which the lab's limit

@@ -54,6 +54,36 @@ func (s clientEnvSource) services(ctx context.Context, ns string) ([]corev1.Serv
 	return out, nil
 }
 
+// onceEnvSource reads each ConfigMap and Secret from its source once.
+type onceEnvSource struct {
+	envSource
+	cms     map[string]onceResult[*corev1.ConfigMap]
+	secrets map[string]onceResult[*corev1.Secret]
+}
+
+type onceResult[T any] struct {
+	v   T
+	err error
+}
+
+func (s *onceEnvSource) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	r, ok := s.cms[ns+"/"+name]
+	if !ok {
+		r.v, r.err = s.envSource.configMap(ctx, ns, name)
+		s.cms[ns+"/"+name] = r
+	}
+	return r.v, r.err
+}
+
+func (s *onceEnvSource) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	r, ok := s.secrets[ns+"/"+name]
+	if !ok {
+		r.v, r.err = s.envSource.secret(ctx, ns, name)
+		s.secrets[ns+"/"+name] = r
+	}
+	return r.v, r.err
+}
+
 // envWarning is something about the environment the kubelet reports as an
 // event without failing the container (invalid keys in envFrom).
 type envWarning struct{ reason, message string }
@@ -65,11 +95,28 @@ type envWarning struct{ reason, message string }
 // then). A missing ConfigMap, Secret or key that is not optional is an
 // error: the container waits in CreateContainerConfigError.
 func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c *corev1.Container) (map[string]string, []envWarning, error) {
+	// Each ConfigMap and Secret is read once however often the
+	// environment names it.
+	src = &onceEnvSource{envSource: src, cms: map[string]onceResult[*corev1.ConfigMap]{}, secrets: map[string]onceResult[*corev1.Secret]{}}
 	svcEnv, err := serviceEnv(ctx, src, pod)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing services for the container's environment: %w", err)
 	}
 	env := map[string]string{}
+	// size is what env holds as Linux counts it ("KEY=VALUE" and its NUL):
+	// the environment stops growing once no program could be started
+	// with it.
+	size := 0
+	set := func(k, v string) error {
+		if old, ok := env[k]; ok {
+			size -= len(k) + len(old) + 2
+		}
+		env[k] = v
+		if size += len(k) + len(v) + 2; size > maxArgTotal {
+			return errArgsTooLarge
+		}
+		return nil
+	}
 	var warns []envWarning
 	for _, ef := range c.EnvFrom {
 		var data map[string]string
@@ -109,10 +156,17 @@ func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c *corev1
 				invalid = append(invalid, key)
 				continue
 			}
-			env[key] = v
+			if err := set(key, v); err != nil {
+				return nil, warns, err
+			}
 		}
 		if len(invalid) > 0 {
 			sort.Strings(invalid)
+			// The event names a few: a ConfigMap may hold thousands.
+			const named = 20
+			if len(invalid) > named {
+				invalid = append(invalid[:named], fmt.Sprintf("and %d more", len(invalid)-named))
+			}
 			warns = append(warns, envWarning{"InvalidEnvironmentVariableNames",
 				fmt.Sprintf("Keys [%s] from the EnvFrom %s %s/%s were skipped since they are considered invalid environment variable names.",
 					strings.Join(invalid, ", "), kind, pod.Namespace, name)})
@@ -127,7 +181,9 @@ func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c *corev1
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			env[e.Name] = expandVars(e.Value, lookup)
+			if err := set(e.Name, expandVars(e.Value, lookup)); err != nil {
+				return nil, warns, err
+			}
 			continue
 		}
 		v, ok, err := envValueFrom(ctx, src, pod, c, e)
@@ -135,12 +191,16 @@ func containerEnv(ctx context.Context, src envSource, pod *corev1.Pod, c *corev1
 			return nil, warns, err
 		}
 		if ok {
-			env[e.Name] = v
+			if err := set(e.Name, v); err != nil {
+				return nil, warns, err
+			}
 		}
 	}
 	for k, v := range svcEnv {
 		if _, ok := env[k]; !ok {
-			env[k] = v
+			if err := set(k, v); err != nil {
+				return nil, warns, err
+			}
 		}
 	}
 	return env, warns, nil
@@ -284,15 +344,52 @@ func serviceEnv(ctx context.Context, src envSource, pod *corev1.Pod) (map[string
 	return out, nil
 }
 
+// Linux starts no program with an argument or environment string longer
+// than MAX_ARG_STRLEN (32 pages) or with more than a quarter of its stack
+// limit of them (2 MiB under the usual 8 MiB): a container whose command
+// or environment is larger could never start. The agent neither builds
+// nor writes into a bundle anything larger (one Pod value referenced a
+// million times through $(VAR) would otherwise take that many copies of
+// the host's memory).
+const (
+	maxArgString = 32 * 4096
+	maxArgTotal  = 2 << 20
+)
+
+// errArgsTooLarge is what a container whose command or environment Linux
+// would refuse waits with.
+var errArgsTooLarge = fmt.Errorf("the container's command and environment are larger than Linux starts a program with (each string at most %d KiB, together at most %d MiB)",
+	maxArgString>>10, maxArgTotal>>20)
+
+// checkArgSizes checks a container's command and environment against
+// what Linux starts a program with.
+func checkArgSizes(args, env []string) error {
+	total := 0
+	for _, list := range [][]string{args, env} {
+		for _, s := range list {
+			if len(s) >= maxArgString {
+				return errArgsTooLarge
+			}
+			total += len(s) + 1
+		}
+	}
+	if total > maxArgTotal {
+		return errArgsTooLarge
+	}
+	return nil
+}
+
 // expandVars substitutes $(VAR) references as the kubelet does: a
 // reference to a defined variable is replaced, an undefined one is left as
-// it is, and $$ escapes a $ (so $$(VAR) gives the literal $(VAR)).
+// it is, and $$ escapes a $ (so $$(VAR) gives the literal $(VAR)). The
+// result stops growing past maxArgString (no program could be given it):
+// checkArgSizes then refuses it.
 func expandVars(s string, lookup func(string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s) && b.Len() <= maxArgString; i++ {
 		if s[i] != '$' || i+1 >= len(s) {
 			b.WriteByte(s[i])
 			continue
@@ -306,7 +403,7 @@ func expandVars(s string, lookup func(string) (string, bool)) string {
 			if end := strings.IndexByte(s[i+2:], ')'); end >= 0 {
 				name := s[i+2 : i+2+end]
 				if v, ok := lookup(name); ok {
-					b.WriteString(v)
+					b.WriteString(v[:min(len(v), maxArgString+1-b.Len())])
 				} else {
 					b.WriteString("$(" + name + ")")
 				}

@@ -24,12 +24,12 @@ const (
 	fromNow
 )
 
-// readLog streams a container log in the CRI format back as kubectl
-// expects it: the text (with --timestamps, preceded by the time),
+// readLog streams a container log (rel, in the node's state directory) in
+// the CRI format back as kubectl expects it: the text (with --timestamps, preceded by the time),
 // honouring tail, since, limit and follow (until done() says the container
 // has exited and the file is drained).
-func readLog(ctx context.Context, path string, opts api.ContainerLogOpts, start logStart, done func() bool) (io.ReadCloser, error) {
-	f, err := os.Open(path)
+func readLog(ctx context.Context, t stateTree, rel string, opts api.ContainerLogOpts, start logStart, done func() bool) (io.ReadCloser, error) {
+	f, err := t.open(rel)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return io.NopCloser(strings.NewReader("")), nil

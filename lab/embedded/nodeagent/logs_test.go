@@ -65,14 +65,15 @@ func TestReadLogFollow(t *testing.T) {
 		{"attach", fromNow, "one\nnew two\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "0.log")
-			l, err := openContainerLog(path, DefaultLogLimits)
+			dir := t.TempDir()
+			path := filepath.Join(dir, "0.log")
+			l, err := openContainerLog(stateTree{dir}, "0.log", DefaultLogLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
 			l.copy("stdout", strings.NewReader("old\nnew "))
 			var done atomic.Bool
-			rc, err := readLog(context.Background(), path, api.ContainerLogOpts{Follow: true}, tc.start, done.Load)
+			rc, err := readLog(context.Background(), stateTree{dir}, "0.log", api.ContainerLogOpts{Follow: true}, tc.start, done.Load)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,8 +101,8 @@ func TestReadLogFollow(t *testing.T) {
 // files' worth, the newest output stays in the current file, and kubectl
 // logs reads it back.
 func TestContainerLogRotation(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "0.log")
-	l, err := openContainerLog(path, LogLimits{MaxBytes: 4096, MaxFiles: 3})
+	dir := t.TempDir()
+	l, err := openContainerLog(stateTree{dir}, "0.log", LogLimits{MaxBytes: 4096, MaxFiles: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestContainerLogRotation(t *testing.T) {
 	}
 	l.copy("stdout", strings.NewReader(in.String()))
 	l.Close()
-	entries, _ := os.ReadDir(filepath.Dir(path))
+	entries, _ := os.ReadDir(dir)
 	var total int64
 	var names []string
 	for _, e := range entries {
@@ -125,7 +126,7 @@ func TestContainerLogRotation(t *testing.T) {
 	if total > 3*(4096+200) {
 		t.Errorf("the logs hold %d bytes, more than 3 files of 4 KiB", total)
 	}
-	r, err := readLog(context.Background(), path, api.ContainerLogOpts{Tail: 1}, fromStart, func() bool { return true })
+	r, err := readLog(context.Background(), stateTree{dir}, "0.log", api.ContainerLogOpts{Tail: 1}, fromStart, func() bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package nodeagent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,10 +26,12 @@ import (
 // privileged container (a remount fails with EPERM), and nothing under a
 // mount can be uncovered.
 
-// resolveFlags keep a lookup inside its root and off /proc's magic links.
+// resolveFlags keep a lookup inside its root and off /proc's magic links;
+// noLinks, for the agent's own trees (podfs.go), follows no symlink at all.
 const (
 	inRoot  = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 	beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+	noLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 )
 
 // openDir opens a directory of the agent's own (a pod's or a node's) as an
@@ -144,6 +147,215 @@ func createFileIn(dirfd int, rel string, resolve uint64, mode uint32, uid, gid i
 		return -1, &os.PathError{Op: "create", Path: rel, Err: err}
 	}
 	return openIn(dirfd, rel, resolve)
+}
+
+// ownDir makes directory name in parent (an O_PATH descriptor), or takes
+// the one there, and gives it mode and uid:gid, through a descriptor opened
+// without following a link: an emptyDir volume, a container's writable
+// layer, which the lab's ids own.
+func ownDir(parent int, name string, mode uint32, uid, gid int) error {
+	if err := unix.Mkdirat(parent, name, mode); err != nil && !errors.Is(err, unix.EEXIST) {
+		return &os.PathError{Op: "mkdir", Path: name, Err: err}
+	}
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchown(fd, uid, gid); err != nil {
+		return &os.PathError{Op: "chown", Path: name, Err: err}
+	}
+	return unix.Fchmod(fd, mode)
+}
+
+// openOwnFile opens rel inside the tree of dirfd (confined as resolve
+// says) for writing with flags, creating it with mode, and checks that it
+// is a file of its own: a regular file with no other link, so that what is
+// written to it, and its owner and mode, change no file elsewhere (a hard
+// link to one, a device, a FIFO that would block the agent).
+func openOwnFile(dirfd int, rel string, resolve uint64, flags int, mode uint32) (*os.File, error) {
+	fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC),
+		Mode:    uint64(mode),
+		Resolve: resolve,
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: rel, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: rel, Err: errors.New("not a regular file of its own")}
+	}
+	// O_NONBLOCK only kept the open from waiting on a FIFO.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+// openReadIn opens the regular file rel inside the tree of dirfd
+// (confined as resolve says) for reading.
+func openReadIn(dirfd int, rel string, resolve uint64) (*os.File, error) {
+	fd, err := unix.Openat2(dirfd, cleanRel(rel), &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC, Resolve: resolve})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: rel, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: rel, Err: errors.New("not a regular file")}
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+// writeFileIn makes rel inside the tree of dirfd (confined as resolve
+// says) hold data, with mode and owned by uid:gid (-1 keeps the agent's):
+// written in place, so that a container that has the file bind-mounted
+// sees the new content.
+func writeFileIn(dirfd int, rel string, resolve uint64, data []byte, mode uint32, uid, gid int) error {
+	f, err := openOwnFile(dirfd, rel, resolve, unix.O_CREAT, mode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(os.FileMode(mode)); err != nil { // not subject to the umask
+		return err
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// replaceFileIn makes rel inside the tree of dirfd (confined as resolve
+// says; its directory must exist) hold data, with mode, replacing it in one
+// rename: a reader sees the old content or the new, never a part.
+func replaceFileIn(dirfd int, rel string, resolve uint64, data []byte, mode uint32) error {
+	rel = cleanRel(rel)
+	parent, err := openIn(dirfd, filepath.Dir(rel), resolve)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	name := filepath.Base(rel)
+	tmp := name + ".tmp"
+	if err := unix.Unlinkat(parent, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "remove", Path: tmp, Err: err}
+	}
+	f, err := openOwnFile(parent, tmp, noLinks, unix.O_CREAT|unix.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(os.FileMode(mode))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(parent, tmp, parent, name)
+	}
+	if err != nil {
+		unix.Unlinkat(parent, tmp, 0)
+		return &os.PathError{Op: "write", Path: rel, Err: err}
+	}
+	return nil
+}
+
+// readFileIn reads rel inside the tree of dirfd (confined as resolve
+// says), at most max bytes of it.
+func readFileIn(dirfd int, rel string, resolve uint64, max int64) ([]byte, error) {
+	f, err := openReadIn(dirfd, rel, resolve)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = &os.PathError{Op: "read", Path: rel, Err: fmt.Errorf("larger than %d bytes", max)}
+	}
+	return b, err
+}
+
+// readDirIn lists the directory rel inside the tree of dirfd (confined as
+// resolve says).
+func readDirIn(dirfd int, rel string, resolve uint64) ([]os.DirEntry, error) {
+	fd, err := unix.Openat2(dirfd, cleanRel(rel), &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolve})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// removeAllIn removes name, a file or a whole tree, from the directory
+// parent (a descriptor), as os.RemoveAll does but from a descriptor: every
+// step is taken relative to the directory above it and no link is
+// followed, so nothing outside parent is removed whatever the tree holds.
+func removeAllIn(parent int, name string) error {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return &os.PathError{Op: "remove", Path: name, Err: unix.EINVAL}
+	}
+	err := unix.Unlinkat(parent, name, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return &os.PathError{Op: "remove", Path: name, Err: err}
+	}
+	var errs []error
+	for {
+		fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return &os.PathError{Op: "open", Path: name, Err: err}
+		}
+		dir := os.NewFile(uintptr(fd), name)
+		const batch = 1024
+		names, _ := dir.Readdirnames(batch)
+		failed := 0
+		for _, n := range names {
+			if err := removeAllIn(fd, n); err != nil {
+				errs = append(errs, err)
+				failed++
+			}
+		}
+		// Removing entries may reorder the directory: it is read
+		// afresh until a read finds fewer than a batch, or nothing
+		// more can go.
+		dir.Close()
+		if len(names) < batch || failed == len(names) {
+			break
+		}
+	}
+	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		errs = append(errs, &os.PathError{Op: "remove", Path: name, Err: err})
+	}
+	return errors.Join(errs...)
 }
 
 // isDirFd tells whether the O_PATH descriptor fd is a directory.

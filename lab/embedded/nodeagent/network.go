@@ -100,21 +100,14 @@ func (n *podNetwork) saveLocked() error {
 		m[ip.String()] = uid
 	}
 	b, _ := json.Marshal(m)
-	if err := writeFileAtomic(n.ipamFile(), b); err != nil {
+	t := stateTree{dir: n.stateDir}
+	if err := t.replaceFile(filepath.Base(n.ipamFile()), b, 0o644); err != nil {
 		return err
 	}
 	if n.last.IsValid() {
-		return writeFileAtomic(n.lastFile(), []byte(n.last.String()+"\n"))
+		return t.replaceFile(filepath.Base(n.lastFile()), []byte(n.last.String()+"\n"), 0o644)
 	}
 	return nil
-}
-
-func writeFileAtomic(name string, b []byte) error {
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
 }
 
 // gateway is the CIDR's first address.
@@ -323,6 +316,11 @@ func (n *podNetwork) setHostPorts(ctx context.Context, uid string, ip netip.Addr
 		n.hostPortsReady = true
 	}
 	for _, p := range ports {
+		// nft parses the element: only what validatePod lets through
+		// goes into it.
+		if p.proto != "tcp" && p.proto != "udp" && p.proto != "sctp" || p.port < 1 || p.port > 65535 || p.podPort < 1 || p.podPort > 65535 {
+			return fmt.Errorf("publishing hostPort %d/%s: not a port the lab's nodes publish", p.port, p.proto)
+		}
 		set, elem := "hostports", fmt.Sprintf("%s . %d : %s . %d", p.proto, p.port, ip, p.podPort)
 		if p.hostIP != "" {
 			addr, err := netip.ParseAddr(p.hostIP)
@@ -394,10 +392,7 @@ func (n *podNetwork) sweepExcept(ctx context.Context, keep map[string]bool) {
 		}
 	}
 	b, _ = json.Marshal(saved)
-	tmp := n.ipamFile() + ".tmp"
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		os.Rename(tmp, n.ipamFile())
-	}
+	stateTree{dir: n.stateDir}.replaceFile(filepath.Base(n.ipamFile()), b, 0o644)
 }
 
 func isMissing(err error) bool {
@@ -407,13 +402,23 @@ func isMissing(err error) bool {
 }
 
 // routesFor computes the node's routes to the other nodes' pod CIDRs.
+// A Node's CIDR and address go to ip as arguments: only a prefix and an
+// address that parse do, as the parser writes them.
 func routesFor(self string, nodes map[string]nodeRoute) []string {
 	var out []string
 	for name, r := range nodes {
 		if name == self || r.cidr == "" || r.ip == "" {
 			continue
 		}
-		out = append(out, r.cidr+" via "+r.ip)
+		cidr, err := netip.ParsePrefix(r.cidr)
+		if err != nil {
+			continue
+		}
+		ip, err := netip.ParseAddr(r.ip)
+		if err != nil || ip.Zone() != "" {
+			continue
+		}
+		out = append(out, cidr.Masked().String()+" via "+ip.String())
 	}
 	sort.Strings(out)
 	return out

@@ -5,14 +5,25 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/cluster/nodetty"
 	"github.com/svclab/svclab/lab/embedded/cgroups"
 )
 
@@ -59,8 +70,10 @@ type NodeContainer struct {
 // the container's first process: a fork and an exec instead of a runc
 // process, a tenth of the CPU (the live views run a command on every node
 // of a lab every second). It fails when the container is not running.
-func (nc NodeContainer) Command(ctx context.Context, argv []string) (*exec.Cmd, error) {
-	pid, err := nc.initPID()
+// Run it with Run, or behind a terminal with Terminal: both start it in a
+// session of its own with nothing of this process's (see NodeCommand).
+func (nc NodeContainer) Command(ctx context.Context, argv []string) (*NodeCommand, error) {
+	pid, start, err := nc.initProcess()
 	if err != nil {
 		return nil, err
 	}
@@ -84,36 +97,285 @@ func (nc NodeContainer) Command(ctx context.Context, argv []string) (*exec.Cmd, 
 	if err != nil {
 		return nil, fmt.Errorf("the node container's cgroups: %w", err)
 	}
-	args := append([]string{"-c", joinCgroups, "sh"}, procs...)
+	// And it takes the container's oom_score_adj, as runc exec does: the
+	// lab's processes go before its control plane at its memory limit.
+	adj, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+	if err != nil {
+		return nil, fmt.Errorf("the node container's oom_score_adj: %w", err)
+	}
+	args := append([]string{"-c", joinCgroups, strings.TrimSpace(string(adj))}, procs...)
 	args = append(append(args, "--", "nsenter", "--target", strconv.Itoa(pid), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"), argv...)
 	cmd := exec.CommandContext(ctx, "/bin/sh", args...)
 	cmd.Env = spec.Process.Env
-	return cmd, nil
+	return &NodeCommand{cmd: cmd, pid: pid, start: start}, nil
 }
 
-// joinCgroups writes the shell's PID into each cgroup.procs file it is
-// given up to "--", then runs the rest; a cgroup it cannot join stops it
-// (exit 125) rather than letting the command run outside the lab's limits.
-const joinCgroups = `for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || { echo "svclab: cannot join $f" >&2; exit 125; }; done; exec "$@"`
+// joinCgroups sets the shell's oom_score_adj to $0 and writes its PID into
+// each cgroup.procs file it is given up to "--", then runs the rest; a
+// cgroup it cannot join stops it (exit 125) rather than letting the
+// command run outside the lab's limits.
+const joinCgroups = `echo "$0" > /proc/self/oom_score_adj || exit 125; for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || { echo "svclab: cannot join $f" >&2; exit 125; }; done; exec "$@"`
+
+// NodeCommand is a command to run in a node's container (Command). Whoever
+// runs svclab must not be reachable from the lab through it: it starts in
+// a session of its own — with no controlling terminal (Run) or with a
+// terminal of svclab's (Terminal), never the caller's —, with a new, empty
+// session keyring instead of the caller's (keys a host program put there,
+// for a registry, a disk or a VPN, stay out of the lab), and with no
+// descriptor of this process's but the standard streams it is given.
+type NodeCommand struct {
+	cmd *exec.Cmd
+	// pid and start name the node container's first process (0: none,
+	// a test's command on the host).
+	pid   int
+	start uint64
+}
+
+// Args are the command's arguments on the host: the step that joins the
+// node's cgroups, nsenter, and the command in the node.
+func (c *NodeCommand) Args() []string { return slices.Clone(c.cmd.Args) }
+
+// Env is the command's environment: the node container's.
+func (c *NodeCommand) Env() []string { return slices.Clone(c.cmd.Env) }
+
+// Run runs the command with the given streams (nil: none) and waits for
+// it. A stream that is a file other than a pipe — the caller's terminal
+// above all — is relayed through a pipe, never handed over: with the
+// terminal's descriptor the lab could read what the caller types, push
+// input into the caller's shell (TIOCSTI), take the terminal's foreground
+// (TIOCSPGRP), or reopen a file through /proc/self/fd. Pipes (the ones
+// svclab makes for the purpose, or a caller's shell pipeline) are passed.
+func (c *NodeCommand) Run(stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := c.cmd
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// A new session without a controlling terminal: /dev/tty opens
+	// nothing, and signals for the caller's session never reach it.
+	cmd.SysProcAttr.Setsid = true
+	in, stopInput, err := relayInput(stdin)
+	if err != nil {
+		return fmt.Errorf("relaying the command's input: %w", err)
+	}
+	defer stopInput()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, relayOutput(stdout), relayOutput(stderr)
+	// What the command started in the node may hold its output open
+	// after it is killed.
+	cmd.WaitDelay = time.Second
+	if err := startIsolated(cmd); err != nil {
+		return err
+	}
+	return cmd.Wait()
+}
+
+// Terminal starts the command behind a new pseudo-terminal of this
+// process's, in a session of its own whose controlling terminal it is
+// (package nodetty), with a new session keyring and no other descriptor,
+// as Run starts it.
+func (c *NodeCommand) Terminal(size cluster.TerminalSize) (*nodetty.Terminal, error) {
+	opts := nodetty.Options{Start: startIsolated}
+	if c.pid != 0 {
+		opts.Open = func() (*os.File, *os.File, error) { return openNodePTY(c.pid, c.start) }
+	}
+	return nodetty.Start(c.cmd, size, opts)
+}
+
+// openNodePTY makes a pseudo-terminal in the devpts of the node container
+// whose first process is pid (started at start): the one the node's
+// /dev/pts shows, as `runc exec -t` makes it, so that the node's programs
+// find their terminal there by name (tty, ps). A terminal of the host's
+// devpts works as well but has no name in the node. The node's root
+// filesystem is the lab's to change, so nothing of it is trusted: the
+// directory dev/pts is resolved beneath the node's root with no symbolic
+// link followed and must be a devpts, its ptmx must be on that very mount
+// and be the ptmx device; the slave is opened from the master
+// (TIOCGPTPEER), by no name, and given to the node's root.
+func openNodePTY(pid int, start uint64) (master, slave *os.File, err error) {
+	proc, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the node's container is not running: %w", err)
+	}
+	defer unix.Close(proc)
+	// The handle names the process checked, not one that took its PID.
+	if !processAlive(pid, start) {
+		return nil, nil, fmt.Errorf("the node's container is not running (its process %d has ended)", pid)
+	}
+	var owner unix.Stat_t
+	if err := unix.Fstat(proc, &owner); err != nil {
+		return nil, nil, err
+	}
+	root, err := unix.Openat(proc, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the node's root: %w", err)
+	}
+	defer unix.Close(root)
+	const noLinks = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+	pts, err := unix.Openat2(root, "dev/pts", &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | noLinks})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the node's /dev/pts: %w", err)
+	}
+	defer unix.Close(pts)
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(pts, &fs); err != nil || fs.Type != unix.DEVPTS_SUPER_MAGIC {
+		return nil, nil, fmt.Errorf("the node's /dev/pts is not a devpts (%x, %v)", fs.Type, err)
+	}
+	m, err := unix.Openat2(pts, "ptmx", &unix.OpenHow{Flags: unix.O_RDWR | unix.O_NOCTTY | unix.O_CLOEXEC | unix.O_NONBLOCK, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | noLinks})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the node's /dev/pts/ptmx: %w", err)
+	}
+	master = os.NewFile(uintptr(m), "ptmx")
+	defer func() {
+		if err != nil {
+			master.Close()
+		}
+	}()
+	var st unix.Stat_t
+	if err := unix.Fstat(m, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 5 || unix.Minor(st.Rdev) != 2 {
+		return nil, nil, fmt.Errorf("the node's /dev/pts/ptmx is not the ptmx device (%v)", err)
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		return nil, nil, fmt.Errorf("unlocking a terminal: %w", err)
+	}
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return nil, nil, fmt.Errorf("opening a terminal's slave: %w", errno)
+	}
+	slave = os.NewFile(sfd, "pts")
+	// The node's root (the owner of its first process) owns the
+	// terminal, as it would had it opened it.
+	if err := unix.Fchown(int(sfd), int(owner.Uid), -1); err != nil {
+		slave.Close()
+		return nil, nil, fmt.Errorf("giving the terminal to the node's root: %w", err)
+	}
+	return master, slave, nil
+}
+
+// relayInput returns what to give a node command as its input for r, and
+// a function that ends the relay once the command has ended. A file that
+// is not a pipe is copied into a pipe of its own: that copy is not waited
+// for, so a command that never reads its input ends without waiting for
+// the caller to type (the copy, blocked reading a terminal, ends at its
+// next input, its pipe closed).
+func relayInput(r io.Reader) (io.Reader, func(), error) {
+	f, ok := r.(*os.File)
+	if !ok || isPipe(f) {
+		return r, func() {}, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	go func() {
+		io.Copy(pw, f)
+		pw.Close()
+	}()
+	return pr, func() { pr.Close(); pw.Close() }, nil
+}
+
+// relayOutput returns what to give a node command as an output stream for
+// w: w itself, unless it is a file that is not a pipe, which os/exec then
+// feeds through a pipe of its own.
+func relayOutput(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); ok && !isPipe(f) {
+		return struct{ io.Writer }{f}
+	}
+	return w
+}
+
+func isPipe(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
+}
+
+// startIsolated starts cmd with a new, empty session keyring and none of
+// this process's descriptors but the ones cmd names. A child gets its
+// credentials, the session keyring among them, from the thread that forks
+// it, and Go's SysProcAttr cannot change keyrings in the child; so a
+// thread of its own joins a new anonymous keyring (only that thread's
+// credentials change) and forks the command, and is never used again: a
+// goroutine that ends locked to its thread ends the thread too, and Go
+// makes its new threads from a clean one, not from a locked one.
+func startIsolated(cmd *exec.Cmd) error {
+	if err := closeOnExec(); err != nil {
+		return fmt.Errorf("keeping this process's files from the node command: %w", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := joinNewSessionKeyring(); err != nil {
+			errc <- fmt.Errorf("a session keyring for the node command: %w", err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
+}
+
+// joinNewSessionKeyring makes the calling thread join a new anonymous
+// session keyring (KEYCTL_JOIN_SESSION_KEYRING with no name: a named one
+// would be shared with whoever joins that name). A kernel without keyrings
+// (ENOSYS), or a seccomp filter that forbids them to svclab (EPERM: the
+// lab's processes inherit the filter), leaves nothing to keep from the
+// lab.
+func joinNewSessionKeyring() error {
+	_, _, errno := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
+	if errno != 0 && errno != unix.ENOSYS && errno != unix.EPERM {
+		return errno
+	}
+	return nil
+}
+
+// closeOnExec marks every descriptor of this process past the standard
+// ones close-on-exec. Go opens all of its own so; the ones this process
+// inherited without the flag (from a terminal emulator, a shell's
+// redirection such as 3</dev/tty, a service manager) would otherwise pass
+// to every child, node commands among them.
+func closeOnExec() error {
+	err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// Before Linux 5.11: one by one.
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
+		}
+	}
+	return nil
+}
 
 // initPID reads the node container's first process from runc's state,
 // checking its start time so that a recycled PID is never entered.
 func (nc NodeContainer) initPID() (int, error) {
+	pid, _, err := nc.initProcess()
+	return pid, err
+}
+
+// initProcess is initPID with the process's start time.
+func (nc NodeContainer) initProcess() (int, uint64, error) {
 	b, err := os.ReadFile(filepath.Join(nc.RuncRoot, nc.ID, "state.json"))
 	if err != nil {
-		return 0, fmt.Errorf("the node's container is not running: %w", err)
+		return 0, 0, fmt.Errorf("the node's container is not running: %w", err)
 	}
 	var st struct {
 		Pid   int    `json:"init_process_pid"`
 		Start uint64 `json:"init_process_start"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil || st.Pid <= 0 {
-		return 0, fmt.Errorf("reading the state of the node's container: %v", err)
+		return 0, 0, fmt.Errorf("reading the state of the node's container: %v", err)
 	}
 	if !processAlive(st.Pid, st.Start) {
-		return 0, fmt.Errorf("the node's container is not running (its process %d has ended)", st.Pid)
+		return 0, 0, fmt.Errorf("the node's container is not running (its process %d has ended)", st.Pid)
 	}
-	return st.Pid, nil
+	return st.Pid, st.Start, nil
 }
 
 // keepNodeContainer starts the node's container unless it runs already

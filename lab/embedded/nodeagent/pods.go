@@ -9,12 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/creack/pty"
@@ -24,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -51,6 +51,8 @@ type provider struct {
 	mu     sync.Mutex
 	pods   map[string]*podRun // by namespace/name
 	notify func(*corev1.Pod)
+	// mounts is what this node's Pods hold of the lab's MountBudget.
+	mounts atomic.Int64
 }
 
 func podKey(ns, name string) string { return ns + "/" + name }
@@ -80,25 +82,72 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	r := newPodRun(p, pod.DeepCopy())
 	p.pods[key] = r
+	// Nothing of the Pod reaches the host before it passes the API
+	// server's own checks here (see validate.go).
+	if errs := validatePod(pod); len(errs) > 0 {
+		p.log.Warn("refusing a pod the API server would not have accepted", "pod", key, "uid", pod.UID, "err", errs.ToAggregate())
+		r.files = podDir{} // it has nothing on the node, not even a directory
+		r.reject(rejectReason, "Pod was rejected: the node refuses a Pod the API server would not have accepted: "+shortErrors(errs))
+		return nil
+	}
+	r.mounts = podMounts(pod)
 	if st := p.adopt.take(pod.UID); st != nil {
 		r.restore = st
+		p.mounts.Add(int64(r.mounts)) // its mounts exist already
 		go r.run()
 		return nil
 	}
 	if msg := p.admitLocked(pod); msg != "" {
-		// As the kubelet's admission: the pod fails at once, and the
-		// rest of the node carries on.
-		r.phase, r.reason, r.message = corev1.PodFailed, "NodePorts", msg
-		for _, c := range r.containers {
-			c.waiting = nil
-		}
-		close(r.runDone)
-		r.event(corev1.EventTypeWarning, "NodePorts", "%s", msg)
-		go r.changed()
+		r.mounts = 0
+		r.reject("NodePorts", msg)
+		return nil
+	}
+	if err := p.cfg.Mounts.take(p, r.mounts); err != nil {
+		r.mounts = 0
+		r.reject("OutOfMounts", "Pod was rejected: "+err.Error())
 		return nil
 	}
 	go r.run()
 	return nil
+}
+
+// reject ends a pod the node does not run, as the kubelet's admission
+// does: the pod fails at once with reason and message, an event says why,
+// and the rest of the node carries on.
+func (r *podRun) reject(reason, msg string) {
+	r.phase, r.reason, r.message = corev1.PodFailed, reason, msg
+	for _, c := range r.containers {
+		c.waiting = nil
+	}
+	close(r.runDone)
+	r.event(corev1.EventTypeWarning, reason, "%s", msg)
+	go r.changed()
+}
+
+// maxRejectMessage bounds the message a rejected Pod's status and event
+// carry: a Pod can be wrong in a thousand ways, and each way quotes it.
+const maxRejectMessage = 2048
+
+// shortErrors renders errs for a Pod's status: the first few, and how many
+// more there are, within maxRejectMessage.
+func shortErrors(errs field.ErrorList) string {
+	const shown = 5
+	var b strings.Builder
+	for i, e := range errs {
+		if i == shown {
+			fmt.Fprintf(&b, "; and %d more", len(errs)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Error())
+	}
+	s := b.String()
+	if len(s) > maxRejectMessage {
+		s = strings.ToValidUTF8(s[:maxRejectMessage], "") + "…"
+	}
+	return s
 }
 
 // admitLocked checks pod against the pods the node runs, as the kubelet
@@ -137,6 +186,13 @@ func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not running on this node", pod.Namespace, pod.Name)
 	}
+	// A Pod changed into one the API server would not accept (written
+	// into etcd behind its back) keeps running as it was validated.
+	if errs := validatePod(pod); len(errs) > 0 {
+		p.log.Warn("ignoring an update the API server would not have accepted", "pod", podKey(pod.Namespace, pod.Name), "err", errs.ToAggregate())
+		r.event(corev1.EventTypeWarning, rejectReason, "The node ignores an update of the Pod the API server would not have accepted: %s", shortErrors(errs))
+		return nil
+	}
 	r.update(pod)
 	return nil
 }
@@ -172,6 +228,8 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 func (p *provider) forget(r *podRun) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.mounts.Add(-int64(r.mounts))
+	r.mounts = 0
 	key := podKey(r.pod.Namespace, r.pod.Name)
 	if p.pods[key] == r {
 		delete(p.pods, key)
@@ -235,7 +293,7 @@ func (p *provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, err
 // GetContainerLogs reads a container's log (the previous run's with
 // opts.Previous), honouring tail, since, timestamps and follow.
 func (p *provider) GetContainerLogs(ctx context.Context, ns, name, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
-	r, err := p.get(ns, name)
+	r, err := p.getRequested(ns, name, container)
 	if err != nil {
 		return nil, err
 	}
@@ -247,12 +305,26 @@ func (p *provider) GetContainerLogs(ctx context.Context, ns, name, container str
 	if err != nil {
 		return nil, err
 	}
-	return readLog(ctx, c.logPath(run), opts, fromStart, func() bool { return c.finished() })
+	rel, err := c.logRel(run)
+	if err != nil {
+		return nil, err
+	}
+	return readLog(ctx, r.files.tree, rel, opts, fromStart, func() bool { return c.finished() })
+}
+
+// getRequested finds the pod a kubelet API request names: its names come
+// from the request's URL, and are checked before anything is looked up
+// with them.
+func (p *provider) getRequested(ns, name, container string) (*podRun, error) {
+	if err := validRequestNames(ns, name, container); err != nil {
+		return nil, errdefs.InvalidInputf("%v", err)
+	}
+	return p.get(ns, name)
 }
 
 // RunInContainer is kubectl exec.
 func (p *provider) RunInContainer(ctx context.Context, ns, name, container string, cmd []string, attach api.AttachIO) error {
-	r, err := p.get(ns, name)
+	r, err := p.getRequested(ns, name, container)
 	if err != nil {
 		return err
 	}
@@ -272,7 +344,7 @@ func (p *provider) RunInContainer(ctx context.Context, ns, name, container strin
 // on follows (kubectl run -i prints the earlier output from the log
 // first).
 func (p *provider) AttachToContainer(ctx context.Context, ns, name, container string, attach api.AttachIO) error {
-	r, err := p.get(ns, name)
+	r, err := p.getRequested(ns, name, container)
 	if err != nil {
 		return err
 	}
@@ -284,7 +356,11 @@ func (p *provider) AttachToContainer(ctx context.Context, ns, name, container st
 	if run == nil {
 		return errdefs.NotFoundf("container not found (%q)", container)
 	}
-	rc, err := readLog(ctx, c.logPath(c.restartCount()), api.ContainerLogOpts{Follow: true}, fromNow, func() bool { return c.finished() })
+	rel, err := c.logRel(c.restartCount())
+	if err != nil {
+		return err
+	}
+	rc, err := readLog(ctx, r.files.tree, rel, api.ContainerLogOpts{Follow: true}, fromNow, func() bool { return c.finished() })
 	if err != nil {
 		return err
 	}
@@ -317,9 +393,12 @@ func (p *provider) AttachToContainer(ctx context.Context, ns, name, container st
 // PortForward is kubectl port-forward: a connection to the pod's port,
 // from inside the pod's network namespace.
 func (p *provider) PortForward(ctx context.Context, ns, name string, port int32, stream io.ReadWriteCloser) error {
-	r, err := p.get(ns, name)
+	r, err := p.getRequested(ns, name, "")
 	if err != nil {
 		return err
+	}
+	if port < 1 || port > 65535 {
+		return errdefs.InvalidInputf("port %d is not a port number", port)
 	}
 	netns := r.netnsName()
 	if netns == "" {
@@ -348,6 +427,10 @@ type podRun struct {
 	// stop ends the pod's containers' loops.
 	stop context.CancelFunc
 
+	// files is the pod's directory on the node; none for a pod that
+	// failed validation.
+	files podDir
+
 	mu  sync.Mutex
 	pod *corev1.Pod
 	// iso is the user namespace the pod's containers join: the lab's, or
@@ -367,23 +450,42 @@ type podRun struct {
 	reason      string
 	message     string
 	startTime   metav1.Time
+	// external are the Pod's conditions other components own (readiness
+	// gates'), as the API server last had them (seeConditions).
+	external []corev1.PodCondition
 	// restore is what an earlier run of the agent left of the pod,
 	// which this run adopts.
 	restore *podState
-	saveMu  sync.Mutex
+	// mounts is what the pod holds of the lab's MountBudget (guarded by
+	// the provider's mu).
+	mounts int
+	saveMu sync.Mutex
 }
 
 func newPodRun(p *provider, pod *corev1.Pod) *podRun {
 	ctx, stop := context.WithCancel(p.nodeCtx)
 	r := &podRun{p: p, ctx: ctx, stop: stop, pod: pod, stopped: make(chan struct{}), runDone: make(chan struct{}), phase: corev1.PodPending, startTime: metav1.Now(),
-		tokens: &tokenCache{}, iso: p.cfg.Isolation}
+		tokens: &tokenCache{}, iso: p.cfg.Isolation, external: externalConditions(pod.Status.Conditions)}
+	// A UID that is no UUID gives no directory: such a pod is rejected
+	// (CreatePod) before anything would use it.
+	r.files, _ = newPodDir(p.cfg.tree(), pod.UID)
 	for i := range pod.Spec.Containers {
 		r.containers = append(r.containers, newContainerRun(r, &pod.Spec.Containers[i], false))
 	}
 	return r
 }
 
-func (r *podRun) dir() string { return r.p.cfg.podDir(string(r.pod.UID)) }
+// dir is the pod's directory, "" for a pod that has none.
+func (r *podRun) dir() string { return r.files.path() }
+
+// mkdir makes the pod's directory, or names below it.
+func (r *podRun) mkdir(names ...string) error {
+	rel, err := r.files.sub(names...)
+	if err != nil {
+		return err
+	}
+	return r.files.tree.mkdirAll(rel, 0o755)
+}
 
 func (r *podRun) netnsName() string {
 	r.mu.Lock()
@@ -421,7 +523,7 @@ func (r *podRun) run() {
 	defer close(r.runDone)
 	pod := r.pod
 	log := r.p.log.With("pod", podKey(pod.Namespace, pod.Name))
-	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
+	if err := r.mkdir(); err != nil {
 		r.fail("CreatePodSandboxError", err)
 		return
 	}
@@ -468,7 +570,7 @@ func (r *podRun) run() {
 	var vols map[string]volume
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		var err error
-		if vols, err = r.p.vols.prepare(r.ctx, pod, r.dir(), r.tokens, r.rootUID()); err == nil {
+		if vols, err = r.p.vols.prepare(r.ctx, pod, r.files, r.tokens, r.rootUID()); err == nil {
 			break
 		}
 		r.event(corev1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed: %v", err)
@@ -545,7 +647,7 @@ func (r *podRun) refreshVolumes() {
 			return
 		case <-time.After(volumeRefresh):
 		}
-		changed, err := r.p.vols.refresh(r.ctx, r.snapshot(), r.dir(), r.tokens, r.rootUID())
+		changed, err := r.p.vols.refresh(r.ctx, r.snapshot(), r.files, r.tokens, r.rootUID())
 		if err != nil && r.ctx.Err() == nil {
 			r.p.log.Warn("refreshing volumes", "pod", podKey(r.pod.Namespace, r.pod.Name), "err", err)
 		}
@@ -577,7 +679,7 @@ func (r *podRun) setupNetwork() error {
 	}
 	iso := r.p.cfg.Isolation
 	if ownUsers(r.pod) {
-		if err := os.MkdirAll(r.dir(), 0o755); err != nil {
+		if err := r.mkdir(); err != nil {
 			return err
 		}
 		own, claim, err := iso.podIsolation(r.ctx, r.dir())
@@ -756,6 +858,9 @@ func terminalPhase(containers []*containerRun) corev1.PodPhase {
 }
 
 func (r *podRun) teardown() {
+	if !r.files.valid() {
+		return // a pod that failed validation made nothing on the node
+	}
 	ctx := context.Background()
 	for _, c := range r.snapshotContainers() {
 		c.cleanup()
@@ -766,7 +871,7 @@ func (r *podRun) teardown() {
 		}
 	}
 	r.releaseUsers()
-	if err := os.RemoveAll(r.dir()); err != nil {
+	if err := r.files.tree.removeAll(r.files.rel); err != nil {
 		r.p.log.Error("removing pod directory", "pod", r.pod.Name, "err", err)
 	}
 }
@@ -782,6 +887,7 @@ func (r *podRun) snapshot() *corev1.Pod {
 	r.mu.Lock()
 	pod := r.pod.DeepCopy()
 	phase, reason, message, ip, initDone := r.phase, r.reason, r.message, r.ip, r.initDone
+	external := slices.Clone(r.external)
 	containers := append([]*containerRun(nil), r.containers...)
 	r.mu.Unlock()
 	st := corev1.PodStatus{
@@ -840,11 +946,18 @@ func (r *podRun) snapshot() *corev1.Pod {
 	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
 		notReady = "PodCompleted"
 	}
+	// Ready also waits for the readiness gates, which other components
+	// set (a blue/green switch, a load balancer's registration).
+	ready := cond(corev1.PodReady, allReady, notReady)
+	if ok, why := gatesReady(pod, external); allReady && !ok {
+		ready = cond(corev1.PodReady, false, "ReadinessGatesNotReady")
+		ready.Message = why
+	}
 	st.Conditions = []corev1.PodCondition{
 		cond(corev1.PodReadyToStartContainers, ip.IsValid(), ""),
 		cond(corev1.PodInitialized, initDone || len(pod.Spec.InitContainers) == 0, "ContainersNotInitialized"),
 		cond(corev1.ContainersReady, allReady, notReady),
-		cond(corev1.PodReady, allReady, notReady),
+		ready,
 		cond(corev1.PodScheduled, true, ""),
 	}
 	// Keep transition times stable when nothing changed.
@@ -855,6 +968,7 @@ func (r *podRun) snapshot() *corev1.Pod {
 			}
 		}
 	}
+	st.Conditions = append(st.Conditions, external...)
 	pod.Status = st
 	return pod
 }
@@ -900,39 +1014,10 @@ func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
 // resolv.conf, hosts and hostname.
 func writePodFiles(r *podRun) error {
 	pod := r.pod
-	dir := r.dir()
 	cfg := r.p.cfg
-	var resolv strings.Builder
-	policy := pod.Spec.DNSPolicy
-	if policy == "" {
-		policy = corev1.DNSClusterFirst
-	}
-	if policy == corev1.DNSClusterFirst && pod.Spec.HostNetwork {
-		policy = corev1.DNSDefault
-	}
-	switch policy {
-	case corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet:
-		fmt.Fprintf(&resolv, "search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", pod.Namespace, cfg.DNSDomain, cfg.DNSDomain, cfg.DNSDomain, cfg.ClusterDNS)
-	case corev1.DNSNone:
-	default:
-		// The node's own resolver configuration: lab nodes have no
-		// resolver outside the cluster.
-		resolv.WriteString("# lab nodes have no resolver outside the cluster\n")
-	}
-	if dc := pod.Spec.DNSConfig; dc != nil {
-		if len(dc.Searches) > 0 {
-			fmt.Fprintf(&resolv, "search %s\n", strings.Join(dc.Searches, " "))
-		}
-		for _, ns := range dc.Nameservers {
-			fmt.Fprintf(&resolv, "nameserver %s\n", ns)
-		}
-		for _, o := range dc.Options {
-			if o.Value != nil {
-				fmt.Fprintf(&resolv, "options %s:%s\n", o.Name, *o.Value)
-			} else {
-				fmt.Fprintf(&resolv, "options %s\n", o.Name)
-			}
-		}
+	dns := dnsFor(pod, cfg.ClusterDNS, cfg.DNSDomain)
+	for _, w := range dns.warnings {
+		r.event(corev1.EventTypeWarning, "DNSConfigForming", "%s", w)
 	}
 	hostname := pod.Name
 	if pod.Spec.Hostname != "" {
@@ -955,14 +1040,14 @@ func writePodFiles(r *podRun) error {
 	for _, ha := range pod.Spec.HostAliases {
 		hosts += fmt.Sprintf("%s\t%s\n", ha.IP, strings.Join(ha.Hostnames, "\t"))
 	}
-	files := map[string]string{"resolv.conf": resolv.String(), "hosts": hosts, "hostname": hostname + "\n"}
+	files := map[string]string{"resolv.conf": dns.resolvConf(), "hosts": hosts, "hostname": hostname + "\n"}
 	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		rel, err := r.files.sub(name)
+		if err != nil {
 			return err
 		}
 		// Root's in the lab, as on a node (containers may write them).
-		if err := os.Lchown(p, r.rootUID(), r.rootUID()); err != nil {
+		if err := r.files.tree.writeFile(rel, []byte(content), 0o644, r.rootUID(), r.rootUID()); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -280,6 +281,9 @@ func (r *runc) prepare(c containerSpec) (err error) {
 	if err := iso.Validate(); err != nil {
 		return err
 	}
+	if err := validContainerID(c.ID); err != nil {
+		return err
+	}
 	if r.cgroupParent != "" {
 		c.CgroupsPath = "/" + filepath.Join(r.cgroupParent, c.ID)
 	}
@@ -287,16 +291,12 @@ func (r *runc) prepare(c containerSpec) (err error) {
 		return fmt.Errorf("image %s has no layers", c.Image.Name)
 	}
 	uid := iso.RootUID()
-	upper, work := filepath.Join(c.Bundle, "upper"), filepath.Join(c.Bundle, "work")
-	for _, d := range []string{upper, work} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	// The root directory of the container is upper's: root's in the lab.
-	if err := os.Chown(upper, uid, uid); err != nil {
+	bundle, err := makeBundle(c.Bundle, uid)
+	if err != nil {
 		return err
 	}
+	defer unix.Close(bundle)
+	upper, work := filepath.Join(c.Bundle, "upper"), filepath.Join(c.Bundle, "work")
 	lower := make([]string, len(c.Image.Layers))
 	for i, l := range c.Image.Layers { // overlayfs wants the top layer first
 		mapped, err := iso.Layer(l)
@@ -318,6 +318,13 @@ func (r *runc) prepare(c containerSpec) (err error) {
 			r.unmountRootfs(c.ID)
 		}
 	}()
+	// overlayfs reads its options as a list: a path that holds one of
+	// its separators would be taken for more options.
+	for _, p := range append([]string{upper, work}, lower...) {
+		if strings.ContainsAny(p, ",:\\") {
+			return fmt.Errorf("the path %q cannot be given to overlayfs", p)
+		}
+	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
 	if err := unix.Mount("overlay", rootfs, "overlay", 0, opts); err != nil {
 		return fmt.Errorf("mounting the image's layers: %w", err)
@@ -330,7 +337,31 @@ func (r *runc) prepare(c containerSpec) (err error) {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.Bundle, "config.json"), b, 0o644)
+	return writeFileIn(bundle, "config.json", noLinks, b, 0o644, -1, -1)
+}
+
+// makeBundle makes the bundle directory dir with its writable layer
+// (upper, the container's root directory: root's in the lab, uid) and
+// overlayfs's work directory, and returns it open (O_PATH). What goes
+// into the bundle is made from this descriptor, through no link: its
+// writable layer is the lab's.
+func makeBundle(dir string, uid int) (int, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return -1, err
+	}
+	bundle, err := openDir(dir)
+	if err != nil {
+		return -1, err
+	}
+	if err := ownDir(bundle, "upper", 0o755, uid, uid); err != nil {
+		unix.Close(bundle)
+		return -1, err
+	}
+	if err := ownDir(bundle, "work", 0o755, -1, -1); err != nil {
+		unix.Close(bundle)
+		return -1, err
+	}
+	return bundle, nil
 }
 
 // mountAll mounts /run and the container's mounts into rootfs, parents
@@ -452,18 +483,14 @@ func (m Mount) open(uid int) (int, error) {
 	return openIn(fd, m.SubPath, beneath)
 }
 
-// cleanup unmounts the container's root filesystem (with every mount in
-// it) and removes its bundle.
-func (r *runc) cleanup(bundle string) error {
-	if err := r.unmountRootfs(filepath.Base(bundle)); err != nil {
-		return err
-	}
-	return os.RemoveAll(bundle)
-}
-
 // unmountRootfs detaches container id's root filesystem and staged mounts
 // and removes their mount points.
 func (r *runc) unmountRootfs(id string) error {
+	// id names directories of the lab's runtime directory, which are
+	// removed.
+	if err := validContainerID(id); err != nil {
+		return err
+	}
 	for _, dir := range []string{r.iso.staging(r.node, id), r.iso.Rootfs(r.node, id)} {
 		if err := unmountTree(dir); err != nil {
 			return err
@@ -650,8 +677,12 @@ type runningContainer struct {
 // and at most maxFiles files are kept: a container that prints without
 // end fills neither the disk nor the agent's memory.
 type containerLog struct {
-	mu       sync.Mutex
-	path     string
+	mu sync.Mutex
+	// dir is the log's directory (an O_PATH descriptor), name the log's
+	// file name in it: the log and its rotated files are reached from
+	// the directory, through no link.
+	dir      int
+	name     string
 	f        *os.File
 	size     int64
 	maxBytes int64
@@ -670,16 +701,26 @@ func (c Config) logLimits() LogLimits {
 	return l
 }
 
-func openContainerLog(path string, limits LogLimits) (*containerLog, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// openContainerLog opens the log rel of the node's state directory t for
+// appending, making it and its directory when missing.
+func openContainerLog(t stateTree, rel string, limits LogLimits) (*containerLog, error) {
+	dir := -1
+	err := t.root(func(root int) error {
+		var err error
+		dir, err = mkdirAllIn(root, path.Dir(rel), noLinks, 0o755, -1, -1)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	name := path.Base(rel)
+	f, err := openOwnFile(dir, name, noLinks, unix.O_CREAT|unix.O_APPEND, 0o644)
+	if err != nil {
+		unix.Close(dir)
+		return nil, err
+	}
 	fi, _ := f.Stat()
-	l := &containerLog{path: path, f: f, maxBytes: limits.MaxBytes, maxFiles: limits.MaxFiles}
+	l := &containerLog{dir: dir, name: name, f: f, maxBytes: limits.MaxBytes, maxFiles: limits.MaxFiles}
 	if fi != nil {
 		l.size = fi.Size()
 	}
@@ -720,12 +761,12 @@ func (l *containerLog) rotateLocked() {
 		l.size = 0
 		return
 	}
-	os.Remove(fmt.Sprintf("%s.%d", l.path, keep))
+	unix.Unlinkat(l.dir, fmt.Sprintf("%s.%d", l.name, keep), 0)
 	for i := keep - 1; i >= 1; i-- {
-		os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1))
+		unix.Renameat(l.dir, fmt.Sprintf("%s.%d", l.name, i), l.dir, fmt.Sprintf("%s.%d", l.name, i+1))
 	}
-	os.Rename(l.path, l.path+".1")
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	unix.Renameat(l.dir, l.name, l.dir, l.name+".1")
+	f, err := openOwnFile(l.dir, l.name, noLinks, unix.O_CREAT|unix.O_APPEND|unix.O_TRUNC, 0o644)
 	if err != nil {
 		return // keep writing to the renamed file rather than lose output
 	}
@@ -733,7 +774,16 @@ func (l *containerLog) rotateLocked() {
 	l.f, l.size = f, 0
 }
 
-func (l *containerLog) Close() error { return l.f.Close() }
+func (l *containerLog) Close() error {
+	err := l.f.Close()
+	l.mu.Lock()
+	if l.dir >= 0 {
+		unix.Close(l.dir)
+		l.dir = -1
+	}
+	l.mu.Unlock()
+	return err
+}
 
 // detach stops following the container, which goes on running.
 func (rc *runningContainer) detach() { rc.detachOnce.Do(func() { close(rc.detached) }) }

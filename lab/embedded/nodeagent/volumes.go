@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 )
@@ -56,32 +59,59 @@ type fileData struct {
 	mode os.FileMode
 }
 
-// prepare writes every volume of pod under dir/volumes and returns where
-// each is, by name; what it makes is owned by uid, the host id of root in
-// the pod.
-func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache, uid int) (map[string]volume, error) {
+// Bounds on what a Pod's ConfigMap, Secret, projected and downward API
+// volumes may hold together, which the agent writes to the host's disk: a
+// ConfigMap holds at most 1 MiB, but one Pod may project the same one into
+// hundreds of volumes and paths, or its annotations into thousands of
+// files. A Pod over them waits in ContainerCreating with an event that
+// says so, as one on a node out of disk would; a real Pod needs a small
+// part of either.
+const (
+	maxPodVolumeBytes = 64 << 20
+	maxPodVolumeFiles = 16384
+)
+
+// volumeBudget counts what a Pod's volumes hold as they are rendered.
+type volumeBudget struct{ bytes, files int }
+
+// add counts one more file of n bytes.
+func (b *volumeBudget) add(n int) error {
+	b.bytes += n
+	b.files++
+	switch {
+	case b.bytes > maxPodVolumeBytes:
+		return fmt.Errorf("the Pod's ConfigMap, Secret, projected and downward API volumes would hold more than %d MiB, more than a lab node gives one Pod", maxPodVolumeBytes>>20)
+	case b.files > maxPodVolumeFiles:
+		return fmt.Errorf("the Pod's ConfigMap, Secret, projected and downward API volumes would hold more than %d files, more than a lab node gives one Pod", maxPodVolumeFiles)
+	}
+	return nil
+}
+
+// prepare writes every volume of pod under its directory d (volumes/NAME)
+// and returns where each is, by name; what it makes is owned by uid, the
+// host id of root in the pod.
+func (v volumeSource) prepare(ctx context.Context, pod *corev1.Pod, d podDir, tokens *tokenCache, uid int) (map[string]volume, error) {
 	out := map[string]volume{}
+	budget := &volumeBudget{}
 	for _, vol := range pod.Spec.Volumes {
-		path := filepath.Join(dir, "volumes", vol.Name)
-		loc := volume{Root: path}
-		var err error
+		rel, err := d.sub("volumes", vol.Name)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
+		}
+		loc := volume{Root: filepath.Join(d.tree.dir, rel)}
 		switch {
 		case vol.EmptyDir != nil:
 			// As the kubelet's: 0777, root's (the lab's root).
-			if err = os.MkdirAll(path, 0o777); err == nil {
-				if err = os.Chmod(path, 0o777); err == nil {
-					err = os.Lchown(path, uid, uid)
-				}
-			}
+			err = d.tree.ownedDir(rel, 0o777, uid, uid)
 		case vol.HostPath != nil:
 			loc = volume{Root: v.nodeRoot, Path: cleanRel(vol.HostPath.Path)}
 			err = v.hostPath(loc.Path, vol.HostPath)
 		case updatable(vol):
 			loc.Atomic = true
 			var files map[string]fileData
-			files, err = v.render(ctx, pod, vol, tokens)
+			files, err = v.render(ctx, pod, vol, tokens, budget)
 			if err == nil {
-				_, err = atomicWrite(path, files, uid)
+				_, err = atomicWrite(d.tree, rel, files, uid)
 			}
 		default:
 			err = fmt.Errorf("this lab's nodes do not support the volume type of %q", vol.Name)
@@ -101,21 +131,27 @@ func updatable(vol corev1.Volume) bool {
 	return vol.ConfigMap != nil || vol.Secret != nil || vol.Projected != nil || vol.DownwardAPI != nil
 }
 
-// refresh rewrites the pod's updatable volumes whose sources changed, and
-// returns the names of those it changed.
-func (v volumeSource) refresh(ctx context.Context, pod *corev1.Pod, dir string, tokens *tokenCache, uid int) ([]string, error) {
+// refresh rewrites the pod's updatable volumes (in its directory d) whose
+// sources changed, and returns the names of those it changed.
+func (v volumeSource) refresh(ctx context.Context, pod *corev1.Pod, d podDir, tokens *tokenCache, uid int) ([]string, error) {
 	var changed []string
 	var errs []error
+	budget := &volumeBudget{}
 	for _, vol := range pod.Spec.Volumes {
 		if !updatable(vol) {
 			continue
 		}
-		files, err := v.render(ctx, pod, vol, tokens)
+		rel, err := d.sub("volumes", vol.Name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
 			continue
 		}
-		ok, err := atomicWrite(filepath.Join(dir, "volumes", vol.Name), files, uid)
+		files, err := v.render(ctx, pod, vol, tokens, budget)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
+			continue
+		}
+		ok, err := atomicWrite(d.tree, rel, files, uid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
 		}
@@ -127,7 +163,8 @@ func (v volumeSource) refresh(ctx context.Context, pod *corev1.Pod, dir string, 
 }
 
 // render computes the files of an updatable volume.
-func (v volumeSource) render(ctx context.Context, pod *corev1.Pod, vol corev1.Volume, tokens *tokenCache) (map[string]fileData, error) {
+// What it renders counts against the Pod's budget.
+func (v volumeSource) render(ctx context.Context, pod *corev1.Pod, vol corev1.Volume, tokens *tokenCache, budget *volumeBudget) (map[string]fileData, error) {
 	files := map[string]fileData{}
 	switch {
 	case vol.ConfigMap != nil:
@@ -135,17 +172,17 @@ func (v volumeSource) render(ctx context.Context, pod *corev1.Pod, vol corev1.Vo
 		if err != nil {
 			return nil, err
 		}
-		return files, project(files, data, vol.ConfigMap.Items, mode(vol.ConfigMap.DefaultMode))
+		return files, project(files, data, vol.ConfigMap.Items, mode(vol.ConfigMap.DefaultMode), budget)
 	case vol.Secret != nil:
 		data, err := v.secretData(ctx, pod.Namespace, vol.Secret.SecretName, optional(vol.Secret.Optional))
 		if err != nil {
 			return nil, err
 		}
-		return files, project(files, data, vol.Secret.Items, mode(vol.Secret.DefaultMode))
+		return files, project(files, data, vol.Secret.Items, mode(vol.Secret.DefaultMode), budget)
 	case vol.Projected != nil:
-		return files, v.projected(ctx, pod, vol.Name, vol.Projected, files, tokens)
+		return files, v.projected(ctx, pod, vol.Name, vol.Projected, files, tokens, budget)
 	case vol.DownwardAPI != nil:
-		return files, downward(files, pod, vol.DownwardAPI.Items, mode(vol.DownwardAPI.DefaultMode))
+		return files, downward(files, pod, vol.DownwardAPI.Items, mode(vol.DownwardAPI.DefaultMode), budget)
 	}
 	return nil, fmt.Errorf("volume %q cannot be rendered", vol.Name)
 }
@@ -205,10 +242,17 @@ func (v volumeSource) hostPath(rel string, hp *corev1.HostPathVolumeSource) erro
 }
 
 // project adds data to files: every key, or only the items listed (each
-// must exist).
-func project(files map[string]fileData, data map[string][]byte, items []corev1.KeyToPath, m os.FileMode) error {
+// must exist). The keys of a ConfigMap or Secret become file names, and
+// must be what the API server allows in them.
+func project(files map[string]fileData, data map[string][]byte, items []corev1.KeyToPath, m os.FileMode, budget *volumeBudget) error {
 	if len(items) == 0 {
 		for k, d := range data {
+			if msgs := validation.IsConfigMapKey(k); len(msgs) > 0 {
+				return fmt.Errorf("key %q cannot be a file name: %s", k, strings.Join(msgs, "; "))
+			}
+			if err := budget.add(len(d)); err != nil {
+				return err
+			}
 			files[k] = fileData{d, m}
 		}
 		return nil
@@ -222,66 +266,86 @@ func project(files map[string]fileData, data map[string][]byte, items []corev1.K
 		if it.Mode != nil {
 			fm = os.FileMode(*it.Mode)
 		}
-		files[filepath.Clean("/" + it.Path)[1:]] = fileData{d, fm}
+		if err := budget.add(len(d)); err != nil {
+			return err
+		}
+		files[path.Clean(it.Path)] = fileData{d, fm}
 	}
 	return nil
 }
 
-// atomicWrite makes dir hold exactly files, as the kubelet's atomic writer
-// does: the files live in a timestamped directory that the ..data symlink
-// points at, and each top-level name is a symlink into ..data; switching
-// ..data is one rename, so a container (which bind-mounts dir) sees the
-// old set or the new, never a mix. Nothing is written when dir holds
-// files already; changed reports whether it did not.
+// atomicWrite makes the volume rel of the node's state directory t hold
+// exactly files, as the kubelet's atomic writer does: the files live in a
+// timestamped directory that the ..data symlink points at, and each
+// top-level name is a symlink into ..data; switching ..data is one rename,
+// so a container (which bind-mounts the volume) sees the old set or the
+// new, never a mix. Nothing is written when the volume holds the files
+// already; changed reports whether it did not.
 //
 // The files are owned by uid, root in the lab (as a kubelet's are root's),
 // so modes such as 0400 read as they would on a node; containers mount
-// the directory read-only, locked so (see mounts.go).
-func atomicWrite(dir string, files map[string]fileData, uid int) (changed bool, err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, err
+// the directory read-only, locked so (see mounts.go). As the lab's ids own
+// the volume, the agent works in it from descriptors only, following no
+// link (see podfs.go).
+func atomicWrite(t stateTree, rel string, files map[string]fileData, uid int) (changed bool, err error) {
+	for p := range files {
+		if err := localPath(p); err != nil {
+			return false, err
+		}
 	}
-	if err := os.Lchown(dir, uid, uid); err != nil {
-		return false, err
-	}
-	dataLink := filepath.Join(dir, "..data")
-	old, _ := os.Readlink(dataLink)
-	if old != "" && sameFiles(filepath.Join(dir, old), files) {
+	err = t.root(func(root int) error {
+		parent, err := mkdirAllIn(root, path.Dir(rel), noLinks, 0o755, -1, -1)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(parent)
+		name := path.Base(rel)
+		if err := ownDir(parent, name, 0o755, uid, uid); err != nil {
+			return err
+		}
+		dir, err := openIn(parent, name, noLinks)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dir)
+		changed, err = atomicWriteAt(dir, files, uid)
+		return err
+	})
+	return changed, err
+}
+
+// atomicWriteAt is atomicWrite in the volume's directory dir (an O_PATH
+// descriptor).
+func atomicWriteAt(dir int, files map[string]fileData, uid int) (bool, error) {
+	if old, ok := dataDir(dir); ok && sameFiles(dir, old, files) {
 		return false, nil
 	}
 	ts := "..data_" + time.Now().UTC().Format("2006_01_02_15_04_05.000000000")
-	tsDir := filepath.Join(dir, ts)
-	if err := os.MkdirAll(tsDir, 0o755); err != nil {
+	if err := mkdirOwned(dir, ts, 0o755, uid, uid); err != nil {
+		return false, &os.PathError{Op: "mkdir", Path: ts, Err: err}
+	}
+	tsDir, err := openIn(dir, ts, noLinks)
+	if err != nil {
 		return false, err
 	}
+	defer unix.Close(tsDir)
 	for rel, f := range files {
-		p := filepath.Join(tsDir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return false, err
-		}
-		for d := filepath.Dir(p); len(d) >= len(tsDir); d = filepath.Dir(d) {
-			os.Lchown(d, uid, uid)
-		}
-		if err := os.WriteFile(p, f.data, f.mode); err != nil {
-			return false, err
-		}
-		if err := os.Chmod(p, f.mode); err != nil { // not subject to the umask
-			return false, err
-		}
-		if err := os.Lchown(p, uid, uid); err != nil {
+		if err := writeNewFile(tsDir, rel, f, uid); err != nil {
 			return false, err
 		}
 	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	os.Remove(tmp)
-	if err := os.Symlink(ts, tmp); err != nil {
+	const tmp = "..data_tmp"
+	if err := removeAllIn(dir, tmp); err != nil {
 		return false, err
 	}
-	if err := os.Lchown(tmp, uid, uid); err != nil {
-		return false, err
+	if err := unix.Symlinkat(ts, dir, tmp); err != nil {
+		return false, &os.PathError{Op: "symlink", Path: tmp, Err: err}
 	}
-	if err := os.Rename(tmp, dataLink); err != nil {
-		return false, err
+	if err := unix.Fchownat(dir, tmp, uid, uid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, &os.PathError{Op: "chown", Path: tmp, Err: err}
+	}
+	if err := unix.Renameat(dir, tmp, dir, "..data"); err != nil {
+		return false, &os.PathError{Op: "rename", Path: tmp, Err: err}
 	}
 	top := map[string]bool{}
 	for rel := range files {
@@ -289,50 +353,116 @@ func atomicWrite(dir string, files map[string]fileData, uid int) (changed bool, 
 		top[first] = true
 	}
 	for name := range top {
-		link := filepath.Join(dir, name)
-		if _, err := os.Lstat(link); err == nil {
+		// Each name is the writer's link into ..data; whatever else is
+		// there (the lab's ids own the volume) goes.
+		link := path.Join("..data", name)
+		buf := make([]byte, len(link)+1)
+		if n, err := unix.Readlinkat(dir, name, buf); err == nil && string(buf[:n]) == link {
 			continue
 		}
-		if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+		if err := removeAllIn(dir, name); err != nil {
 			return false, err
 		}
-		if err := os.Lchown(link, uid, uid); err != nil {
-			return false, err
+		if err := unix.Symlinkat(link, dir, name); err != nil {
+			return false, &os.PathError{Op: "symlink", Path: name, Err: err}
+		}
+		if err := unix.Fchownat(dir, name, uid, uid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return false, &os.PathError{Op: "chown", Path: name, Err: err}
 		}
 	}
-	entries, _ := os.ReadDir(dir)
+	entries, _ := readDirIn(dir, ".", noLinks)
 	for _, e := range entries {
 		switch {
 		case e.Name() == ts || e.Name() == "..data":
-		case strings.HasPrefix(e.Name(), ".."):
-			os.RemoveAll(filepath.Join(dir, e.Name())) // an older set
-		case !top[e.Name()]:
-			os.Remove(filepath.Join(dir, e.Name())) // a key that went away
+		case strings.HasPrefix(e.Name(), ".."), !top[e.Name()]:
+			// An older set, or a key that went away.
+			removeAllIn(dir, e.Name())
 		}
 	}
 	return true, nil
 }
 
-// sameFiles says whether dir holds exactly files.
-func sameFiles(dir string, files map[string]fileData) bool {
+// dataDir reads where the volume's ..data link points: a data set of the
+// atomic writer's, a name in the volume's directory, or nothing.
+func dataDir(dir int) (string, bool) {
+	buf := make([]byte, unix.NAME_MAX+1)
+	n, err := unix.Readlinkat(dir, "..data", buf)
+	if err != nil || n > unix.NAME_MAX {
+		return "", false
+	}
+	old := string(buf[:n])
+	if !strings.HasPrefix(old, "..data_") || fileName(old) != nil {
+		return "", false
+	}
+	return old, true
+}
+
+// writeNewFile writes f as the new file rel (with its parents, all owned
+// by uid) under the data set dir.
+func writeNewFile(dir int, rel string, f fileData, uid int) error {
+	parent, err := mkdirAllIn(dir, path.Dir(rel), noLinks, 0o755, uid, uid)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	mode := uint32(f.mode.Perm())
+	out, err := openOwnFile(parent, path.Base(rel), noLinks, unix.O_CREAT|unix.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if _, err := out.Write(f.data); err != nil {
+		return err
+	}
+	if err := out.Chmod(os.FileMode(mode)); err != nil { // not subject to the umask
+		return err
+	}
+	if err := out.Chown(uid, uid); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+// sameFiles says whether the data set name of the volume's directory dir
+// holds exactly files.
+func sameFiles(dir int, name string, files map[string]fileData) bool {
 	n := 0
-	same := true
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
+	var walk func(rel string) bool
+	walk = func(rel string) bool {
+		entries, err := readDirIn(dir, path.Join(name, rel), noLinks)
+		if err != nil {
+			return false
 		}
-		rel, _ := filepath.Rel(dir, p)
-		f, ok := files[rel]
-		info, ierr := d.Info()
-		b, rerr := os.ReadFile(p)
-		if !ok || ierr != nil || rerr != nil || !bytes.Equal(b, f.data) || info.Mode().Perm() != f.mode.Perm() {
-			same = false
-			return filepath.SkipAll
+		for _, e := range entries {
+			p := path.Join(rel, e.Name())
+			switch {
+			case e.IsDir():
+				if !walk(p) {
+					return false
+				}
+			case e.Type().IsRegular():
+				want, ok := files[p]
+				if !ok {
+					return false
+				}
+				f, err := openReadIn(dir, path.Join(name, p), noLinks)
+				if err != nil {
+					return false
+				}
+				fi, serr := f.Stat()
+				b, rerr := io.ReadAll(io.LimitReader(f, int64(len(want.data))+1))
+				f.Close()
+				if serr != nil || rerr != nil || !bytes.Equal(b, want.data) || fi.Mode().Perm() != want.mode.Perm() {
+					return false
+				}
+				n++
+			default:
+				return false // not what the agent writes
+			}
 		}
-		n++
-		return nil
-	})
-	return err == nil && same && n == len(files)
+		return true
+	}
+	return walk(".") && n == len(files)
 }
 
 func (v volumeSource) configMapData(ctx context.Context, ns, name string, opt bool) (map[string][]byte, error) {
@@ -390,7 +520,7 @@ type cachedToken struct {
 	renewAt time.Time
 }
 
-func (v volumeSource) projected(ctx context.Context, pod *corev1.Pod, volName string, p *corev1.ProjectedVolumeSource, files map[string]fileData, tokens *tokenCache) error {
+func (v volumeSource) projected(ctx context.Context, pod *corev1.Pod, volName string, p *corev1.ProjectedVolumeSource, files map[string]fileData, tokens *tokenCache, budget *volumeBudget) error {
 	m := mode(p.DefaultMode)
 	for _, src := range p.Sources {
 		switch {
@@ -399,13 +529,16 @@ func (v volumeSource) projected(ctx context.Context, pod *corev1.Pod, volName st
 			if err != nil {
 				return err
 			}
-			files[filepath.Clean("/" + src.ServiceAccountToken.Path)[1:]] = fileData{[]byte(tok), m}
+			if err := budget.add(len(tok)); err != nil {
+				return err
+			}
+			files[path.Clean(src.ServiceAccountToken.Path)] = fileData{[]byte(tok), m}
 		case src.ConfigMap != nil:
 			data, err := v.configMapData(ctx, pod.Namespace, src.ConfigMap.Name, optional(src.ConfigMap.Optional))
 			if err != nil {
 				return err
 			}
-			if err := project(files, data, src.ConfigMap.Items, m); err != nil {
+			if err := project(files, data, src.ConfigMap.Items, m, budget); err != nil {
 				return err
 			}
 		case src.Secret != nil:
@@ -413,11 +546,11 @@ func (v volumeSource) projected(ctx context.Context, pod *corev1.Pod, volName st
 			if err != nil {
 				return err
 			}
-			if err := project(files, data, src.Secret.Items, m); err != nil {
+			if err := project(files, data, src.Secret.Items, m, budget); err != nil {
 				return err
 			}
 		case src.DownwardAPI != nil:
-			if err := downward(files, pod, src.DownwardAPI.Items, m); err != nil {
+			if err := downward(files, pod, src.DownwardAPI.Items, m, budget); err != nil {
 				return err
 			}
 		}
@@ -455,7 +588,7 @@ func (v volumeSource) token(ctx context.Context, pod *corev1.Pod, volName string
 }
 
 // downward adds the downward API items to files.
-func downward(files map[string]fileData, pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, m os.FileMode) error {
+func downward(files map[string]fileData, pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, m os.FileMode, budget *volumeBudget) error {
 	for _, it := range items {
 		if it.FieldRef == nil {
 			continue
@@ -468,7 +601,10 @@ func downward(files map[string]fileData, pod *corev1.Pod, items []corev1.Downwar
 		if it.Mode != nil {
 			fm = os.FileMode(*it.Mode)
 		}
-		files[filepath.Clean("/" + it.Path)[1:]] = fileData{[]byte(val), fm}
+		if err := budget.add(len(val)); err != nil {
+			return err
+		}
+		files[path.Clean(it.Path)] = fileData{[]byte(val), fm}
 	}
 	return nil
 }

@@ -37,8 +37,9 @@ func readTree(t *testing.T, dir string) map[string]string {
 }
 
 func TestAtomicWrite(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "vol")
-	changed, err := atomicWrite(dir, map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}}, os.Getuid())
+	base := t.TempDir()
+	dir := filepath.Join(base, "vol")
+	changed, err := atomicWrite(stateTree{base}, "vol", map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}}, os.Getuid())
 	if err != nil || !changed {
 		t.Fatalf("first write: %v %v", changed, err)
 	}
@@ -64,14 +65,14 @@ func TestAtomicWrite(t *testing.T) {
 
 	// The same content again changes nothing.
 	before, _ := os.Readlink(filepath.Join(dir, "..data"))
-	changed, err = atomicWrite(dir, map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}}, os.Getuid())
+	changed, err = atomicWrite(stateTree{base}, "vol", map[string]fileData{"a": {[]byte("1"), 0o644}, "sub/b": {[]byte("2"), 0o600}}, os.Getuid())
 	after, _ := os.Readlink(filepath.Join(dir, "..data"))
 	if err != nil || changed || before != after {
 		t.Errorf("unchanged write: changed=%v err=%v, ..data %s → %s", changed, err, before, after)
 	}
 
 	// A changed value, a key gone, a key added.
-	changed, err = atomicWrite(dir, map[string]fileData{"a": {[]byte("one"), 0o644}, "c": {[]byte("3"), 0o644}}, os.Getuid())
+	changed, err = atomicWrite(stateTree{base}, "vol", map[string]fileData{"a": {[]byte("one"), 0o644}, "c": {[]byte("3"), 0o644}}, os.Getuid())
 	if err != nil || !changed {
 		t.Fatalf("second write: %v %v", changed, err)
 	}
@@ -95,7 +96,7 @@ func TestVolumeRefresh(t *testing.T) {
 		Data: map[string]string{"Corefile": "v1", "other": "x"}})
 	v := volumeSource{client: client, nodeRoot: t.TempDir(), uid: os.Getuid()}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Labels: map[string]string{"app": "dns"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: testUID(1), Labels: map[string]string{"app": "dns"}},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{
 			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "conf"}, Items: []corev1.KeyToPath{{Key: "Corefile", Path: "Corefile"}}}}},
@@ -105,7 +106,10 @@ func TestVolumeRefresh(t *testing.T) {
 			{Name: "missing", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "later"}}},
 		}},
 	}
-	dir := t.TempDir()
+	dir, err := newPodDir(stateTree{t.TempDir()}, pod.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	if _, err := v.prepare(ctx, pod, dir, &tokenCache{}, os.Getuid()); err == nil || !strings.Contains(err.Error(), `volume "missing"`) {
 		t.Fatalf("prepare with a missing secret: %v", err)

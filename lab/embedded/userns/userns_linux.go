@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,27 +20,66 @@ import (
 // Create makes a user namespace that maps r from id 0 (uids and gids
 // alike, setgroups allowed) and pins it at pin, a file it creates; the
 // namespace lives until Remove.
+//
+// The namespace is created by a process running as r's first host id, not
+// by root, so that the lab's first id owns it: the kernel counts what the
+// lab's processes create against per-user limits (user namespaces,
+// inotify instances and watches, …) charged to their namespace's owner in
+// the host's namespace, and with root as the owner every lab would share
+// root's counts with every other lab and with the host's own daemons. Root
+// writes the mappings, as newuidmap does for a user's own namespace.
 func Create(pin string, r Range) error {
 	if !r.Valid() {
 		return errors.New("no id range to map")
 	}
-	cmd := exec.Command("sleep", "infinity")
+	// unshare(1) is single-threaded, as unshare(CLONE_NEWUSER) requires;
+	// it runs as r.Base, so the namespace it makes is r.Base's.
+	cmd := exec.Command("unshare", "--user", "--", "sh", "-c", "echo ready; read _")
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 syscall.CLONE_NEWUSER,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(r.Base), Size: int(r.Size)}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(r.Base), Size: int(r.Size)}},
-		GidMappingsEnableSetgroups: true,
-		Pdeathsig:                  syscall.SIGKILL,
+		Credential: &syscall.Credential{Uid: r.Base, Gid: r.Base, Groups: []uint32{}},
+		Pdeathsig:  syscall.SIGKILL,
 	}
-	// The mappings are written before Start returns.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("creating the lab's user namespace: %w", err)
 	}
 	defer func() {
+		stdin.Close()
 		cmd.Process.Kill()
 		cmd.Wait()
 	}()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
+		return fmt.Errorf("creating the lab's user namespace: unshare: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	for _, m := range []string{"uid_map", "gid_map"} {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/%s", cmd.Process.Pid, m), []byte(fmt.Sprintf("0 %d %d\n", r.Base, r.Size)), 0); err != nil {
+			return fmt.Errorf("mapping the lab's ids: %w", err)
+		}
+	}
 	return pinNS(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), pin)
+}
+
+// OwnerUID is the host uid that owns the user namespace pinned at ns.
+func OwnerUID(ns string) (uint32, error) {
+	f, err := os.Open(ns)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var uid uint32
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); errno != 0 {
+		return 0, fmt.Errorf("the owner of %s: %w", ns, errno)
+	}
+	return uid, nil
 }
 
 // NewChild makes a user namespace nested in the one pinned at parent,
@@ -174,6 +214,10 @@ func Remove(pin string) error {
 // nsGetUserns is ioctl NS_GET_USERNS: the user namespace owning a
 // namespace.
 const nsGetUserns = 0xb701
+
+// nsGetOwnerUID is ioctl NS_GET_OWNER_UID: the uid that owns a user
+// namespace.
+const nsGetOwnerUID = 0xb704
 
 // Owner returns the inode of the user namespace that owns the namespace
 // in file ns (a pin or /proc/PID/ns/*).

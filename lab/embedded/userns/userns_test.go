@@ -150,6 +150,11 @@ func TestNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { Remove(pin) })
+	// The lab's first id owns its namespace, so the kernel charges the
+	// lab's namespaces and inotify instances to it, not to root.
+	if uid, err := OwnerUID(pin); err != nil || uid != testRange.Base {
+		t.Errorf("the lab's user namespace is owned by uid %d (%v), want %d", uid, err, testRange.Base)
+	}
 	b, err := exec.Command("nsenter", "--user="+pin, "cat", "/proc/self/uid_map").Output()
 	if err != nil || strings.Join(strings.Fields(string(b)), " ") != testRange.String() {
 		t.Fatalf("uid_map inside = %q, %v", b, err)

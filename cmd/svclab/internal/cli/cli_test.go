@@ -44,6 +44,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"cluster", "create", "--node-label", "nocolon"}, "use NODE:KEY=VALUE"},
 		{[]string{"cluster", "create", "--backend", "vagrant"}, `unknown backend "vagrant"`},
 		{[]string{"--backend", "vagrant", "serve"}, `unknown backend "vagrant"`},
+		{[]string{"--backend", "kind", "serve", "--classes"}, "classes run on the embedded backend only"},
 		{[]string{"exercise", "run", "--backend", "vagrant", "selector-typo"}, `unknown backend "vagrant"`},
 		{[]string{"scenario", "list", "--backend", "vagrant"}, `unknown backend "vagrant"`},
 		{[]string{"class", "list", "--backend", "vagrant"}, `unknown backend "vagrant"`},

@@ -17,6 +17,7 @@ import (
 	"github.com/svclab/svclab/lab/class/labs"
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/grade"
+	"github.com/svclab/svclab/lab/kind"
 	"github.com/svclab/svclab/lab/kubebin"
 	"github.com/svclab/svclab/lab/store"
 	"github.com/svclab/svclab/lab/views"
@@ -41,6 +42,11 @@ their own labs only. Stopping the server ends the classes' labs and deletes
 their clusters; the classes stay open for the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if classes && e.backend == kind.BackendName {
+				// Root in a kind node is root on the Docker host: fine for
+				// a learner's own machine, not for strangers.
+				return errors.New("classes run on the embedded backend only: a learner who is root in a kind node is root on the machine that runs Docker. Serve the class on Linux as root without --backend kind (or SVCLAB_BACKEND)")
+			}
 			a, err := e.openAttempts(cmd, false)
 			if err != nil {
 				return err

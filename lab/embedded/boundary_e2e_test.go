@@ -1,0 +1,439 @@
+//go:build linux
+
+package embedded
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/nodeagent"
+	"github.com/svclab/svclab/lab/embedded/userns"
+)
+
+// The boundary between a lab and svclab, attacked from the lab's side by
+// class: the control plane's ports, the identities the lab's PKI can
+// mint, the fabric's addresses, and each resource bound — filled until the
+// lab stops at its limit while the host and the other lab carry on.
+// TestIsolation runs them on its two labs (a attacks, b looks on).
+
+// controlPlaneReach tries every port of the control plane from lab a's
+// node shells and Pods: only the API server's answers.
+func controlPlaneReach(t *testing.T, a *Cluster, pods ...string) {
+	api := a.State().API.IP
+	// The attempts run at once: each one the firewall drops waits out its
+	// timeout.
+	script := fmt.Sprintf(`
+reach() { if nc -z -w 2 "$1" "$2" 2>/dev/null; then echo "REACHED $1:$2"; fi; }
+for port in 2379 2380 2381 10257 10259; do reach %[1]s $port & reach 127.0.0.1 $port & done
+(curl -s -m 3 -o /dev/null -X POST --data-binary x http://%[1]s:2380/raft && echo "REACHED etcd's raft endpoint") &
+(curl -sk -m 3 -o /dev/null https://%[1]s:2379/health && echo "REACHED etcd's client port") &
+wait
+nc -z -w 2 %[1]s 6443 && echo API-OK
+`, api)
+	in := map[string]func(script string) (string, error){}
+	for _, n := range a.State().Nodes {
+		in["node "+n.Name] = func(script string) (string, error) { return nodeExec(t, a, n.Name, "sh", "-c", script) }
+	}
+	for _, pod := range pods {
+		in["Pod "+pod] = func(script string) (string, error) { return kubectlErr(t, a, "exec", pod, "--", "sh", "-c", script) }
+	}
+	for where, run := range in {
+		out, err := run(script)
+		if !strings.Contains(out, "API-OK") {
+			t.Errorf("from %s the API server does not answer: %v\n%s", where, err, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "REACHED") {
+				t.Errorf("from %s: %s", where, line)
+			}
+		}
+		// The lab's processes come before the control plane at the
+		// lab's memory limit, and cannot move themselves after it.
+		// (stderr is dropped: kubectl exec merges it, first, into out.)
+		out, err = run("cat /proc/self/oom_score_adj; echo -1 2>/dev/null > /proc/self/oom_score_adj && echo LOWERED")
+		if adj, _ := strconv.Atoi(strings.Fields(out + " x")[0]); adj < labOOMScoreAdj || strings.Contains(out, "LOWERED") {
+			t.Errorf("a process of %s: oom_score_adj %q (%v), want at least %d and no lower", where, out, err, labOOMScoreAdj)
+		}
+	}
+	// The control plane counts against the lab's limits.
+	var s Status
+	if err := readJSON(paths{a.dir}.status(), &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, comp := range []string{"etcd", "kube-apiserver"} {
+		cs, _ := s.Component(comp)
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cs.PID))
+		if !strings.Contains(string(cg), "/"+controlPlaneCgroup(a.st.Name)+"\n") {
+			t.Errorf("%s (pid %d) is not in the lab's cgroup:\n%s", comp, cs.PID, cg)
+		}
+	}
+}
+
+// mintedIdentities has the lab's controller-manager sign what a learner
+// with cluster-admin can ask for — a serving certificate for the API
+// server's addresses and a client certificate — and checks that neither
+// passes for the API server with svclab's own clients, nor for the API
+// server with a node agent.
+func mintedIdentities(t *testing.T, a *Cluster) {
+	client, err := a.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := a.State()
+	worker := st.Nodes[1]
+	serving := signByLab(t, client, "forged-serving", certificatesv1.KubeletServingSignerName,
+		x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + worker.Name, Organization: []string{"system:nodes"}},
+			DNSNames: []string{"kubernetes", "kubernetes.default.svc", "localhost"}, IPAddresses: []net.IP{net.ParseIP(st.API.IP), net.ParseIP("127.0.0.1")}},
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth})
+	clientCert := signByLab(t, client, "forged-client", certificatesv1.KubeAPIServerClientSignerName,
+		x509.CertificateRequest{Subject: pkix.Name{CommonName: "mallory", Organization: []string{"learners"}}},
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth})
+
+	// svclab's clients (the grader's, the views', the node agents') with
+	// the lab's kubeconfig, sent to a server presenting the forged
+	// certificate for the API server's address.
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"major":"1","minor":"99","gitVersion":"v1.99.0-forged"}`))
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving}}
+	srv.StartTLS()
+	defer srv.Close()
+	cfg, err := a.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := rest.CopyConfig(cfg)
+	forged.Host = srv.URL
+	forged.TLSClientConfig.ServerName = st.API.IP
+	fc, err := kubernetes.NewForConfig(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := fc.Discovery().ServerVersion(); err == nil {
+		t.Errorf("svclab's client took a certificate the lab had signed for the API server (it answered %s)", v.GitVersion)
+	} else if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("svclab's client failed for another reason than the certificate: %v", err)
+	}
+	for name, file := range map[string]string{"the API server's (server-ca)": serverCAFile, "a node agent's (kubelet-ca)": kubeletCAFile, "etcd's": etcdCAFile} {
+		pool := x509.NewCertPool()
+		b, _ := os.ReadFile(filepath.Join(paths{a.dir}.pki(), file+".crt"))
+		pool.AppendCertsFromPEM(b)
+		leaf, _ := x509.ParseCertificate(serving.Certificate[0])
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err == nil {
+			t.Errorf("a certificate the lab had signed verifies against %s authority", name)
+		}
+	}
+
+	// A node agent's kubelet API refuses the lab's client certificate:
+	// only the API server's talks to it.
+	ns, err := a.NodeNetns(worker.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return ns.DialFrom(ctx, network, "", addr)
+		},
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{clientCert}, InsecureSkipVerify: true},
+	}}
+	url := fmt.Sprintf("https://%s:%d/pods", worker.IP, nodeagent.KubeletPort)
+	if resp, err := hc.Get(url); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Errorf("the node agent answered a client certificate the lab had signed: %s", resp.Status)
+		}
+	}
+	// The API server itself still reaches its node agents (logs go
+	// through it).
+	if _, err := kubectlErr(t, a, "get", "--raw", "/api/v1/nodes/"+worker.Name+"/proxy/pods"); err != nil {
+		t.Errorf("the API server cannot reach the node agent: %v", err)
+	}
+}
+
+// signByLab asks the lab's API for a certificate from signer, approves it
+// as cluster-admin may, and returns it with its key.
+func signByLab(t *testing.T, client kubernetes.Interface, name, signer string, req x509.CertificateRequest, usages []certificatesv1.KeyUsage) tls.Certificate {
+	t.Helper()
+	ctx := context.Background()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &req, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: signer, Usages: usages,
+		},
+	}
+	if csr, err = client.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Learner", Message: "approved by the learner"})
+	if _, err := client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, name, csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var certPEM []byte
+	waitFor(t, 30*time.Second, "the lab's signer to sign "+name, func() (bool, error) {
+		got, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		certPEM = got.Status.Certificate
+		return len(certPEM) > 0, fmt.Errorf("conditions %+v", got.Status.Conditions)
+	})
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// fabricAddresses has a node speak for addresses that are not its own: the
+// API server's, an unused one of the fabric, and a made-up MAC address.
+// None reaches the host's neighbour table or the bridge's, and svclab's
+// client still reaches the real API server.
+func fabricAddresses(t *testing.T, a *Cluster) {
+	st := a.State()
+	worker := st.Nodes[1].Name
+	base := strings.TrimSuffix(st.Gateway, ".1")
+	unused, macvlan := base+".200", base+".201"
+	const madeUp = "02:aa:bb:cc:dd:ee"
+	out, err := nodeExec(t, a, worker, "sh", "-c", fmt.Sprintf(`
+ip addr add %[1]s/32 dev eth0; ping -c 1 -W 1 -I %[1]s %[2]s; ip addr del %[1]s/32 dev eth0
+ip addr add %[3]s/32 dev eth0; ping -c 1 -W 1 -I %[3]s %[2]s; ip addr del %[3]s/32 dev eth0
+ip link add mv0 link eth0 type macvlan mode bridge && ip link set mv0 address %[5]s up && ip addr add %[4]s/24 dev mv0
+ping -c 1 -W 1 -I mv0 %[2]s; ip link del mv0
+echo TRIED`, st.API.IP, st.Gateway, unused, macvlan, madeUp))
+	if !strings.Contains(out, "TRIED") {
+		t.Fatalf("the attempts did not run: %v\n%s", err, out)
+	}
+	neigh := hostCmd("ip", "neigh", "show", "dev", st.Bridge)
+	for _, ip := range []string{unused, macvlan} {
+		if strings.Contains(neigh, ip+" ") {
+			t.Errorf("the host learned %s, which is no address of the lab's:\n%s", ip, neigh)
+		}
+	}
+	for _, line := range strings.Split(neigh, "\n") {
+		if strings.HasPrefix(line, st.API.IP+" ") && !strings.Contains(line, st.mac(st.API.IP)) {
+			t.Errorf("the host takes the API server's address for a node's: %s", line)
+		}
+	}
+	fdb := hostCmd("bridge", "fdb", "show", "br", st.Bridge)
+	if strings.Contains(fdb, madeUp) {
+		t.Errorf("the bridge learned the made-up MAC address:\n%s", fdb)
+	}
+	if got := kubectl(t, a, "get", "--raw", "/readyz"); got != "ok" {
+		t.Errorf("svclab's client does not reach the API server after the attempts: %q", got)
+	}
+}
+
+// hostCmd runs a program of the host's and returns its output.
+func hostCmd(name string, args ...string) string {
+	out, _ := osexec.Command(name, args...).CombinedOutput()
+	return string(out)
+}
+
+// summaryOf is what 'svclab cluster list' says of c.
+func summaryOf(c *Cluster) cluster.Summary {
+	return (&Provider{StateDir: filepath.Dir(filepath.Dir(c.dir))}).summary(c.st.Name)
+}
+
+// diskBound fills lab a's disk from a node shell: the write stops at the
+// lab's disk, the learner is told, lab b still writes, and the host's disk
+// lost no more than the lab's disk is large.
+func diskBound(t *testing.T, a, b *Cluster) {
+	ctx := context.Background()
+	hostFree := func() int64 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(filepath.Dir(a.dir), &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(st.Bavail) * int64(st.Bsize)
+	}
+	before := hostFree()
+	worker := a.State().Nodes[1].Name
+	out, err := nodeExec(t, a, worker, "sh", "-c", "dd if=/dev/zero of=/root/fill bs=1M 2>&1; rc=$?; sync; exit $rc")
+	if err == nil || !strings.Contains(out, "No space left on device") {
+		t.Errorf("filling the node's filesystem: %v\n%s", err, out)
+	}
+	d := readDisk(paths{a.dir})
+	if !d.Full() || d.SizeBytes > a.State().Limits.DiskBytes {
+		t.Errorf("lab a's disk %+v, want full at %d bytes", d, a.State().Limits.DiskBytes)
+	}
+	if lost := before - hostFree(); lost > a.State().Limits.DiskBytes+64<<20 {
+		t.Errorf("the host's disk lost %d MiB to a lab of %d MiB", lost>>20, a.State().Limits.DiskBytes>>20)
+	}
+	if out, err := nodeExec(t, b, b.State().Nodes[1].Name, "sh", "-c", "dd if=/dev/zero of=/root/ok bs=1M count=8 && rm /root/ok"); err != nil {
+		t.Errorf("lab b cannot write while lab a's disk is full: %v\n%s", err, out)
+	}
+	client, _ := a.Client()
+	waitFor(t, 30*time.Second, "an event telling the learner the disk is full", func() (bool, error) {
+		evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=FreeDiskSpaceFailed"})
+		return err == nil && len(evs.Items) > 0, err
+	})
+	if s := summaryOf(a); !strings.Contains(s.Detail, "disk") {
+		t.Errorf("cluster list does not say the disk is full: %+v", s)
+	}
+	if out, err := nodeExec(t, a, worker, "rm", "/root/fill"); err != nil {
+		t.Errorf("removing the file: %v %s", err, out)
+	}
+}
+
+// storeBound fills lab a's store with ConfigMaps until the API server
+// refuses; lab b still writes; once the learner deletes them, the lab
+// accepts changes again.
+func storeBound(t *testing.T, a, b *Cluster) {
+	ctx := context.Background()
+	client, _ := a.Client()
+	payload := strings.Repeat("x", 900<<10)
+	var made []string
+	var refused error
+	for i := 0; i < 200 && refused == nil; i++ {
+		name := fmt.Sprintf("fill-%d", i)
+		_, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"x": payload}}, metav1.CreateOptions{})
+		if err != nil {
+			refused = err
+			break
+		}
+		made = append(made, name)
+	}
+	if refused == nil || !strings.Contains(refused.Error(), "database space exceeded") {
+		t.Fatalf("%d ConfigMaps of 900 KiB in a store of %d MiB: %v", len(made), a.State().Limits.StoreBytes>>20, refused)
+	}
+	bClient, _ := b.Client()
+	if _, err := bClient.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ok"}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("lab b cannot write while lab a's store is full: %v", err)
+	}
+	waitFor(t, 30*time.Second, "cluster list to say the store is full", func() (bool, error) {
+		s := summaryOf(a)
+		return strings.Contains(s.Detail, "API objects fill"), fmt.Errorf("%+v", s)
+	})
+	for _, name := range made {
+		if err := client.CoreV1().ConfigMaps("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("deleting %s in a full store: %v", name, err)
+		}
+	}
+	waitFor(t, 90*time.Second, "the lab to accept changes again", func() (bool, error) {
+		_, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{})
+		return err == nil, err
+	})
+	waitFor(t, 30*time.Second, "an event telling the learner", func() (bool, error) {
+		evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=StoreFreed"})
+		return err == nil && len(evs.Items) > 0, err
+	})
+}
+
+// logsBound checks that the control plane's logs stay within their
+// rotation, whatever the lab made them write.
+func logsBound(t *testing.T, c *Cluster) {
+	files, _ := filepath.Glob(filepath.Join(paths{c.dir}.logs(), "*.log*"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.Size() > componentLogMaxBytes {
+			t.Errorf("%s holds %d bytes, past the rotation's %d", f, fi.Size(), componentLogMaxBytes)
+		}
+	}
+}
+
+// ownedIDs checks that the lab's user namespace is its own first id's, so
+// that the kernel's per-user counts are the lab's.
+func ownedIDs(t *testing.T, c *Cluster) {
+	uid, err := userns.OwnerUID(paths{c.dir}.userns())
+	if err != nil || uid != c.State().IDs.Range.Base {
+		t.Errorf("%s's user namespace is owned by uid %d (%v), want the lab's %d", c.st.Name, uid, err, c.State().IDs.Range.Base)
+	}
+}
+
+// madeUpNodeRoutes creates Nodes a cluster-admin may make up, asking for
+// routes into places that are not the lab's: the control plane's
+// namespace, svclab's, takes none of them.
+func madeUpNodeRoutes(t *testing.T, a *Cluster) {
+	ctx := context.Background()
+	client, _ := a.Client()
+	st := a.State()
+	for name, cidr := range map[string]string{"evil-default": "0.0.0.0/0", "evil-host": st.Gateway + "/32", "evil-resolver": "10.255.255.0/24"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}}}
+		n, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":%q}]}}`, st.Nodes[1].IP)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The routes a made-up Node would get appear within a second (the
+	// routes follow a watch); the cluster's own are there meanwhile.
+	time.Sleep(3 * time.Second)
+	routes := hostCmd("ip", "-n", st.API.Netns, "route", "show")
+	for _, bad := range []string{"default", st.Gateway + " via", "10.255.255.0/24"} {
+		if strings.Contains(routes, bad) {
+			t.Errorf("a made-up Node steers the control plane's namespace (%s):\n%s", bad, routes)
+		}
+	}
+	if !strings.Contains(routes, "10.244.") {
+		t.Errorf("the control plane has no route to the cluster's Pods:\n%s", routes)
+	}
+}
+
+// mountsBound asks one node for more mounts than the whole lab may hold:
+// the Pod is refused before anything of it is made.
+func mountsBound(t *testing.T, a *Cluster) {
+	client, _ := a.Client()
+	var containers strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&containers, "  - {name: c%d, image: registry.k8s.io/pause:3.10, volumeMounts: [", i)
+		for j := range 60 {
+			fmt.Fprintf(&containers, "{name: v, mountPath: /m%d},", j)
+		}
+		containers.WriteString("]}\n")
+	}
+	applyYAML(t, a, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: mounts}
+spec:
+  nodeName: %s
+  containers:
+%s  volumes: [{name: v, emptyDir: {}}]
+`, a.State().Nodes[1].Name, containers.String()))
+	waitFor(t, time.Minute, "the Pod refused for the lab's mounts", func() (bool, error) {
+		p := getPod(t, client, "mounts")
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "OutOfMounts", fmt.Errorf("%s %s %s", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	})
+	kubectlErr(t, a, "delete", "pod", "mounts", "--wait=false")
+}
