@@ -15,6 +15,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/proxier/config"
 	"github.com/svclab/svclab/lab/proxier/control"
+	"github.com/svclab/svclab/lab/proxier/events"
 	"github.com/svclab/svclab/lab/proxier/faults"
 )
 
@@ -146,4 +147,25 @@ func lastSync(metrics string) time.Time {
 	}
 	sec, frac := math.Modf(last)
 	return time.Unix(int64(sec), int64(frac*1e9))
+}
+
+// Programmed asks the proxier on node how far its rules follow the API:
+// every Service and EndpointSlice change up to the resourceVersion rv is
+// programmed; held names the fault that holds its syncs back, if one does.
+// A proxier other than svclab's has no answer (an error). What a lab's
+// proxier answers is the lab's to say: it only tells svclab how long to
+// wait.
+func Programmed(ctx context.Context, c cluster.Cluster, node string) (rv uint64, held string, err error) {
+	out, err := Request(ctx, c, node, http.MethodGet, events.ProgrammedPath, nil)
+	if err != nil {
+		return 0, "", fmt.Errorf("asking the proxier on node %s how far its rules follow the API: %w", node, err)
+	}
+	var p events.Programmed
+	if err := json.Unmarshal(out, &p); err != nil {
+		return 0, "", fmt.Errorf("the proxier on node %s answered %s with no state svclab reads: %w", node, events.ProgrammedPath, err)
+	}
+	if rv, err = strconv.ParseUint(p.ResourceVersion, 10, 64); err != nil {
+		return 0, "", fmt.Errorf("the proxier on node %s answered %s with resourceVersion %q, not a number", node, events.ProgrammedPath, p.ResourceVersion)
+	}
+	return rv, p.Held, nil
 }

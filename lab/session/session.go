@@ -335,13 +335,14 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 }
 
 // waitDataplane waits for the dataplane to follow the API: the proxiers'
-// sync, then the lab's load balancer, when a LoadBalancer Service is there
-// for it to act on.
+// sync (waitProgrammed), then the lab's load balancer, when a LoadBalancer
+// Service is there for it to act on.
 func waitDataplane(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface) error {
-	if err := waitProxiers(ctx, c, cs, proxierStartTimeout); err != nil {
+	nodes, err := waitProxiers(ctx, c, cs, proxierStartTimeout)
+	if err != nil {
 		return err
 	}
-	if err := waitProxySync(ctx); err != nil {
+	if err := waitProgrammed(ctx, c, cs, nodes); err != nil {
 		return err
 	}
 	lc, ok := c.(cluster.LoadBalancerCluster)
@@ -371,11 +372,12 @@ const proxierStartTimeout = 45 * time.Second
 // DaemonSet has no readiness probe, as kubeadm's has none). Nodes without
 // a running kube-proxy Pod (a proxier taken off the node, one that keeps
 // crashing) are not waited for; neither is a proxier that has not synced
-// by the timeout: the grader then sees what a learner would.
-func waitProxiers(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface, timeout time.Duration) error {
+// by the timeout: the grader then sees what a learner would. It returns
+// the nodes whose proxiers have synced.
+func waitProxiers(ctx context.Context, c cluster.Cluster, cs kubernetes.Interface, timeout time.Duration) ([]string, error) {
 	pods, err := cs.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: deploy.Selector})
 	if err != nil {
-		return fmt.Errorf("listing the kube-proxy Pods: %w", err)
+		return nil, fmt.Errorf("listing the kube-proxy Pods: %w", err)
 	}
 	var nodes []string
 	for _, p := range pods.Items {
@@ -385,6 +387,7 @@ func waitProxiers(ctx context.Context, c cluster.Cluster, cs kubernetes.Interfac
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var synced []string
 	for _, node := range nodes {
 		err := wait.PollUntilContextCancel(wctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			last, err := proxierctl.LastSync(ctx, c, node)
@@ -392,24 +395,14 @@ func waitProxiers(ctx context.Context, c cluster.Cluster, cs kubernetes.Interfac
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			slog.DebugContext(ctx, "a proxier has not synced yet; going on", "node", node, "timeout", timeout)
-			return nil
+			return synced, nil
 		}
+		synced = append(synced, node)
 	}
-	return nil
-}
-
-// waitProxySync gives the proxiers time to render the last EndpointSlice
-// changes (their minimum sync interval is one second).
-func waitProxySync(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(2 * time.Second):
-		return nil
-	}
+	return synced, nil
 }
 
 // checkProxyMode refuses a scenario whose proxy mode the cluster does not

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -111,6 +112,11 @@ type Proxier struct {
 	st         *store
 	needFull   bool
 	fullReason string
+	// inFlight is set while a sync works on changes it took from st;
+	// programmedRV is st.seenRV as it was when the last successful
+	// sync took its changes.
+	inFlight     bool
+	programmedRV uint64
 
 	// Owned by the sync in progress (syncMu).
 	builder         model.Builder
@@ -271,6 +277,7 @@ func (p *Proxier) OnServiceUpdate(old, svc *v1.Service) {
 		return
 	}
 	p.mu.Lock()
+	p.settle()
 	changed := p.st.setService(name, svc)
 	if changed {
 		p.metrics.ServiceChangesTotal.Inc()
@@ -307,6 +314,7 @@ func (p *Proxier) OnEndpointSliceUpdate(old, slice *discovery.EndpointSlice) {
 		return
 	}
 	p.mu.Lock()
+	p.settle()
 	changed := p.st.setSlice(name, slice)
 	if changed {
 		p.metrics.EndpointChangesTotal.Inc()
@@ -364,6 +372,7 @@ func (p *Proxier) OnServiceCIDRsChanged(cidrs []string) {
 // synced.
 func (p *Proxier) ReplaceAll(services []*v1.Service, slices []*discovery.EndpointSlice, node *v1.Node) {
 	p.mu.Lock()
+	p.settle()
 	changed := false
 	seenSvc := map[types.NamespacedName]bool{}
 	for _, svc := range services {
@@ -475,6 +484,8 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 	node := p.st.node
 	cidrs := append([]string(nil), p.st.serviceCIDRs...)
 	pendingSvcs, pendingEps, triggers := p.st.takePending()
+	takenRV := p.st.seenRV
+	p.inFlight = true
 	p.updatePendingGauges()
 	p.mu.Unlock()
 
@@ -485,6 +496,7 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 		p.mu.Lock()
 		p.setNeedFull(ReasonAfterFailure)
 		p.st.restorePending(pendingSvcs, pendingEps)
+		p.inFlight = false
 		p.mu.Unlock()
 		p.metrics.SyncFailures.WithLabelValues(stage, p.Mode()).Inc()
 		ev.Error = err.Error()
@@ -623,6 +635,10 @@ func (p *Proxier) syncProxyRules(ctx context.Context) error {
 		}
 	}
 	p.lastApplied = snap
+	p.mu.Lock()
+	p.inFlight = false
+	p.programmedRV = max(p.programmedRV, takenRV)
+	p.mu.Unlock()
 	ev.DurationSeconds = p.clock.Since(start).Seconds()
 	p.events.Publish(ev)
 	p.logger.InfoContext(ctx, "synced rules", "mode", p.Mode(), "full", full, "reason", ev.Reason, "elapsed", elapsed.Round(time.Microsecond),
@@ -750,9 +766,45 @@ func conntrackCleanupRequired(prev, cur *model.Snapshot) bool {
 	return false
 }
 
+// Programmed is how far the node's rules follow the API: the highest
+// resourceVersion up to which every Service and EndpointSlice change the
+// proxier was handed is in its rules (and conntrack), and what holds its
+// syncs back when a fault does (HeldStopSyncing, HeldSyncEvery: it will
+// not catch up soon); served at events.ProgrammedPath. Everything seen counts once nothing is pending and
+// no sync is under way (changes that do not touch the rules included).
+func (p *Proxier) Programmed() (rv uint64, held string) {
+	fs := p.faults.State()
+	switch {
+	case fs.StopSyncing:
+		held = faults.StopSyncing
+	case fs.SyncInterval() > 0:
+		held = faults.SyncEvery
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idle() {
+		return p.st.seenRV, held
+	}
+	return p.programmedRV, held
+}
+
+// idle tells whether every change seen is in the rules: nothing pending,
+// no sync under way (p.mu held).
+func (p *Proxier) idle() bool {
+	return p.initialized() && !p.inFlight && len(p.st.pendingServices) == 0 && len(p.st.pendingEndpoints) == 0
+}
+
+// settle is called (p.mu held) before a handler records an object: when
+// idle, everything seen so far counts as programmed from now on.
+func (p *Proxier) settle() {
+	if p.idle() {
+		p.programmedRV = max(p.programmedRV, p.st.seenRV)
+	}
+}
+
 // MetricsHandler serves the metrics address: /proxyMode, /metrics,
-// /healthz, /configz, and the teaching hooks /events, /faults and /sync
-// (POST; ?full=true forces a full sync).
+// /healthz, /configz, /programmed, and the teaching hooks /events, /faults
+// and /sync (POST; ?full=true forces a full sync).
 func (p *Proxier) MetricsHandler(configz any) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
@@ -769,6 +821,11 @@ func (p *Proxier) MetricsHandler(configz any) http.Handler {
 	mux.HandleFunc("/configz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"kubeproxy.config.k8s.io": configz})
+	})
+	mux.HandleFunc(events.ProgrammedPath, func(w http.ResponseWriter, _ *http.Request) {
+		rv, held := p.Programmed()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(events.Programmed{ResourceVersion: strconv.FormatUint(rv, 10), Held: held})
 	})
 	mux.Handle("/events", p.events.Handler())
 	// The teaching hooks, svclab's alone when there is a control key.

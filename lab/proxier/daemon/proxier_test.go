@@ -498,3 +498,68 @@ func TestMinSyncPeriodHoldsChangesNotTheInitialSync(t *testing.T) {
 		t.Errorf("endpoint changes pending = %v after the sync", got)
 	}
 }
+
+// TestProgrammed follows how far the rules follow the API through changes
+// that wait for a sync, a sync that fails, a change that does not touch
+// the rules, and a fault that holds syncs back.
+func TestProgrammed(t *testing.T) {
+	h := newHarness(t)
+	withRV := func(text, rv string) string {
+		return strings.ReplaceAll(text, "metadata: {", "metadata: {resourceVersion: \""+rv+"\", ")
+	}
+	check := func(step string, wantRV uint64, wantHeld string) {
+		t.Helper()
+		rv, held := h.p.Programmed()
+		if rv != wantRV || held != wantHeld {
+			t.Errorf("%s: Programmed() = %d %q, want %d %q", step, rv, held, wantRV, wantHeld)
+		}
+	}
+	check("before the first sync", 0, "")
+	h.load(withRV(baseObjects, "100"))
+	check("objects seen, not synced", 0, "")
+	h.syncOne(events.KindSync)
+	check("after the first sync", 100, "")
+
+	h.clock.Step(2 * time.Second)
+	changed := strings.Replace(baseObjects, "10.180.2.1", "10.180.2.9", 1)
+	h.load(withRV(changed, "120"))
+	check("a change pending", 100, "")
+	h.nft.setFail(errInjected)
+	if _, err := h.sync(); err == nil {
+		t.Fatal("the injected failure did not fail the sync")
+	}
+	check("after a failed sync", 100, "")
+	h.nft.setFail(nil)
+	h.clock.Step(30 * time.Second)
+	h.syncOne(events.KindSync)
+	check("after the retry", 120, "")
+
+	// An update that changes nothing the rules depend on needs no sync.
+	h.load(withRV(changed, "130"))
+	check("an unchanged object seen", 130, "")
+
+	if _, err := h.p.Faults().Set(context.Background(), faults.Patch{StopSyncing: ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	<-h.evs
+	h.load(withRV(strings.Replace(baseObjects, "10.180.2.1", "10.180.2.7", 1), "140"))
+	h.syncOne(events.KindSkipped)
+	check("syncs stopped by the fault", 130, faults.StopSyncing)
+}
+
+func TestProgrammedEndpoint(t *testing.T) {
+	h := newHarness(t)
+	h.load(strings.ReplaceAll(baseObjects, "metadata: {", "metadata: {resourceVersion: \"7\", "))
+	h.syncOne(events.KindSync)
+	srv := httptest.NewServer(h.p.MetricsHandler(nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + events.ProgrammedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"resourceVersion":"7"}` {
+		t.Errorf("%s: %d %s", events.ProgrammedPath, resp.StatusCode, body)
+	}
+}

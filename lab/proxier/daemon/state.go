@@ -3,6 +3,7 @@ package daemon
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -41,6 +42,18 @@ type store struct {
 	// triggerTimes are the EndpointSlices' last-change-trigger-time
 	// annotations of the pending endpoint changes.
 	triggerTimes map[types.NamespacedName][]time.Time
+	// seenRV is the highest resourceVersion of the Services and
+	// EndpointSlices handed to the proxier (see Proxier.Programmed).
+	seenRV uint64
+}
+
+// see notes the resourceVersion of an object handed to the proxier. The
+// API server's resourceVersions are etcd revisions, which only grow; one
+// that is not a number (another storage) is not counted.
+func (s *store) see(rv string) {
+	if n, err := strconv.ParseUint(rv, 10, 64); err == nil && n > s.seenRV {
+		s.seenRV = n
+	}
 }
 
 func newStore() *store {
@@ -83,6 +96,9 @@ func sliceDiffers(a, b *discovery.EndpointSlice) bool {
 // setService records svc (nil: deleted) under name and reports whether
 // anything changed.
 func (s *store) setService(name types.NamespacedName, svc *v1.Service) bool {
+	if svc != nil {
+		s.see(svc.ResourceVersion)
+	}
 	if svc != nil && ignoredByProxy(svc.Labels) {
 		svc = nil
 	}
@@ -104,6 +120,9 @@ func (s *store) setService(name types.NamespacedName, svc *v1.Service) bool {
 // setSlice records slice (nil: deleted) under name and reports whether
 // anything changed.
 func (s *store) setSlice(name types.NamespacedName, slice *discovery.EndpointSlice) bool {
+	if slice != nil {
+		s.see(slice.ResourceVersion)
+	}
 	if slice != nil && ignoredByProxy(slice.Labels) {
 		slice = nil
 	}

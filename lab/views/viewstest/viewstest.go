@@ -36,7 +36,6 @@ type Cluster struct {
 	rules   string
 	version int
 	subs    map[chan events.Event]struct{}
-	resizes []string
 	broken  map[string]bool
 	// mode is what the proxiers answer on /proxyMode ("" nftables);
 	// patches the fault switch patches posted to /faults, by node.
@@ -44,6 +43,9 @@ type Cluster struct {
 	patches []string
 	// lastSync is what the proxiers' metrics give as their last sync.
 	lastSync time.Time
+	// programmed is what the proxiers answer on /programmed ("": no
+	// such path, as a proxier other than svclab's).
+	programmed string
 }
 
 // SetMode makes every node's proxier say it runs in mode.
@@ -59,6 +61,14 @@ func (c *Cluster) SetLastSync(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastSync = t
+}
+
+// SetProgrammed makes every node's proxier answer body on /programmed
+// ("": it has no such path).
+func (c *Cluster) SetProgrammed(body string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.programmed = body
 }
 
 // Patches are the fault switch patches posted to the proxiers, as
@@ -108,9 +118,11 @@ func (c *Cluster) nodeOfIP(ctx context.Context, ip string) string {
 
 // Resizes are the terminal sizes set, as "rows R cols C".
 func (c *Cluster) Resizes() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.resizes...)
+	var out []string
+	for _, sz := range c.TerminalSizes() {
+		out = append(out, fmt.Sprintf("rows %d cols %d", sz.Rows, sz.Cols))
+	}
+	return out
 }
 
 // New returns a fake cluster named name with two nodes (a control plane
@@ -241,6 +253,15 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		}
 		_, err := fmt.Fprintf(out, "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} %g\n", v)
 		return err
+	case cmd[0] == "curl" && strings.HasSuffix(line, events.ProgrammedPath):
+		c.mu.Lock()
+		body := c.programmed
+		c.mu.Unlock()
+		if body == "" {
+			return errors.New("curl: (22) The requested URL returned error: 404")
+		}
+		_, err := io.WriteString(out, body)
+		return err
 	case cmd[0] == "curl" && strings.HasSuffix(line, "/faults"):
 		for i, a := range cmd {
 			if a == "-d" && i+1 < len(cmd) {
@@ -267,9 +288,9 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 				}
 			}
 		}
-	case cmd[0] == "env" && strings.Contains(line, "script"):
-		// A terminal: the fake shell shows a prompt and echoes what is
-		// typed, with a new prompt after each Enter.
+	case cmd[0] == "env" && strings.HasSuffix(line, "bash -l"):
+		// A terminal (NodeTerminal): the fake shell shows a prompt and
+		// echoes what is typed, with a new prompt after each Enter.
 		in := stdio.Stdin
 		if in == nil {
 			return errors.New("a terminal without input")
@@ -306,13 +327,6 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		case err := <-done:
 			return err
 		}
-	case cmd[0] == "sh" && len(cmd) == 3 && strings.Contains(cmd[2], "stty -F"):
-		c.mu.Lock()
-		c.resizes = append(c.resizes, cmd[2][strings.Index(cmd[2], "rows"):strings.Index(cmd[2], "; sleep")])
-		c.mu.Unlock()
-		return nil
-	case cmd[0] == "sh" && strings.Contains(line, "pkill -HUP -t"):
-		return nil
 	case cmd[0] == "sh" && len(cmd) == 3 && strings.HasPrefix(cmd[2], "curl -s -o /dev/null -m 2 http://"):
 		// The health watch: can the control plane reach a node?
 		ip := strings.Split(strings.TrimPrefix(cmd[2], "curl -s -o /dev/null -m 2 http://"), ":")[0]
