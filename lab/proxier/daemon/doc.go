@@ -20,5 +20,6 @@
 // changed, which rules were added and removed, full or partial, how long)
 // and the faults.Switches can stop or slow syncing, skip conntrack cleanup
 // or leave a Service out. The metrics server exposes both (/events,
-// /faults) next to /metrics, /proxyMode, /healthz and /configz.
+// /faults) next to /metrics, /proxyMode, /healthz, /configz and
+// /programmed (how far the rules follow the API: Proxier.Programmed).
 package daemon
