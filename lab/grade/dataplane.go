@@ -37,6 +37,9 @@ func (g *Grader) dataplane(ctx context.Context, d *scenario.DataplaneCheck, base
 			names = append(names, scenario.NodeName(g.Cluster.Name(), short))
 		}
 	}
+	if d.Follows != nil {
+		return g.follows(ctx, names, d.Follows)
+	}
 	// The nodes are asked at once (nodeExec bounds the commands); the
 	// report keeps the nodes' order.
 	type answer struct {

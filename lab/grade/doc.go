@@ -22,8 +22,11 @@
 //     (nft list table ip kube-proxy, or iptables-save), what its
 //     conntrack table holds for the Service (conntrack -L), how many
 //     connections the table may hold (nf_conntrack_max, or the lab's
-//     stand-in cap), and which mode its kube-proxy runs in. The nodes are
-//     asked at once;
+//     stand-in cap), which mode its kube-proxy runs in, and whether the
+//     node's rules follow a change the grader makes (follows.go: a Service
+//     of its own in kube-system gets an endpoint, then loses it; rules
+//     mended by hand and a stuck or dead proxier do not follow). The nodes
+//     are asked at once;
 //   - rightFix: the object still exists, is the same object (UID), or kept a
 //     field, compared with a Baseline recorded right after the faults were
 //     injected;

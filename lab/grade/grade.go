@@ -262,6 +262,9 @@ func disruption(c *scenario.Check) string {
 		}
 		return "restarts the Deployment " + ns + "/" + r.Deployment + " and watches the requests meanwhile"
 	}
+	if c.Dataplane != nil && c.Dataplane.Follows != nil {
+		return "makes a Service of its own and watches the nodes' rules follow it"
+	}
 	return "changes the cluster"
 }
 

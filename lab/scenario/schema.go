@@ -13,7 +13,7 @@ const SchemaID = "https://svclab.dev/schemas/scenario.json"
 // be set.
 var oneOfGroups = map[reflect.Type][]string{
 	reflect.TypeFor[Check]():          {CheckAPI, CheckProbe, CheckDataplane, CheckRightFix, CheckAnswer, CheckKubeProxyConfig},
-	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "conntrackMax", "proxyMode", "loadBalancer"},
+	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "conntrackMax", "proxyMode", "loadBalancer", "follows"},
 	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector", "outside"},
 }
 

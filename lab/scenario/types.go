@@ -206,9 +206,12 @@ func (a *AnswerCheck) Judge(answer string) (bool, error) {
 }
 
 // Disruptive tells whether grading the check changes the cluster (a probe
-// during a rollout restart): such checks run only when the learner asks
-// for a grade, after the others.
-func (c *Check) Disruptive() bool { return c.Probe != nil && c.Probe.During != nil }
+// during a rollout restart, the grader's own Service of a follows
+// assertion): such checks run only when the learner asks for a grade,
+// after the others.
+func (c *Check) Disruptive() bool {
+	return (c.Probe != nil && c.Probe.During != nil) || (c.Dataplane != nil && c.Dataplane.Follows != nil)
+}
 
 // ObjectRef names API objects: one by name, or all that match a label
 // selector.
@@ -366,6 +369,22 @@ type DataplaneCheck struct {
 	ConntrackMax *ConntrackMaxAssertion `yaml:"conntrackMax" doc:"How many connections the node's conntrack table may hold."`
 	ProxyMode    string                 `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The mode the node's kube-proxy runs in (it answers on 127.0.0.1:10249/proxyMode)."`
 	LoadBalancer *LoadBalancerAssertion `yaml:"loadBalancer" doc:"Whether the lab's load balancer sends a Service's traffic to the node (embedded clusters)."`
+	Follows      *FollowsAssertion      `yaml:"follows" doc:"Whether kube-proxy programs the node: at check time svclab makes a change of its own (a Service of its own gets an endpoint, then loses it) and the node's rules must follow each step. Rules written by hand and a stuck or dead proxier fail it, however right the rules for the scenario's own Services look."`
+}
+
+// DefaultFollowsWithin is how long a node's rules may take to follow each
+// change of a follows assertion unless it says otherwise: kube-proxy's
+// minSyncPeriod (1s by default) and a sync, with room for a busy machine.
+const DefaultFollowsWithin = 8
+
+// FollowsAssertion asks that a node's proxy rules follow the API: the
+// owner of the dataplane (kube-proxy) fixed, not the node's rules by hand.
+// The grader creates a Service of its own (in kube-system, a fresh name a
+// learner cannot have targeted) with one endpoint, waits for every node's
+// rules to send its ClusterIP to endpoints, takes the endpoint away, waits
+// for them to reject it, and removes the Service.
+type FollowsAssertion struct {
+	WithinSeconds int `yaml:"withinSeconds" rule:"min=1,max=60" doc:"How long each node's rules may take to follow each change, in seconds (default 8)."`
 }
 
 // Load-balancer expectations.

@@ -480,8 +480,8 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 }
 
 func (v *validator) dataplane(p string, d *DataplaneCheck) {
-	if count(d.Rules != nil, d.Conntrack != nil, d.ConntrackMax != nil, d.ProxyMode != "", d.LoadBalancer != nil) != 1 {
-		v.bad(p, "set exactly one of rules, conntrack, conntrackMax, proxyMode and loadBalancer")
+	if count(d.Rules != nil, d.Conntrack != nil, d.ConntrackMax != nil, d.ProxyMode != "", d.LoadBalancer != nil, d.Follows != nil) != 1 {
+		v.bad(p, "set exactly one of rules, conntrack, conntrackMax, proxyMode, loadBalancer and follows")
 	}
 	for i, n := range d.Nodes {
 		v.node(fmt.Sprintf("%s.nodes[%d]", p, i), n)
