@@ -169,3 +169,17 @@ func Programmed(ctx context.Context, c cluster.Cluster, node string) (rv uint64,
 	}
 	return rv, p.Held, nil
 }
+
+// Faults reads the fault switches of the proxier on node (svclab's own
+// request, signed with the cluster's control key when it has one).
+func Faults(ctx context.Context, c cluster.Cluster, node string) (faults.State, error) {
+	out, err := Request(ctx, c, node, http.MethodGet, "/faults", nil)
+	if err != nil {
+		return faults.State{}, fmt.Errorf("reading the fault switches of the proxier on node %s: %w", node, err)
+	}
+	var st faults.State
+	if err := json.Unmarshal(out, &st); err != nil {
+		return faults.State{}, fmt.Errorf("the proxier on node %s answered /faults with no state svclab reads: %w", node, err)
+	}
+	return st, nil
+}

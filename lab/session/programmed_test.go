@@ -63,16 +63,18 @@ func TestSliceLag(t *testing.T) {
 // keeps waiting while one lags; a proxier that cannot say gets a pause.
 func TestWaitProgrammed(t *testing.T) {
 	for _, tc := range []struct {
-		name, answer string
-		wantErr      error
-		minWait      time.Duration
+		name, answer, faults string
+		wantErr              error
+		minWait              time.Duration
 	}{
-		{"caught up", `{"resourceVersion":"42"}`, nil, 0},
-		{"ahead", `{"resourceVersion":"50"}`, nil, 0},
-		{"behind", `{"resourceVersion":"41"}`, context.DeadlineExceeded, 0},
-		{"behind, held by a fault", `{"resourceVersion":"41","held":"stop-syncing"}`, nil, 0},
-		{"cannot say", "", nil, 2 * time.Second},
-		{"says nonsense", `{"resourceVersion":"x"}`, nil, 2 * time.Second},
+		{"caught up", `{"resourceVersion":"42"}`, "", nil, 0},
+		{"ahead", `{"resourceVersion":"50"}`, "", nil, 0},
+		{"behind", `{"resourceVersion":"41"}`, "", context.DeadlineExceeded, 0},
+		{"behind, held by a fault it names", `{"resourceVersion":"41","held":"stop-syncing"}`, "", nil, 0},
+		{"behind, held by a covert fault", `{"resourceVersion":"41"}`, `{"stopSyncing":true}`, nil, 0},
+		{"behind, slowed by a covert fault", `{"resourceVersion":"41"}`, `{"syncEverySeconds":600}`, nil, 0},
+		{"cannot say", "", "", nil, 2 * time.Second},
+		{"says nonsense", `{"resourceVersion":"x"}`, "", nil, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := viewstest.New("lab", "")
@@ -86,6 +88,7 @@ func TestWaitProgrammed(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.SetProgrammed(tc.answer)
+			c.SetFaultState(tc.faults)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			start := time.Now()

@@ -375,6 +375,9 @@ func TestCovertFaults(t *testing.T) {
 	if !h.p.Faults().State().StopSyncing {
 		t.Fatal("the signed request did not set the fault")
 	}
+	if _, held := h.p.Programmed(); held != "" {
+		t.Errorf("Programmed names the covert fault: %q", held)
+	}
 	h.load(strings.Replace(baseObjects, "10.180.2.1", "10.180.2.9", 1))
 	if evs, _ := h.sync(); len(evs) != 0 {
 		t.Errorf("a covert fault published events: %+v", evs)

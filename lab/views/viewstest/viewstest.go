@@ -44,8 +44,9 @@ type Cluster struct {
 	// lastSync is what the proxiers' metrics give as their last sync.
 	lastSync time.Time
 	// programmed is what the proxiers answer on /programmed ("": no
-	// such path, as a proxier other than svclab's).
-	programmed string
+	// such path, as a proxier other than svclab's); faultState what they
+	// answer on GET /faults ("": no fault on).
+	programmed, faultState string
 }
 
 // SetMode makes every node's proxier say it runs in mode.
@@ -69,6 +70,13 @@ func (c *Cluster) SetProgrammed(body string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.programmed = body
+}
+
+// SetFaultState makes every node's proxier answer body on GET /faults.
+func (c *Cluster) SetFaultState(body string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faultState = body
 }
 
 // Patches are the fault switch patches posted to the proxiers, as
@@ -268,9 +276,17 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 				c.mu.Lock()
 				c.patches = append(c.patches, node+" "+cmd[i+1])
 				c.mu.Unlock()
+				return nil
 			}
 		}
-		return nil
+		c.mu.Lock()
+		st := c.faultState
+		c.mu.Unlock()
+		if st == "" {
+			st = "{}"
+		}
+		_, err := io.WriteString(out, st)
+		return err
 	case cmd[0] == "curl" && strings.Contains(line, "/events"):
 		ch := make(chan events.Event, 64)
 		c.mu.Lock()
