@@ -21,7 +21,7 @@ import (
 const (
 	witnessNamespace = "kube-system"
 	witnessPrefix    = "svclab-witness-"
-	witnessManager   = "svclab.dev/grader"
+	witnessManager   = "svclab-grader"
 	// witnessAddress is an address of TEST-NET-1 (RFC 5737): no packet is
 	// sent to it, the rules only name it.
 	witnessAddress = "192.0.2.10"

@@ -302,7 +302,14 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 			return nil
 		}},
 		{Name: "Waiting for the application to be ready", Run: func(ctx context.Context) error {
-			return settle(ctx, cs, s, true, opts.SettleTimeout)
+			if err := settle(ctx, cs, s, true, opts.SettleTimeout); err != nil {
+				return err
+			}
+			// The faults break a working dataplane: one that has
+			// programmed the application (a proxier stopped before its
+			// first sync of the Service would leave no rules at all
+			// instead of the old ones the scenario speaks of).
+			return waitDataplane(ctx, c, cs)
 		}},
 		{Name: "Injecting the faults", Run: func(ctx context.Context) error {
 			for i := range s.Faults {

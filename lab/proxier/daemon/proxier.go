@@ -769,8 +769,9 @@ func conntrackCleanupRequired(prev, cur *model.Snapshot) bool {
 // Programmed is how far the node's rules follow the API: the highest
 // resourceVersion up to which every Service and EndpointSlice change the
 // proxier was handed is in its rules (and conntrack), and which fault
-// holds its syncs back (faults.StopSyncing, faults.SyncEvery: it will not
-// catch up soon), unless faults are covert (svclab's labs: a learner must
+// holds its syncs back (faults.StopSyncing, faults.SyncEvery, or a long
+// minSyncPeriod, HeldMinSyncPeriod: it will not catch up soon), faults
+// unless they are covert (svclab's labs: a learner must
 // not read the fault here; svclab asks /faults instead); served at
 // events.ProgrammedPath. Everything seen counts once nothing is pending
 // and no sync is under way (changes that do not touch the rules included).
@@ -788,8 +789,19 @@ func (p *Proxier) Programmed() (rv uint64, held string) {
 	if p.idle() {
 		return p.st.seenRV, held
 	}
+	if held == "" && p.cfg.MinSyncPeriod >= slowMinSyncPeriod {
+		// Its configuration, not a fault: anyone may read it.
+		held = HeldMinSyncPeriod
+	}
 	return p.programmedRV, held
 }
+
+// HeldMinSyncPeriod is what Programmed says holds syncs back when the
+// proxier's minSyncPeriod is slowMinSyncPeriod or more: pending changes
+// may wait that long.
+const HeldMinSyncPeriod = "min-sync-period"
+
+const slowMinSyncPeriod = 5 * time.Second
 
 // idle tells whether every change seen is in the rules: nothing pending,
 // no sync under way (p.mu held).

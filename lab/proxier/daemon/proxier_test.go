@@ -566,3 +566,17 @@ func TestProgrammedEndpoint(t *testing.T) {
 		t.Errorf("%s: %d %s", events.ProgrammedPath, resp.StatusCode, body)
 	}
 }
+
+// A long minSyncPeriod holds pending changes back, and Programmed says so.
+func TestProgrammedSaysALongMinSyncPeriodHolds(t *testing.T) {
+	h := newHarnessWith(t, Config{MinSyncPeriod: 10 * time.Minute})
+	h.load(baseObjects)
+	h.syncOne(events.KindSync)
+	if _, held := h.p.Programmed(); held != "" {
+		t.Errorf("idle: held %q", held)
+	}
+	h.load(strings.Replace(baseObjects, "10.180.2.1", "10.180.2.9", 1))
+	if _, held := h.p.Programmed(); held != HeldMinSyncPeriod {
+		t.Errorf("a change pending: held %q, want %q", held, HeldMinSyncPeriod)
+	}
+}

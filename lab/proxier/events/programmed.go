@@ -7,7 +7,8 @@ const ProgrammedPath = "/programmed"
 // Programmed is the answer at ProgrammedPath: every Service and
 // EndpointSlice change up to ResourceVersion (a decimal number, as the API
 // writes them) is in the node's rules; Held names the fault that holds
-// syncs back ("stop-syncing", "sync-every"), when one does.
+// syncs back ("stop-syncing", "sync-every"; "min-sync-period" when its
+// configured minimum interval between syncs is long), when one does.
 type Programmed struct {
 	ResourceVersion string `json:"resourceVersion"`
 	Held            string `json:"held,omitempty"`
