@@ -189,6 +189,7 @@ func TestNetexecHTTP(t *testing.T) {
 		{path: "/echo?msg=gone&code=404", status: 404, body: "gone"},
 		{path: "/echo?msg=x&code=abc", status: 200, body: "argument 'code' must be an integer or empty, got \"abc\"\n"},
 		{path: "/clientip", status: 200, body: "127.0.0.1:", prefix: true},
+		{path: "/serverport", status: 200, body: "0"}, // the --http-port given, as upstream
 		{path: "/", status: 200, body: "NOW: ", prefix: true},
 		{path: "/healthz", status: 200, body: ""},
 		{path: "/readyz", status: 200, body: "ok"},
@@ -235,13 +236,16 @@ func closedPort(t *testing.T) string {
 }
 
 func TestNetexecUDP(t *testing.T) {
-	h := start(t, nil, "netexec", "--http-port=0", "--udp-port=0")
+	h := start(t, func(e *env) { e.environ = func() []string { return []string{"POD_NAME=web-1", "EMPTY="} } },
+		"netexec", "--http-port=0", "--udp-port=0")
 	addr := h.addr("udp")
 	tests := []struct{ send, want string }{
 		{"hostname", "web-7d4b9c-x2k4p"},
 		{"HOSTNAME\n", "web-7d4b9c-x2k4p"},
 		{"echo Hello World", "hello world"}, // lower-cased, as upstream
 		{"clientip", "127.0.0.1:"},
+		{"serverport", "0"}, // the --udp-port given, as upstream
+		{"envvar POD_NAME", "web-1"},
 	}
 	for _, tt := range tests {
 		got, err := udpAsk(t, addr, tt.send)

@@ -36,9 +36,10 @@ func netexecCommand(ctx context.Context, e env, l *log.Logger) *cobra.Command {
 		Use:   "netexec",
 		Short: "Creates HTTP(S) and UDP servers with various endpoints",
 		Long: `Starts an HTTP(S) server on --http-port (8080) with the endpoints /, /clientip,
-/header, /dial, /echo, /exit, /healthz, /readyz, /hostname, /hostName, /redirect,
-/shell, /shutdown and /upload, and a UDP server on --udp-port (8081, -1 to
-disable) that answers "hostname", "echo <msg>" and "clientip".
+/serverport, /header, /dial, /echo, /exit, /healthz, /readyz, /hostname, /hostName,
+/redirect, /shell, /shutdown and /upload, and a UDP server on --udp-port (8081, -1
+to disable) that answers "hostname", "echo <msg>", "envvar <NAME>", "clientip" and
+"serverport".
 On SIGTERM /readyz starts failing and the process exits after --delay-shutdown
 seconds.`,
 		Args: cobra.MaximumNArgs(0),
@@ -185,6 +186,7 @@ func (n *netexec) exit(code int) {
 func (n *netexec) addRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/", n.root)
 	mux.HandleFunc("/clientip", n.clientIP)
+	mux.HandleFunc("/serverport", n.serverPort)
 	mux.HandleFunc("/header", n.header)
 	mux.HandleFunc("/dial", n.dial)
 	mux.HandleFunc("/echo", n.echo)
@@ -230,6 +232,22 @@ func (n *netexec) echo(w http.ResponseWriter, r *http.Request) {
 func (n *netexec) clientIP(w http.ResponseWriter, r *http.Request) {
 	n.log.Printf("GET /clientip")
 	fmt.Fprint(w, r.RemoteAddr)
+}
+
+// serverPort answers the --http-port given, as upstream.
+func (n *netexec) serverPort(w http.ResponseWriter, r *http.Request) {
+	n.log.Printf("GET /serverport")
+	fmt.Fprint(w, n.o.httpPort)
+}
+
+// lookupEnv is the value of the environment variable name ("" when unset).
+func (n *netexec) lookupEnv(name string) string {
+	for _, kv := range n.env.environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 func (n *netexec) header(w http.ResponseWriter, r *http.Request) {
@@ -491,8 +509,9 @@ func dialUDP(request string, addr net.Addr) (string, error) {
 	return string(buf[:count]), nil
 }
 
-// serveUDP answers "hostname", "echo <msg>" and "clientip" (matched
-// case-insensitively; the echo is lower-cased, as upstream).
+// serveUDP answers "hostname", "echo <msg>", "envvar <NAME>", "clientip"
+// and "serverport" (matched case-insensitively; the echo is lower-cased,
+// the variable's name is not, as upstream).
 func (n *netexec) serveUDP(conn *net.UDPConn, address string) {
 	n.log.Printf("Started UDP server on port %s %d", address, n.o.udpPort)
 	defer func() {
@@ -509,18 +528,27 @@ func (n *netexec) serveUDP(conn *net.UDPConn, address string) {
 			}
 			return
 		}
-		text := strings.ToLower(strings.TrimSpace(string(buf[:count])))
+		raw := strings.TrimSpace(string(buf[:count]))
+		text := strings.ToLower(raw)
 		var reply string
 		switch {
 		case text == "hostname":
 			n.log.Println("Sending udp hostName response")
 			reply = n.hostName()
+		case strings.HasPrefix(text, "envvar "):
+			name := strings.TrimSpace(strings.SplitN(raw, " ", 2)[1])
+			n.log.Printf("Sending UDP envvar response for %s", name)
+			reply = n.lookupEnv(name)
 		case strings.HasPrefix(text, "echo "):
 			reply = strings.SplitN(text, " ", 2)[1]
 			n.log.Printf("Echoing %v to UDP client %s\n", reply, client)
 		case text == "clientip":
 			n.log.Printf("Sending clientip back to UDP client %s\n", client)
 			reply = client.String()
+		case text == "serverport":
+			// The --udp-port given, as upstream (0 for an ephemeral port).
+			n.log.Printf("Sending server port to UDP client %s\n", strconv.Itoa(n.o.udpPort))
+			reply = strconv.Itoa(n.o.udpPort)
 		default:
 			if len(text) > 0 {
 				n.log.Printf("Unknown UDP command received from %s: %v\n", client, text)
