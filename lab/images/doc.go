@@ -13,7 +13,8 @@
 //     Debian's own commands.
 //   - svclab/agnhost: tools plus /agnhost, our implementation of the
 //     upstream test image's subcommands (package agnhost), for
-//     registry.k8s.io/e2e-test-images/agnhost:*.
+//     registry.k8s.io/e2e-test-images/agnhost:* (and, as its boom-server,
+//     registry.k8s.io/e2e-test-images/regression-issue-74839:*).
 //   - svclab/web: tools plus an nginx- and httpd-compatible server
 //     (package webserver), for nginx:* and httpd:*.
 //   - svclab/coredns: tools plus /coredns, which is svclab-kube's CoreDNS,

@@ -83,6 +83,9 @@ var known = []struct {
 	{[]string{"curlimages/curl"}, variant{image: ImageTools, entrypoint: []string{"/entrypoint.sh"}, cmd: []string{"curl"}}},
 	{[]string{"nicolaka/netshoot"}, variant{image: ImageTools, cmd: []string{"bash"}}},
 	{[]string{"registry.k8s.io/e2e-test-images/agnhost"}, variant{image: ImageAgnhost, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}}},
+	// The boom-server of [sig-network] Conntrack's invalid conntrack state
+	// spec, one of agnhost's (hidden) subcommands here.
+	{[]string{"registry.k8s.io/e2e-test-images/regression-issue-74839"}, variant{image: ImageAgnhost, entrypoint: []string{"/agnhost", "boom-server"}}},
 	// The pause image (any tag: Pods in the Kubernetes docs and the e2e
 	// suites name many), its /pause from the agnhost image's files.
 	{[]string{"registry.k8s.io/pause", "gcr.io/google-containers/pause", "rancher/mirrored-pause"}, variant{image: ImageAgnhost, entrypoint: []string{"/pause"}}},

@@ -112,7 +112,8 @@ func TestAvailable(t *testing.T) {
 	s := NewStore(t.TempDir(), Options{System: newFakeSystem(), SvclabBin: "/nonexistent", Mirror: DefaultMirror})
 	got := s.Available()
 	want := []string{"busybox", "ubuntu", "debian", "registry.k8s.io/e2e-test-images/jessie-dnsutils", "alpine", "curlimages/curl", "nicolaka/netshoot",
-		"registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/pause", "nginx", "httpd", "registry.k8s.io/coredns/coredns", "registry.k8s.io/kube-proxy"}
+		"registry.k8s.io/e2e-test-images/agnhost", "registry.k8s.io/e2e-test-images/regression-issue-74839", "registry.k8s.io/pause", "nginx", "httpd",
+		"registry.k8s.io/coredns/coredns", "registry.k8s.io/kube-proxy"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Available() = %q, want %q", got, want)
 	}

@@ -118,6 +118,7 @@ func run(ctx context.Context, e env, args []string) int {
 		dnsServerListCommand(e),
 		etcHostsCommand(e),
 		connectCommand(e),
+		boomServerCommand(ctx, e, logger),
 	)
 	for _, name := range notImplemented {
 		root.AddCommand(&cobra.Command{
