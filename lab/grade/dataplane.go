@@ -161,11 +161,7 @@ func (g *Grader) rules(ctx context.Context, node string, r *scenario.RulesAssert
 				return "", false, failf("Service %s/%s port %d has no NodePort (type %s), so no external traffic rules", svc.Namespace, svc.Name, sp.Port, svcType(svc))
 			}
 		}
-		if mode == scenario.ProxyModeNFTables {
-			v = nftVerdict(parseNFTMaps(dump), svc, sp, external)
-		} else {
-			v = iptablesVerdict(dump, svc, sp, external)
-		}
+		v = verdictIn(mode, dump, svc, sp, external)
 		if v.kind != r.Expect {
 			pass = false
 		}

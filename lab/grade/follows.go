@@ -159,10 +159,15 @@ func (g *Grader) verdict(ctx context.Context, node string, svc *corev1.Service, 
 	if err != nil {
 		return verdict{}, err
 	}
+	return verdictIn(mode, dump, svc, sp, false), nil
+}
+
+// verdictIn reads what the rules dump (of mode) do with sp of svc.
+func verdictIn(mode, dump string, svc *corev1.Service, sp corev1.ServicePort, external bool) verdict {
 	if mode == scenario.ProxyModeNFTables {
-		return nftVerdict(parseNFTMaps(dump), svc, sp, false), nil
+		return nftVerdict(parseNFTMaps(dump), svc, sp, external)
 	}
-	return iptablesVerdict(dump, svc, sp, false), nil
+	return iptablesVerdict(dump, svc, sp, external)
 }
 
 // verdictWords say a verdict in a sentence ("the rules … still …").

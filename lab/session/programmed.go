@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -79,7 +80,7 @@ func waitProgrammed(ctx context.Context, c cluster.Cluster, cs kubernetes.Interf
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case err == errUnknown:
+	case errors.Is(err, errUnknown):
 		slog.DebugContext(ctx, "a proxier does not say how far its rules follow the API; pausing for its minimum sync interval", "why", why)
 		select {
 		case <-ctx.Done():
@@ -93,7 +94,7 @@ func waitProgrammed(ctx context.Context, c cluster.Cluster, cs kubernetes.Interf
 	}
 }
 
-var errUnknown = fmt.Errorf("no answer")
+var errUnknown = errors.New("no answer")
 
 // apiRevision is the highest resourceVersion among the Services and
 // EndpointSlices the proxiers program.

@@ -93,17 +93,9 @@ func ipNetwork(ip net.IP) string {
 // boomServerIPs are the Pod's addresses from the downward API, as upstream
 // reads them (POD_IPS, comma-separated, before POD_IP).
 func boomServerIPs(environ []string) []net.IP {
-	get := func(name string) string {
-		for _, kv := range environ {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-				return v
-			}
-		}
-		return ""
-	}
-	raw := get("POD_IPS")
+	raw := getenv(environ, "POD_IPS")
 	if raw == "" {
-		raw = get("POD_IP")
+		raw = getenv(environ, "POD_IP")
 	}
 	var ips []net.IP
 	for _, s := range strings.Split(raw, ",") {

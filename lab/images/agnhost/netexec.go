@@ -240,9 +240,9 @@ func (n *netexec) serverPort(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, n.o.httpPort)
 }
 
-// lookupEnv is the value of the environment variable name ("" when unset).
-func (n *netexec) lookupEnv(name string) string {
-	for _, kv := range n.env.environ() {
+// getenv is the value of the variable name in environ ("" when unset).
+func getenv(environ []string, name string) string {
+	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
 			return v
 		}
@@ -538,7 +538,7 @@ func (n *netexec) serveUDP(conn *net.UDPConn, address string) {
 		case strings.HasPrefix(text, "envvar "):
 			name := strings.TrimSpace(strings.SplitN(raw, " ", 2)[1])
 			n.log.Printf("Sending UDP envvar response for %s", name)
-			reply = n.lookupEnv(name)
+			reply = getenv(n.env.environ(), name)
 		case strings.HasPrefix(text, "echo "):
 			reply = strings.SplitN(text, " ", 2)[1]
 			n.log.Printf("Echoing %v to UDP client %s\n", reply, client)
