@@ -51,6 +51,12 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // decodeScenario decodes data (the contents of a scenario.yaml) into s.
 func (d *decoder) decodeScenario(data []byte, s *Scenario) {
+	d.decodeDocument(data, s, "a scenario.yaml")
+}
+
+// decodeDocument decodes data, a single YAML document of what (for
+// messages: "a scenario.yaml"), into v, a pointer to a format type.
+func (d *decoder) decodeDocument(data []byte, v any, what string) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -69,14 +75,14 @@ func (d *decoder) decodeScenario(data []byte, s *Scenario) {
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		d.add(extra.Line, "", "a scenario.yaml holds a single YAML document; remove the '---' and what follows")
+		d.add(extra.Line, "", what+" holds a single YAML document; remove the '---' and what follows")
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	d.lines[""] = root.Line
-	d.value(root, reflect.ValueOf(s).Elem(), "")
+	d.value(root, reflect.ValueOf(v).Elem(), "")
 }
 
 func join(path, name string) string {

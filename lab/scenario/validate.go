@@ -62,23 +62,46 @@ func (v *validator) validate() {
 		v.check(p, c)
 	}
 	v.commands("solution", s.Solution)
-	solutionIDs := map[string]int{}
-	for i, o := range s.OtherSolutions {
-		p := fmt.Sprintf("otherSolutions[%d]", i)
-		if j, dup := solutionIDs[o.ID]; dup && o.ID != "" {
-			v.bad(p+".id", "%q is also the id of otherSolutions[%d]; solution ids must be unique", o.ID, j)
+	v.attempts("", s.OtherSolutions, s.WrongFixes, nil)
+}
+
+// attempts checks other solutions and wrong fixes (at prefix: "" in a
+// scenario.yaml, "scenarios.ID." in an attempts file) against the
+// scenario's checks; taken holds the ids of solutions and wrong fixes
+// declared before them (by the scenario itself, for an attempts file).
+func (v *validator) attempts(prefix string, solutions []Solution, wrongFixes []WrongFix, taken *Attempts) {
+	s := v.s
+	ids := map[string]int{}
+	for i := range s.Checks {
+		if _, dup := ids[s.Checks[i].ID]; !dup {
+			ids[s.Checks[i].ID] = i
+		}
+	}
+	solutionIDs := map[string]string{}
+	wrongIDs := map[string]string{}
+	if taken != nil {
+		for i, o := range taken.OtherSolutions {
+			solutionIDs[o.ID] = fmt.Sprintf("the scenario's otherSolutions[%d]", i)
+		}
+		for i, w := range taken.WrongFixes {
+			wrongIDs[w.ID] = fmt.Sprintf("the scenario's wrongFixes[%d]", i)
+		}
+	}
+	for i, o := range solutions {
+		p := fmt.Sprintf("%sotherSolutions[%d]", prefix, i)
+		if other, dup := solutionIDs[o.ID]; dup && o.ID != "" {
+			v.bad(p+".id", "%q is also the id of %s; solution ids must be unique", o.ID, other)
 		} else {
-			solutionIDs[o.ID] = i
+			solutionIDs[o.ID] = fmt.Sprintf("otherSolutions[%d]", i)
 		}
 		v.commands(p+".commands", o.Commands)
 	}
-	wrongIDs := map[string]int{}
-	for i, w := range s.WrongFixes {
-		p := fmt.Sprintf("wrongFixes[%d]", i)
-		if j, dup := wrongIDs[w.ID]; dup && w.ID != "" {
-			v.bad(p+".id", "%q is also the id of wrongFixes[%d]; wrong fix ids must be unique", w.ID, j)
+	for i, w := range wrongFixes {
+		p := fmt.Sprintf("%swrongFixes[%d]", prefix, i)
+		if other, dup := wrongIDs[w.ID]; dup && w.ID != "" {
+			v.bad(p+".id", "%q is also the id of %s; wrong fix ids must be unique", w.ID, other)
 		} else {
-			wrongIDs[w.ID] = i
+			wrongIDs[w.ID] = fmt.Sprintf("wrongFixes[%d]", i)
 		}
 		v.commands(p+".commands", w.Commands)
 		v.commands(p+".undo", w.Undo)

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -54,6 +55,18 @@ type ExerciseOptions struct {
 	// WrongFixes tries each of the scenario's wrong fixes on the broken
 	// scenario: the checks they name must fail.
 	WrongFixes bool
+	// Strict is the author's proof (svclab scenario test): each wrong fix
+	// must fail exactly the checks it names, no more, and every check must
+	// flip on its own: fail on the broken lab or under some wrong fix, and
+	// pass once solved.
+	Strict bool
+	// Attempts are extra attempts by scenario id, tried after each
+	// scenario's own (svclab scenario test --wrong-fixes-from).
+	Attempts map[string]scenario.Attempts
+	// ProxyMode runs every scenario that does not name a proxy mode in
+	// this one; scenarios written for the other mode are skipped, saying
+	// so ("": each scenario's own).
+	ProxyMode string
 	// NoResets skips what needs the scenario set up a second time: the
 	// wrong fixes that have no undo and the other solutions. Every
 	// scenario is still set up, graded broken, tried with its other wrong
@@ -135,6 +148,9 @@ func Exercise(ctx context.Context, o ExerciseOptions) ([]Outcome, error) {
 	}
 	list, err := selectScenarios(o)
 	if err != nil {
+		return nil, err
+	}
+	if list, err = applyRunOptions(o, list); err != nil {
 		return nil, err
 	}
 	if o.All && o.Backend != "" && o.Backend != "embedded" {
@@ -361,6 +377,44 @@ func selectScenarios(o ExerciseOptions) ([]*scenario.Scenario, error) {
 	return runnable(o.Faults, out)
 }
 
+// applyRunOptions gives the scenarios of a run their extra attempts and
+// the run's proxy mode, skipping (and saying so) the scenarios written
+// for the other mode.
+func applyRunOptions(o ExerciseOptions, list []*scenario.Scenario) ([]*scenario.Scenario, error) {
+	switch o.ProxyMode {
+	case "", scenario.ProxyModeNFTables, scenario.ProxyModeIPTables:
+	default:
+		return nil, fmt.Errorf("proxy mode %q: give %s or %s", o.ProxyMode, scenario.ProxyModeNFTables, scenario.ProxyModeIPTables)
+	}
+	var out []*scenario.Scenario
+	tried := map[string]bool{}
+	for _, s := range list {
+		if o.ProxyMode != "" {
+			if s.Cluster.ProxyMode != "" && s.Cluster.ProxyMode != o.ProxyMode {
+				fmt.Fprintf(o.Out, "– %s: skipped, written for %s mode\n", s.ID, s.Cluster.ProxyMode)
+				continue
+			}
+			c := *s
+			c.Cluster.ProxyMode = o.ProxyMode
+			s = &c
+		}
+		if a, ok := o.Attempts[s.ID]; ok {
+			s = s.WithAttempts(a)
+			tried[s.ID] = true
+		}
+		out = append(out, s)
+	}
+	for _, id := range slices.Sorted(maps.Keys(o.Attempts)) {
+		if !tried[id] {
+			fmt.Fprintf(o.Out, "– the extra attempts for %s are not tried: %s is not in this run\n", id, id)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no scenario left to run")
+	}
+	return out, nil
+}
+
 // runnable refuses scenarios with a fault the library does not implement.
 func runnable(reg *scenario.Registry, ss []*scenario.Scenario) ([]*scenario.Scenario, error) {
 	for _, s := range ss {
@@ -405,22 +459,12 @@ func groupByShape(base string, ss []*scenario.Scenario) ([]*shapeGroup, error) {
 func shapeKey(c scenario.ClusterShape) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d/%s", c.Nodes, c.Mode())
-	for _, n := range slices.Sorted(mapsKeys(c.NodeLabels)) {
-		for _, k := range slices.Sorted(mapsKeys(c.NodeLabels[n])) {
+	for _, n := range slices.Sorted(maps.Keys(c.NodeLabels)) {
+		for _, k := range slices.Sorted(maps.Keys(c.NodeLabels[n])) {
 			fmt.Fprintf(&b, "/%s:%s=%s", n, k, c.NodeLabels[n][k])
 		}
 	}
 	return b.String()
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // ShapeClusterName is the cluster that scenarios of shape share: base for
@@ -446,8 +490,8 @@ func ShapeClusterName(base string, c scenario.ClusterShape) string {
 func describeShape(c scenario.ClusterShape) string {
 	s := fmt.Sprintf("%d nodes, %s", c.Nodes, c.Mode())
 	var labels []string
-	for _, n := range slices.Sorted(mapsKeys(c.NodeLabels)) {
-		for _, k := range slices.Sorted(mapsKeys(c.NodeLabels[n])) {
+	for _, n := range slices.Sorted(maps.Keys(c.NodeLabels)) {
+		for _, k := range slices.Sorted(maps.Keys(c.NodeLabels[n])) {
 			labels = append(labels, fmt.Sprintf("%s %s=%s", n, k, c.NodeLabels[n][k]))
 		}
 	}
@@ -518,7 +562,7 @@ func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c
 				continue
 			}
 			step("wrong fix "+w.ID, func() (string, *grade.Report, error) {
-				detail, rep, err := tryWrongFix(ctx, ses, w, bin)
+				detail, rep, err := tryWrongFix(ctx, ses, w, bin, o.Strict)
 				// Undo even a wrong fix that was not rejected: the next
 				// steps need the broken scenario.
 				for id := range w.Answers {
@@ -557,7 +601,7 @@ func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c
 		if !reset("wrong fix " + w.ID) {
 			break
 		}
-		step("wrong fix "+w.ID, func() (string, *grade.Report, error) { return tryWrongFix(ctx, ses, w, bin) })
+		step("wrong fix "+w.ID, func() (string, *grade.Report, error) { return tryWrongFix(ctx, ses, w, bin, o.Strict) })
 	}
 	if o.Solve && !o.NoResets {
 		for _, sol := range s.OtherSolutions {
@@ -577,8 +621,61 @@ func exerciseOne(ctx context.Context, o ExerciseOptions, s *scenario.Scenario, c
 			})
 		}
 	}
+	if o.Strict && o.Solve && o.WrongFixes {
+		var untried []scenario.WrongFix
+		if o.NoResets {
+			for _, w := range s.WrongFixes {
+				if len(w.Undo) == 0 {
+					untried = append(untried, w)
+				}
+			}
+		}
+		steps := slices.Clone(out.Steps)
+		step("every check flips", func() (string, *grade.Report, error) { return judgeFlips(s, steps, untried) })
+	}
 	step("tear down", tearDown(false))
 	return out
+}
+
+// judgeFlips checks that every check of s grades something: it failed on
+// the broken lab or under a wrong fix (one of untried, wrong fixes not run,
+// counts by what it declares) in steps. It notes the guards: checks that
+// pass on the broken lab and fail under a wrong fix.
+func judgeFlips(s *scenario.Scenario, steps []Step, untried []scenario.WrongFix) (string, *grade.Report, error) {
+	failedIn := map[string][]string{}
+	for _, st := range steps {
+		if st.Report == nil || (st.Name != "broken" && !strings.HasPrefix(st.Name, "wrong fix ")) {
+			continue
+		}
+		for _, r := range st.Report.Results {
+			if !r.Passed && r.Error == "" {
+				failedIn[r.ID] = append(failedIn[r.ID], st.Name)
+			}
+		}
+	}
+	for _, w := range untried {
+		for _, id := range w.RejectedBy {
+			failedIn[id] = append(failedIn[id], "wrong fix "+w.ID+" (not run: declared)")
+		}
+	}
+	var never, guards []string
+	for _, c := range s.Checks {
+		names := failedIn[c.ID]
+		switch {
+		case len(names) == 0:
+			never = append(never, c.ID)
+		case c.Kind() != scenario.CheckRightFix && !slices.Contains(names, "broken"):
+			guards = append(guards, c.ID)
+		}
+	}
+	detail := fmt.Sprintf("%d checks, each fails on the broken lab or under a wrong fix", len(s.Checks))
+	if len(guards) > 0 {
+		detail += "; guards against wrong fixes (pass on the broken lab): " + strings.Join(guards, ", ")
+	}
+	if len(never) > 0 {
+		return detail, nil, fmt.Errorf("never failed, so they grade nothing (neither on the broken lab nor under any wrong fix): %s; declare a wrong fix each rejects, or remove them", strings.Join(never, ", "))
+	}
+	return detail, nil, nil
 }
 
 // judgeBroken checks a grade of the freshly broken scenario: some check
@@ -650,8 +747,9 @@ func maxDropWait(s *scenario.Scenario) time.Duration {
 
 // tryWrongFix runs a wrong fix's commands (a command the API server
 // refuses is part of the lesson) and checks that the checks it names
-// fail, each with a message for the learner.
-func tryWrongFix(ctx context.Context, ses *Session, w scenario.WrongFix, bin string) (string, *grade.Report, error) {
+// fail, each with a message for the learner; strict, that no other check
+// fails.
+func tryWrongFix(ctx context.Context, ses *Session, w scenario.WrongFix, bin string, strict bool) (string, *grade.Report, error) {
 	var buf bytes.Buffer
 	cmdErr := ses.RunCommands(ctx, bin, w.Commands, &buf)
 	if err := ses.afterCommands(ctx); err != nil {
@@ -683,12 +781,30 @@ func tryWrongFix(ctx context.Context, ses *Session, w scenario.WrongFix, bin str
 			rejected = append(rejected, id)
 		}
 	}
+	var undeclared string
+	if strict {
+		var more []string
+		for _, r := range rep.Results {
+			if !slices.Contains(w.RejectedBy, r.ID) && (!r.Passed || r.Error != "") {
+				more = append(more, r.ID)
+			}
+		}
+		if len(more) > 0 {
+			undeclared = fmt.Sprintf("it also fails %s, which rejectedBy does not name (name them, or make the wrong fix do only what it says)", strings.Join(more, ", "))
+		}
+	}
 	detail := fmt.Sprintf("%s: rejected by %s", w.Description, strings.Join(rejected, ", "))
 	if cmdErr != nil {
 		detail += " (the commands stopped: " + firstLine(cmdErr.Error()) + ")"
 	}
-	if len(problems) > 0 {
+	switch {
+	case len(problems) > 0:
+		if undeclared != "" {
+			problems = append(problems, undeclared)
+		}
 		return detail, rep, fmt.Errorf("%s is not rejected: %s; commands:\n%s", w.Description, strings.Join(problems, "; "), buf.String())
+	case undeclared != "":
+		return detail, rep, fmt.Errorf("%s is rejected by more than it declares: %s; commands:\n%s", w.Description, undeclared, buf.String())
 	}
 	return detail, rep, nil
 }

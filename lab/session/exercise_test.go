@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -308,5 +309,96 @@ func TestExerciseClaimsItsClusters(t *testing.T) {
 		if err := cluster.ValidateName(name + "-n4-ipt-z1234"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestJudgeFlips(t *testing.T) {
+	s := &scenario.Scenario{ID: "x", Checks: []scenario.Check{
+		{ID: "answers", Probe: &scenario.ProbeCheck{}},
+		{ID: "other-kept", API: &scenario.APICheck{}},
+		{ID: "kept", RightFix: &scenario.RightFixCheck{}},
+	}}
+	rep := func(failing ...string) *grade.Report {
+		r := &grade.Report{}
+		for _, c := range s.Checks {
+			r.Results = append(r.Results, grade.Result{ID: c.ID, Passed: !slices.Contains(failing, c.ID)})
+		}
+		return r
+	}
+	erring := rep()
+	erring.Results[2].Passed, erring.Results[2].Error = false, "timeout"
+	for _, tc := range []struct {
+		name       string
+		steps      []Step
+		untried    []scenario.WrongFix
+		wantErr    string
+		wantDetail string
+	}{
+		{"every check flips", []Step{
+			{Name: "broken", Report: rep("answers")},
+			{Name: "wrong fix delete-other", Report: rep("other-kept")},
+			{Name: "wrong fix recreate", Report: rep("answers", "kept")},
+			{Name: "solution", Report: rep()},
+		}, nil, "", "guards against wrong fixes (pass on the broken lab): other-kept"},
+		{"a right-fix rule never fails", []Step{
+			{Name: "broken", Report: rep("answers")},
+			{Name: "wrong fix delete-other", Report: rep("other-kept")},
+		}, nil, "never failed, so they grade nothing (neither on the broken lab nor under any wrong fix): kept", ""},
+		{"failing in the solution does not count", []Step{
+			{Name: "broken", Report: rep("answers")},
+			{Name: "solution", Report: rep("kept", "other-kept")},
+		}, nil, "never failed, so they grade nothing (neither on the broken lab nor under any wrong fix): other-kept, kept", ""},
+		{"an error is no failure", []Step{
+			{Name: "broken", Report: rep("answers", "other-kept")},
+			{Name: "wrong fix x", Report: erring},
+		}, nil, "grade nothing (neither on the broken lab nor under any wrong fix): kept", ""},
+		{"a wrong fix not run counts by what it declares", []Step{
+			{Name: "broken", Report: rep("answers")},
+			{Name: "wrong fix delete-other", Report: rep("other-kept")},
+		}, []scenario.WrongFix{{ID: "recreate", RejectedBy: []string{"kept"}}}, "", "3 checks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			detail, _, err := judgeFlips(s, tc.steps, tc.untried)
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err %v, want %q", err, tc.wantErr)
+			}
+			if !strings.Contains(detail, tc.wantDetail) {
+				t.Errorf("detail %q lacks %q", detail, tc.wantDetail)
+			}
+		})
+	}
+}
+
+func TestApplyRunOptions(t *testing.T) {
+	nft := &scenario.Scenario{ID: "a", WrongFixes: []scenario.WrongFix{{ID: "w1"}}}
+	ipt := &scenario.Scenario{ID: "b", Cluster: scenario.ClusterShape{ProxyMode: scenario.ProxyModeIPTables}}
+	named := &scenario.Scenario{ID: "c", Cluster: scenario.ClusterShape{ProxyMode: scenario.ProxyModeNFTables}}
+	var out bytes.Buffer
+	got, err := applyRunOptions(ExerciseOptions{Out: &out, ProxyMode: scenario.ProxyModeIPTables, Attempts: map[string]scenario.Attempts{
+		"a": {WrongFixes: []scenario.WrongFix{{ID: "w2"}}},
+		"z": {WrongFixes: []scenario.WrongFix{{ID: "w3"}}},
+	}}, []*scenario.Scenario{nft, ipt, named})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "a" || got[1].ID != "b" {
+		t.Fatalf("scenarios %v", ids(got))
+	}
+	if got[0].Cluster.Mode() != scenario.ProxyModeIPTables || nft.Cluster.Mode() != scenario.ProxyModeNFTables {
+		t.Errorf("modes: run %s, catalog's %s", got[0].Cluster.Mode(), nft.Cluster.Mode())
+	}
+	if len(got[0].WrongFixes) != 2 || len(nft.WrongFixes) != 1 {
+		t.Errorf("wrong fixes: run %d, catalog's %d", len(got[0].WrongFixes), len(nft.WrongFixes))
+	}
+	for _, want := range []string{"– c: skipped, written for nftables mode", "the extra attempts for z are not tried: z is not in this run"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := applyRunOptions(ExerciseOptions{Out: &out, ProxyMode: "ipvs"}, []*scenario.Scenario{nft}); err == nil || !strings.Contains(err.Error(), `proxy mode "ipvs"`) {
+		t.Errorf("ipvs: %v", err)
+	}
+	if _, err := applyRunOptions(ExerciseOptions{Out: &out, ProxyMode: "nftables"}, []*scenario.Scenario{ipt}); err == nil || !strings.Contains(err.Error(), "no scenario left") {
+		t.Errorf("nothing left: %v", err)
 	}
 }

@@ -50,31 +50,8 @@ The run holds its clusters while it runs: another svclab process (a web UI
 on the same cluster, another run) is refused them, and the run refuses a
 cluster somebody else holds, saying who (--force takes it over).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			ro.Log = e.log
-			if ro.Provider, err = e.provider(); err != nil {
+			if err := fillRunOptions(cmd, e, &ro, dir, parallel); err != nil {
 				return err
-			}
-			ro.In, ro.Out = os.Stdin, cmd.OutOrStdout()
-			if exe, err := os.Executable(); err == nil {
-				ro.Svclab = []string{exe, "--state-dir", e.stateDir}
-			}
-			if dir != "" {
-				src := scenario.DirSource(dir)
-				ro.Source = &src
-			}
-			if ro.Cluster != "" {
-				if err := cluster.ValidateName(ro.Cluster); err != nil {
-					return err
-				}
-			}
-			owners, err := e.owners(cmd)
-			if err != nil {
-				return err
-			}
-			ro.Owners, ro.Backend = owners, e.backend
-			if parallel < 1 || parallel > 8 {
-				return fmt.Errorf("--parallel %d: give 1 to 8 clusters", parallel)
 			}
 			if len(args) == 1 && !all && !ro.Solve && !wrongFixes {
 				if junit != "" {
@@ -83,30 +60,11 @@ cluster somebody else holds, saying who (--force takes it over).`,
 				ro.ID = args[0]
 				return session.Run(cmd.Context(), ro)
 			}
-			outcomes, err := session.Exercise(cmd.Context(), session.ExerciseOptions{
+			return exercise(cmd, session.ExerciseOptions{
 				Provider: ro.Provider, Source: ro.Source, IDs: args, All: all, Cluster: ro.Cluster, Keep: ro.Keep,
 				Solve: ro.Solve, WrongFixes: wrongFixes, NoResets: noResets, Out: ro.Out, Log: ro.Log, Svclab: ro.Svclab,
 				Owners: ro.Owners, Backend: ro.Backend, Force: ro.Force, Parallel: parallel,
-			})
-			if len(outcomes) > 0 {
-				session.PrintSummary(ro.Out, outcomes)
-				if junit != "" {
-					if jerr := session.WriteJUnitFile(junit, outcomes); jerr != nil {
-						err = errors.Join(err, jerr)
-					} else {
-						fmt.Fprintf(ro.Out, "JUnit report: %s\n", junit)
-					}
-				}
-			}
-			if err != nil {
-				return err
-			}
-			for _, out := range outcomes {
-				if !out.Passed() {
-					return &ExitError{Code: 1}
-				}
-			}
-			return nil
+			}, junit)
 		},
 	}
 	run.Flags().StringVar(&ro.Cluster, "cluster", "", "the cluster to run on (the base name with several shapes); created (and deleted afterwards) when it does not exist (default: clusters of the run's own, ex-XXXXX)")
@@ -121,4 +79,62 @@ cluster somebody else holds, saying who (--force takes it over).`,
 	run.Flags().IntVar(&parallel, "parallel", 1, "how many clusters work at once: the scenarios of a shape are dealt out to that many clusters of it (each about 1 GiB and a share of the CPU)")
 	c.AddCommand(run)
 	return c
+}
+
+// exercise runs o and prints its summary (and writes a JUnit report to
+// junit, when named); it fails with status 1 unless every scenario passed.
+func exercise(cmd *cobra.Command, o session.ExerciseOptions, junit string) error {
+	outcomes, err := session.Exercise(cmd.Context(), o)
+	if len(outcomes) > 0 {
+		session.PrintSummary(o.Out, outcomes)
+		if junit != "" {
+			if jerr := session.WriteJUnitFile(junit, outcomes); jerr != nil {
+				err = errors.Join(err, jerr)
+			} else {
+				fmt.Fprintf(o.Out, "JUnit report: %s\n", junit)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, out := range outcomes {
+		if !out.Passed() {
+			return &ExitError{Code: 1}
+		}
+	}
+	return nil
+}
+
+// fillRunOptions sets what every exercise run takes from the command line
+// and svclab's environment: the provider, the log, the terminal, svclab
+// itself, the scenarios' directory, the cluster claims; it checks the
+// cluster name and the number of clusters at once.
+func fillRunOptions(cmd *cobra.Command, e *env, ro *session.RunOptions, dir string, parallel int) error {
+	var err error
+	ro.Log = e.log
+	if ro.Provider, err = e.provider(); err != nil {
+		return err
+	}
+	ro.In, ro.Out = os.Stdin, cmd.OutOrStdout()
+	if exe, err := os.Executable(); err == nil {
+		ro.Svclab = []string{exe, "--state-dir", e.stateDir}
+	}
+	if dir != "" {
+		src := scenario.DirSource(dir)
+		ro.Source = &src
+	}
+	if ro.Cluster != "" {
+		if err := cluster.ValidateName(ro.Cluster); err != nil {
+			return err
+		}
+	}
+	if ro.Owners, err = e.owners(cmd); err != nil {
+		return err
+	}
+	ro.Backend = e.backend
+	if parallel < 1 || parallel > 8 {
+		return fmt.Errorf("--parallel %d: give 1 to 8 clusters", parallel)
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func newScenarioCommand(e *env) *cobra.Command {
 		Use:   "scenario",
 		Short: "Scenarios: list and lint them; start, check, hint, solve and reset attempts",
 	}
-	c.AddCommand(newScenarioLint(e), newScenarioList(e))
+	c.AddCommand(newScenarioLint(e), newScenarioList(e), newScenarioTest(e))
 	c.AddCommand(newAttemptCommands(e)...)
 	return c
 }
