@@ -513,36 +513,6 @@ func TestProbeTimeouts(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
-	for _, tc := range []struct {
-		protocol string
-		rc       int
-		text     string
-		want     string
-	}{
-		{"http", 0, "web-a", "success"},
-		{"http", 7, "curl: (7) Failed to connect to 10.96.0.5 port 80 after 0 ms: Couldn't connect to server", "refused"},
-		{"http", 28, "curl: (28) Connection timed out after 2002 milliseconds", "timeout"},
-		{"http", 7, "curl: (7) Failed to connect to 10.96.0.5 port 80 after 0 ms: Connection refused", "refused"},
-		{"http", 1, "wget: server returned error: HTTP/1.1 404 Not Found", "success"},
-		{"http", 1, "wget: bad address 'web'", "dns-failure"},
-		{"tcp", 124, "", "timeout"},
-		{"tcp", 1, "bash: connect: Connection refused bash: line 1: /dev/tcp/10.96.0.5/80: Connection refused", "refused"},
-		{"tcp", 1, "nc: can't connect to remote host (10.244.1.4): Connection refused", "refused"},
-		{"udp", 0, "", "timeout"},
-		{"udp", 0, "web-a", "success"},
-		{"dns", 0, "10.96.0.50", "success"},
-		{"dns", 0, "", "dns-failure"},
-		{"dns", 9, ";; connection timed out; no servers could be reached", "timeout"},
-		{"dns", 0, "Server: 10.96.0.10 Address: 10.96.0.10:53  Name: web.shop.svc.cluster.local Address: 10.96.0.50", "success"},
-		{"dns", 1, "Server: 10.96.0.10 Address: 10.96.0.10:53  ** server can't find web: NXDOMAIN", "dns-failure"},
-	} {
-		if got := classify(tc.protocol, tc.rc, tc.text).outcome; got != tc.want {
-			t.Errorf("classify(%s, %d, %q) = %s, want %s", tc.protocol, tc.rc, tc.text, got, tc.want)
-		}
-	}
-}
-
 func TestRules(t *testing.T) {
 	nft := readTestdata(t, "worker2.nft")
 	ipt := readTestdata(t, "overall.iptables")

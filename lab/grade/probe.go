@@ -362,7 +362,7 @@ func (g *Grader) probeInNetns(ctx context.Context, nc cluster.NetnsCluster, p *s
 			// Every attempt fails to resolve, as each would have.
 			as := make([]attempt, n)
 			for i := range as {
-				as[i] = attempt{outcome: "dns-failure", raw: rerr.Error()}
+				as[i] = attempt{outcome: netcheck.DNSFailure, raw: rerr.Error()}
 			}
 			return as, nil
 		}
@@ -372,12 +372,7 @@ func (g *Grader) probeInNetns(ctx context.Context, nc cluster.NetnsCluster, p *s
 		SourcePort: p.SourcePort, Timeout: timeout, Connect: connect}
 	as := make([]attempt, n)
 	one := func(i int) {
-		r := probe.Run(ctx, ns)
-		raw := r.Detail
-		if raw == "" {
-			raw = r.Body
-		}
-		as[i] = attempt{outcome: r.Outcome, body: r.Body, raw: raw}
+		as[i] = attemptOf(probe.Run(ctx, ns))
 	}
 	// Attempts run in parallel, unless they share a source port; a
 	// probe that judges who answered sends its first attempt alone.
@@ -549,69 +544,19 @@ func parseAttempts(out, protocol string) []attempt {
 		if len(f) == 3 {
 			text = strings.TrimSpace(f[2])
 		}
-		as = append(as, classify(protocol, rc, text))
+		as = append(as, attemptOf(netcheck.FromShell(protocol, rc, text)))
 	}
 	return as
 }
 
-// classify turns an attempt's exit code and output into an outcome.
-func classify(protocol string, rc int, text string) attempt {
-	a := attempt{raw: text}
-	lower := strings.ToLower(text)
-	has := func(words ...string) bool {
-		for _, w := range words {
-			if strings.Contains(lower, w) {
-				return true
-			}
-		}
-		return false
+// attemptOf is an attempt's outcome as the grader keeps it: raw is what
+// the learner is shown of an unexpected outcome.
+func attemptOf(r netcheck.Result) attempt {
+	raw := r.Detail
+	if raw == "" {
+		raw = r.Body
 	}
-	if rc == 0 {
-		switch protocol {
-		case "udp":
-			if text == "" {
-				a.outcome = scenario.OutcomeTimeout
-				return a
-			}
-		case "dns":
-			answered := false
-			for _, l := range strings.Split(text, " ") {
-				if l != "" && !strings.HasPrefix(l, ";") {
-					answered = true
-				}
-			}
-			if strings.Contains(text, "Server:") { // busybox nslookup
-				answered = strings.Contains(text, "Name:")
-			}
-			if !answered || has("nxdomain", "can't find") {
-				a.outcome = "dns-failure"
-				return a
-			}
-		}
-		a.outcome, a.body = scenario.OutcomeSuccess, text
-		return a
-	}
-	switch {
-	case strings.HasPrefix(text, "curl: (7)"): // curl could not connect: refused or unreachable
-		a.outcome = scenario.OutcomeRefused
-	case strings.HasPrefix(text, "curl: (28)"):
-		a.outcome = scenario.OutcomeTimeout
-	case has("refused", "reset by peer", "unreachable", "no route to host"):
-		a.outcome = scenario.OutcomeRefused
-	case has("server returned error"): // wget: an HTTP error status is an answer
-		a.outcome = scenario.OutcomeSuccess
-	case has("could not resolve", "could-not-resolve", "bad address", "nxdomain", "can't find", "name or service not known"):
-		a.outcome = "dns-failure"
-	case has("timed out", "timeout", "connection timed out") || rc == 28 || rc == 124 || rc == 143:
-		// curl says 28; timeout(1) ends an attempt that hung with 124 (or
-		// a TERM).
-		a.outcome = scenario.OutcomeTimeout
-	default:
-		// Not an outcome the grader can read: it says so, and it never
-		// counts as the outcome a check expects.
-		a.outcome = netcheck.Error
-	}
-	return a
+	return attempt{outcome: r.Outcome, body: r.Body, raw: raw}
 }
 
 // outcomeWords counts outcomes for a message: "12 succeeded, 8 timed out".

@@ -134,6 +134,9 @@ func (p Probe) http(ctx context.Context, d Dialer) Result {
 	}
 	req.Header.Set("User-Agent", "svclab-probe")
 	resp, err := tr.RoundTrip(req)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return Result{Outcome: Error, Detail: NoHTTPAnswer}
+	}
 	if err != nil {
 		return classify(err)
 	}

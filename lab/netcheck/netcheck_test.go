@@ -88,6 +88,22 @@ func TestProbe(t *testing.T) {
 	}()
 	_, silentPort := hostPort(t, silent.Addr().String())
 
+	// Accepts, reads the request, closes without an answer (curl: "Empty
+	// reply from server").
+	closing, _ := net.Listen("tcp4", "127.0.0.1:0")
+	defer closing.Close()
+	go func() {
+		for {
+			c, err := closing.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 512))
+			c.Close()
+		}
+	}()
+	_, closingPort := hostPort(t, closing.Addr().String())
+
 	udp, _ := net.ListenPacket("udp4", "127.0.0.1:0")
 	defer udp.Close()
 	go func() {
@@ -122,6 +138,7 @@ func TestProbe(t *testing.T) {
 		{"an HTTP error status is an answer", Probe{Protocol: "http", Host: webHost, Port: webPort, Path: "/missing"}, Success, "not here"},
 		{"http refused", Probe{Protocol: "http", Host: "127.0.0.1", Port: closedPort(t, "tcp")}, Refused, ""},
 		{"http with no answer times out", Probe{Protocol: "http", Host: "127.0.0.1", Port: silentPort, Timeout: short}, Timeout, ""},
+		{"http closed without an answer is an error", Probe{Protocol: "http", Host: "127.0.0.1", Port: closingPort}, Error, ""},
 		{"tcp connects", Probe{Protocol: "tcp", Host: "127.0.0.1", Port: silentPort}, Success, ""},
 		{"tcp refused", Probe{Protocol: "tcp", Host: "127.0.0.1", Port: closedPort(t, "tcp")}, Refused, ""},
 		{"udp answers", Probe{Protocol: "udp", Host: "127.0.0.1", Port: udpPort}, Success, "udp-pod"},
@@ -137,6 +154,9 @@ func TestProbe(t *testing.T) {
 			r := tc.p.Run(context.Background(), hostDialer{})
 			if r.Outcome != tc.want || r.Body != tc.wantBody {
 				t.Errorf("outcome %q body %q (detail %q), want %q %q", r.Outcome, r.Body, r.Detail, tc.want, tc.wantBody)
+			}
+			if tc.p.Port == closingPort && r.Detail != NoHTTPAnswer {
+				t.Errorf("detail %q, want %q (as FromShell says of curl's exit 52)", r.Detail, NoHTTPAnswer)
 			}
 			if tc.p.Timeout > 0 && r.Duration > tc.p.Timeout+time.Second {
 				t.Errorf("took %v with a timeout of %v", r.Duration, tc.p.Timeout)

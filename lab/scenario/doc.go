@@ -2,7 +2,10 @@
 // format (one directory per scenario under scenarios/), its loader and its
 // validator, the declarations of faults and checks that the fault library
 // (lab/faults) and the grader (lab/grade) implement, the JSON Schema of the
-// format for editors, and the "svclab scenario" command (lint, list; lab/attempt adds the attempt commands).
+// format for editors, the attempts files of "svclab scenario test
+// --wrong-fixes-from" (LoadAttempts), and the "svclab scenario" command
+// (lint, list; lab/session runs test, lab/attempt adds the attempt
+// commands).
 //
 // A scenario names the cluster shape it needs, the manifests that set up a
 // working application, the faults that then break it, the task in exam

@@ -19,11 +19,16 @@
 // cluster; for each, set up → the checks must fail → each wrong fix of
 // scenario.yaml must be rejected by the checks it names (undone by its undo
 // commands, or by setting the scenario up afresh) → the reference solution
-// must pass → tear down. PrintSummary and WriteJUnit report the outcomes.
+// must pass → tear down. Strict (svclab scenario test) is the author's
+// proof: a wrong fix must fail exactly the checks it names, and every check
+// must fail at least once (judgeFlips); extra attempts from a file and the
+// other proxy mode are options of the run. PrintSummary and WriteJUnit
+// report the outcomes.
 // A run holds its clusters while it runs (lab/cluster/owner) and, given no
 // cluster name, makes clusters of its own, so it never lands on a lab
 // somebody is using.
 //
 // Everything goes through the cluster.Cluster interface, so a session runs
-// the same on every backend. NewCommand is "svclab exercise run".
+// the same on every backend. The commands ("svclab exercise run",
+// "svclab scenario test") are cmd/svclab/internal/cli's.
 package session

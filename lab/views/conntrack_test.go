@@ -1,6 +1,10 @@
 package views
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/svclab/svclab/lab/netcheck"
+)
 
 func TestParseConntrack(t *testing.T) {
 	out := `tcp      6 119 TIME_WAIT src=172.29.1.3 dst=10.96.38.171 sport=49108 dport=80 src=10.244.2.2 dst=172.29.1.3 sport=8080 dport=18832 [ASSURED] mark=0 use=1
@@ -20,10 +24,15 @@ garbage`
 }
 
 func TestParseNodeProbes(t *testing.T) {
-	out := "@@P shop/web:80 0 21 web-7c7df4c59c-5xzf6\n@@P shop/web:8080 7 3 curl: (7) Failed to connect to 10.96.38.171 port 8080: Connection refused\n@@P shop/db:5432 28 1001 \n@@C\ntcp 6 1 CLOSE src=1.2.3.4\n"
+	out := "@@P shop/web:80 0 21 web-7c7df4c59c-5xzf6\n@@P shop/web:8080 7 3 curl: (7) Failed to connect to 10.96.38.171 port 8080: Connection refused\n@@P shop/db:5432 28 1001 \n@@P shop/raw:81 52 4 curl: (52) Empty reply from server\n@@C\ntcp 6 1 CLOSE src=1.2.3.4\n"
 	rs, ct := parseNodeProbes("n1", out)
-	if len(rs) != 3 || rs[0].Outcome != "success" || rs[0].Backend != "web-7c7df4c59c-5xzf6" || rs[1].Outcome != "refused" || rs[2].Outcome != "timeout" || rs[2].Millis != 1001 {
+	if len(rs) != 4 || rs[0].Outcome != "success" || rs[0].Backend != "web-7c7df4c59c-5xzf6" || rs[1].Outcome != "refused" || rs[2].Outcome != "timeout" || rs[2].Millis != 1001 {
 		t.Errorf("probes %+v", rs)
+	}
+	// The panel reads an empty reply as the grader does: no answer of the
+	// application's.
+	if len(rs) == 4 && (rs[3].Outcome != netcheck.Error || rs[3].Detail != netcheck.NoHTTPAnswer || rs[3].Target != "shop/raw:81") {
+		t.Errorf("empty reply %+v", rs[3])
 	}
 	if ct != "tcp 6 1 CLOSE src=1.2.3.4\n" {
 		t.Errorf("conntrack part %q", ct)

@@ -82,26 +82,11 @@ func parseNodeProbes(node, out string) (results []ProbeResult, conntrack string)
 		}
 		rc, _ := strconv.Atoi(m[2])
 		ms, _ := strconv.ParseInt(m[3], 10, 64)
-		r := ProbeResult{Source: "node " + node, Target: m[1], Millis: ms}
-		r.Outcome, r.Backend, r.Detail = curlOutcome(rc, strings.TrimSpace(m[4]))
+		r := probeResult("node "+node, target{label: m[1]}, netcheck.FromShell("http", rc, m[4]))
+		r.Millis = ms
 		results = append(results, r)
 	}
 	return results, ct
-}
-
-// curlOutcome classifies curl's exit code.
-func curlOutcome(rc int, body string) (outcome, backend, detail string) {
-	switch rc {
-	case 0:
-		return "success", backendName(body), ""
-	case 7:
-		return "refused", "", body
-	case 28:
-		return "timeout", "", "no answer within 2s"
-	case 52, 56:
-		return "success", "", "connected (not HTTP)"
-	}
-	return "error", "", fmt.Sprintf("curl exit %d: %s", rc, body)
 }
 
 // backendName is the answer of agnhost's /hostname (a Pod name), when the
@@ -181,28 +166,21 @@ func (l *Feed) podProbe(ctx context.Context, pod string, t target) ProbeResult {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := l.cfg.Pods.Exec(ctx, ns, name, "", []string{"sh", "-c", script}, out, out)
-	r := ProbeResult{Source: "pod " + pod, Target: t.label, Millis: time.Since(start).Milliseconds()}
+	millis := time.Since(start).Milliseconds()
 	text, rcs, _ := strings.Cut(out.String(), "@@rc=")
 	text = strings.TrimSpace(text)
 	rc, convErr := strconv.Atoi(strings.TrimSpace(rcs))
-	switch {
-	case convErr != nil:
+	if convErr != nil {
 		why := text
 		if err != nil {
 			why = err.Error()
 		} else if why == "" {
 			why = "the exec into the Pod ended without the probe's output"
 		}
-		r.Outcome, r.Detail = "error", "cannot run a probe in Pod "+pod+": "+why
-	case rc == 0:
-		r.Outcome, r.Backend = "success", backendName(text)
-	case strings.Contains(text, "refused"):
-		r.Outcome, r.Detail = "refused", text
-	case strings.Contains(text, "timed out") || strings.Contains(text, "Timeout") || rc == 28:
-		r.Outcome, r.Detail = "timeout", "no answer within 2s"
-	default:
-		r.Outcome, r.Detail = "error", text
+		return ProbeResult{Source: "pod " + pod, Target: t.label, Millis: millis, Outcome: netcheck.Error, Detail: "cannot run a probe in Pod " + pod + ": " + why}
 	}
+	r := probeResult("pod "+pod, t, netcheck.FromShell("http", rc, strings.ReplaceAll(text, "\n", " ")))
+	r.Millis = millis
 	return r
 }
 
