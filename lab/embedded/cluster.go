@@ -124,11 +124,11 @@ func (c *Cluster) nodeCommand(ctx context.Context, node string, cmd []string) (*
 // ProxierControlKey is the key svclab signs its requests to the cluster's
 // proxiers' teaching hooks with (see package control).
 func (c *Cluster) ProxierControlKey() (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(paths{c.dir}.controlKey())
+	k, err := control.ReadPrivateFile(paths{c.dir}.controlKey())
 	if err != nil {
 		return nil, fmt.Errorf("the proxiers' control key: %w", err)
 	}
-	return control.ParsePrivate(string(b))
+	return k, nil
 }
 
 // StopNodeAgent stops the agent (the kubelet) of node, as stopping the

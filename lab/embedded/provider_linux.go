@@ -266,14 +266,7 @@ func writeControlPlaneFiles(st *State, dir string) error {
 		return err
 	}
 	// The key of the proxiers' teaching hooks: svclab's alone.
-	pub, priv, err := control.GenerateKey()
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(pa.controlKey(), []byte(control.EncodePrivate(priv)), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(pa.controlKey()+".pub", []byte(control.EncodePublic(pub)), 0o644); err != nil {
+	if _, err := control.WriteKeyPair(pa.controlKey()); err != nil {
 		return err
 	}
 	for _, d := range []string{pa.logs(), filepath.Dir(pa.config("x")), pa.nodes()} {

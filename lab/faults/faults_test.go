@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/scenario"
 )
@@ -25,12 +26,29 @@ import (
 // succeed, printing nothing).
 func newFake(respond func(node, cmd string) (string, error), objs ...runtime.Object) *clustertest.Cluster {
 	opts := []clustertest.Option{clustertest.WithObjects(objs...)}
-	if respond != nil {
-		opts = append(opts, clustertest.WithRespond(func(node string, cmd []string) (string, error) {
-			return respond(node, strings.Join(cmd, " "))
-		}))
-	}
+	opts = append(opts, clustertest.WithRespond(func(node string, cmd []string) (string, error) {
+		var out string
+		var err error
+		if respond != nil {
+			out, err = respond(node, strings.Join(cmd, " "))
+		}
+		// The proxier answers curl's requests (cluster.NodeHTTP) with 200.
+		if err == nil && cmd[0] == "curl" && !strings.Contains(out, cluster.CurlStatusMark) {
+			out += cluster.CurlStatusMark + "200"
+		}
+		return out, err
+	}))
 	return clustertest.NewCluster("lab", opts...)
+}
+
+// proxierCall is the call of a request to the proxier on node, as
+// cluster.NodeHTTP makes it with curl: a GET without body, else a POST of
+// JSON.
+func proxierCall(node, path, body string) string {
+	if body == "" {
+		return node + ": curl -sS -m 5 -X GET -w " + cluster.CurlStatusMark + "%{http_code} http://127.0.0.1:10249" + path
+	}
+	return node + ": curl -sS -m 5 -X POST -w " + cluster.CurlStatusMark + "%{http_code} -H Content-Type: application/json --data-raw " + body + " http://127.0.0.1:10249" + path
 }
 
 func web() *appsv1.Deployment {
@@ -364,9 +382,9 @@ func TestDataplaneFaults(t *testing.T) {
 		wantErr   string
 	}{
 		{name: "proxier stuck", fault: "proxier-stuck", params: scenario.Params{"node": "worker"},
-			wantCalls: []string{`lab-worker: curl -sS -f -m 5 -X POST -H Content-Type: application/json -d {"stopSyncing":true} http://127.0.0.1:10249/faults`}},
+			wantCalls: []string{proxierCall("lab-worker", "/faults", `{"stopSyncing":true}`)}},
 		{name: "proxier stuck reverted", fault: "proxier-stuck", params: scenario.Params{"node": "worker"}, revert: true,
-			wantCalls: []string{`lab-worker: curl -sS -f -m 5 -X POST -H Content-Type: application/json -d {"stopSyncing":false} http://127.0.0.1:10249/faults`}},
+			wantCalls: []string{proxierCall("lab-worker", "/faults", `{"stopSyncing":false}`)}},
 		{name: "proxier stuck where no proxier answers", fault: "proxier-stuck", params: scenario.Params{"node": "worker"},
 			respond: func(string, string) (string, error) { return "", errors.New("exit status 7") },
 			wantErr: "is kube-proxy running there?"},
@@ -381,7 +399,7 @@ func TestDataplaneFaults(t *testing.T) {
 				}
 				return "", nil
 			},
-			wantCalls: []string{"lab-worker: curl -sS -f -m 5 http://127.0.0.1:10249/proxyMode",
+			wantCalls: []string{proxierCall("lab-worker", "/proxyMode", ""),
 				"lab-worker: nft delete element ip kube-proxy service-ips { 10.96.0.50 . tcp . 80 }"}},
 		{name: "iptables rule deleted", fault: "rule-deleted", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
 			respond: func(_, cmd string) (string, error) {
@@ -394,7 +412,7 @@ func TestDataplaneFaults(t *testing.T) {
 				}
 				return "", nil
 			},
-			wantCalls: []string{"lab-worker: curl -sS -f -m 5 http://127.0.0.1:10249/proxyMode", "lab-worker: iptables-save -t nat",
+			wantCalls: []string{proxierCall("lab-worker", "/proxyMode", ""), "lab-worker: iptables-save -t nat",
 				`lab-worker: bash -c iptables -t nat -D KUBE-SERVICES -d 10.96.0.50/32 -p tcp -m comment --comment "shop/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-ABC`}},
 		{name: "iptables rule not there", fault: "rule-deleted", params: scenario.Params{"service": "web", "namespace": "shop", "node": "worker"},
 			respond: func(_, cmd string) (string, error) {
@@ -520,7 +538,7 @@ func TestStaleUDPConntrackDNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`lab-worker: curl -sS -f -m 5 -X POST -H Content-Type: application/json -d {"skipConntrackCleanup":true} http://127.0.0.1:10249/faults`,
+		proxierCall("lab-worker", "/faults", `{"skipConntrackCleanup":true}`),
 	}
 	for range 2 {
 		want = append(want,

@@ -2,6 +2,7 @@ package kind
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/nodetty"
+	"github.com/svclab/svclab/lab/proxier/control"
 	"github.com/svclab/svclab/lab/proxier/deploy"
 )
 
@@ -257,12 +259,17 @@ func (c *Cluster) loadArchive(ctx context.Context, path string) error {
 // lab/proxier/deploy as on embedded clusters; the image is only in the
 // nodes, never pulled.
 func (c *Cluster) proxierObjects() ([]runtime.Object, error) {
+	pub, err := c.controlKey()
+	if err != nil {
+		return nil, err
+	}
 	objs, err := deploy.Objects(deploy.Options{
 		Image:       c.st.ProxierImage,
 		Command:     []string{"/usr/local/bin/kube-proxy"},
 		APIServer:   "https://" + c.name + "-control-plane:6443",
 		ClusterCIDR: cluster.DefaultPodCIDR,
 		Mode:        c.st.Proxier,
+		ControlKey:  control.EncodePublic(pub),
 	})
 	if err != nil {
 		return nil, err
@@ -275,6 +282,36 @@ func (c *Cluster) proxierObjects() ([]runtime.Object, error) {
 		}
 	}
 	return objs, nil
+}
+
+// controlKey is the public half of the key the bundled proxiers obey on
+// their teaching hooks (/faults, /sync), made with the cluster's first
+// proxier: its private half stays in svclab's state directory, so that a
+// learner on a node can neither poke the hooks nor read a fault in the
+// proxier's logs (they are covert with a key), as on embedded clusters.
+func (c *Cluster) controlKey() (ed25519.PublicKey, error) {
+	path := paths{c.dir}.controlKey()
+	k, err := control.ReadPrivateFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return control.WriteKeyPair(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the proxiers' control key: %w", err)
+	}
+	return k.Public().(ed25519.PublicKey), nil
+}
+
+// ProxierControlKey is the key svclab signs its requests to the bundled
+// proxiers' teaching hooks with (control.Keyed).
+func (c *Cluster) ProxierControlKey() (ed25519.PrivateKey, error) {
+	if c.st.Proxier == "" {
+		return nil, errors.New("this cluster runs kind's own kube-proxy, which has none of svclab's teaching hooks: create it with --proxy-mode or a shape of the bundled proxier")
+	}
+	k, err := control.ReadPrivateFile(paths{c.dir}.controlKey())
+	if err != nil {
+		return nil, fmt.Errorf("the proxiers' control key: %w", err)
+	}
+	return k, nil
 }
 
 // installProxier creates (or replaces) the bundled proxier's objects.

@@ -28,6 +28,8 @@ import (
 	"github.com/svclab/svclab/lab/kind/nodeimage"
 	"github.com/svclab/svclab/lab/kubebin"
 	"github.com/svclab/svclab/lab/proxier/deploy"
+	proxierfaults "github.com/svclab/svclab/lab/proxier/faults"
+	"github.com/svclab/svclab/lab/proxierctl"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/lab/session"
 	"github.com/svclab/svclab/scenarios"
@@ -319,6 +321,24 @@ func TestKindShapes(t *testing.T) {
 			out, err = e.run(ctx, append([]string{"node", "exec", "--name", name, worker, "--"}, check...)...)
 			if err != nil || !strings.Contains(out, want) {
 				t.Errorf("svclab node exec %s -- %s: %v\n%s", worker, strings.Join(check, " "), err, lastLines(out, 20))
+			}
+			// The proxier's teaching hooks are svclab's: a learner's curl on
+			// the node gets 403, svclab's signed request is obeyed, and
+			// the proxier's log does not name the fault.
+			out, err = e.run(ctx, "node", "exec", "--name", name, worker, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+				"-X", "POST", "-d", `{"stopSyncing":true}`, "http://"+proxierctl.Addr()+"/faults")
+			if strings.TrimSpace(lastLines(out, 1)) != "403" {
+				t.Errorf("a learner's POST /faults on the node: %v\n%s; want 403", err, out)
+			}
+			on, off := true, false
+			for _, v := range []*bool{&on, &off} {
+				if err := proxierctl.SetFaults(ctx, c, worker, proxierfaults.Patch{StopSyncing: v}); err != nil {
+					t.Errorf("svclab's signed POST /faults: %v", err)
+				}
+			}
+			out, err = e.run(ctx, "kubectl", "--name", name, "-n", "kube-system", "logs", "-l", "k8s-app=kube-proxy", "--tail=-1")
+			if err != nil || strings.Contains(strings.ToLower(out), "stopsyncing") || strings.Contains(strings.ToLower(out), "stop syncing") {
+				t.Errorf("kube-proxy's log names the fault (or cannot be read: %v):\n%s", err, lastLines(out, 20))
 			}
 			// A failing command's exit status comes through.
 			if _, err := e.run(ctx, "node", "exec", "--name", name, worker, "--", "sh", "-c", "exit 7"); exitCode(err) != 7 {

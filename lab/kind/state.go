@@ -38,6 +38,10 @@ func (p paths) state() string      { return filepath.Join(p.dir, "cluster.json")
 func (p paths) config() string     { return filepath.Join(p.dir, "kind-config.yaml") }
 func (p paths) kubeconfig() string { return filepath.Join(p.dir, "kubeconfig") }
 
+// controlKey is the private key of the bundled proxiers' teaching hooks
+// (package control): svclab's alone, never in the cluster.
+func (p paths) controlKey() string { return filepath.Join(p.dir, "proxier-control.key") }
+
 func loadState(p paths) (*State, error) {
 	data, err := os.ReadFile(p.state())
 	if errors.Is(err, os.ErrNotExist) {

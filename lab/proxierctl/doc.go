@@ -5,8 +5,9 @@
 // (package control). The fault library, the grader, the live views and
 // sessions reach the proxiers through it.
 //
-// Requests go from svclab's own HTTP client in the node's network
-// namespace where the cluster has one (cluster.NetnsCluster), so a
-// learner's tools on the node cannot answer for the proxier; elsewhere
-// (kind) with curl on the node.
+// Requests go through cluster.NodeHTTP: from svclab's own HTTP client in
+// the node's network namespace where the cluster has one
+// (cluster.NetnsCluster), so a learner's tools on the node cannot answer
+// for the proxier; elsewhere (kind) with curl on the node. The teaching
+// hooks are signed on both (kind clusters keep their key too).
 package proxierctl

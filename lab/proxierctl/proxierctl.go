@@ -34,40 +34,28 @@ const (
 // /sync) are signed with the cluster's control key when it has one.
 func Request(ctx context.Context, c cluster.Cluster, node, method, path string, body []byte) ([]byte, error) {
 	base := "http://" + Addr()
-	nc, ok := c.(cluster.NetnsCluster)
-	if !ok {
+	timeout := 5 * time.Second
+	if _, ok := c.(cluster.NetnsCluster); !ok {
 		// curl on the node: on a kind node that is docker exec and ctr
 		// exec first, which take seconds of their own on a busy machine
 		// (a 5-second bound killed them mid-request); curl's own -m 5
 		// still bounds the request.
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		args := []string{"curl", "-sS", "-f", "-m", "5"}
-		if method != http.MethodGet {
-			args = append(args, "-X", method)
-		}
-		if body != nil {
-			args = append(args, "-H", "Content-Type: application/json", "-d", string(body))
-		}
-		out, err := cluster.DataplaneOutput(ctx, c, node, append(args, base+path)...)
-		return []byte(out), err
+		timeout = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ns, err := nc.NodeNetns(node)
+	tr, err := cluster.NodeHTTP(c, node)
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return ns.DialFrom(ctx, network, "", addr)
-	}}
-	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
 	if k, ok := c.(control.Keyed); ok && guarded(path) {
 		key, err := k.ProxierControlKey()
 		if err != nil {
 			return nil, err
 		}
-		return control.Do(ctx, &http.Client{Transport: tr}, key, base, method, path, body)
+		return control.Do(ctx, client, key, base, method, path, body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 	if err != nil {
@@ -76,7 +64,7 @@ func Request(ctx context.Context, c cluster.Cluster, node, method, path string, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return control.Send(&http.Client{Transport: tr}, req)
+	return control.Send(client, req)
 }
 
 // guarded tells whether path is a teaching hook the proxier keeps for

@@ -74,6 +74,35 @@ func ReadPublicFile(path string) (ed25519.PublicKey, error) {
 	return k, nil
 }
 
+// ReadPrivateFile reads a private key file.
+func ReadPrivateFile(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ParsePrivate(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// WriteKeyPair makes a new key pair and writes its private half to path
+// (mode 0600) and its public half to path.pub; it returns the public half.
+func WriteKeyPair(path string) (ed25519.PublicKey, error) {
+	pub, priv, err := GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(EncodePrivate(priv)), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path+".pub", []byte(EncodePublic(pub)), 0o644); err != nil {
+		return nil, err
+	}
+	return pub, nil
+}
+
 // message is what a signature covers.
 func message(nonce, method, target string, body []byte) []byte {
 	sum := sha256.Sum256(body)

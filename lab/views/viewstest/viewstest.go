@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path"
 	"strings"
 	"sync"
@@ -249,8 +250,7 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		if mode == "" {
 			mode = "nftables"
 		}
-		_, err := io.WriteString(out, mode)
-		return err
+		return curlAnswer(out, http.StatusOK, mode)
 	case cmd[0] == "curl" && strings.HasSuffix(line, "/metrics"):
 		c.mu.Lock()
 		last := c.lastSync
@@ -259,24 +259,22 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		if !last.IsZero() {
 			v = float64(last.UnixMilli()) / 1000
 		}
-		_, err := fmt.Fprintf(out, "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} %g\n", v)
-		return err
+		return curlAnswer(out, http.StatusOK, fmt.Sprintf("# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} %g\n", v))
 	case cmd[0] == "curl" && strings.HasSuffix(line, events.ProgrammedPath):
 		c.mu.Lock()
 		body := c.programmed
 		c.mu.Unlock()
 		if body == "" {
-			return errors.New("curl: (22) The requested URL returned error: 404")
+			return curlAnswer(out, http.StatusNotFound, "404 page not found\n")
 		}
-		_, err := io.WriteString(out, body)
-		return err
+		return curlAnswer(out, http.StatusOK, body)
 	case cmd[0] == "curl" && strings.HasSuffix(line, "/faults"):
 		for i, a := range cmd {
-			if a == "-d" && i+1 < len(cmd) {
+			if a == "--data-raw" && i+1 < len(cmd) {
 				c.mu.Lock()
 				c.patches = append(c.patches, node+" "+cmd[i+1])
 				c.mu.Unlock()
-				return nil
+				return curlAnswer(out, http.StatusOK, "{}")
 			}
 		}
 		c.mu.Lock()
@@ -285,8 +283,7 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		if st == "" {
 			st = "{}"
 		}
-		_, err := io.WriteString(out, st)
-		return err
+		return curlAnswer(out, http.StatusOK, st)
 	case cmd[0] == "curl" && strings.Contains(line, "/events"):
 		ch := make(chan events.Event, 64)
 		c.mu.Lock()
@@ -393,4 +390,11 @@ func (c *Cluster) exec(ctx context.Context, node string, cmd []string, stdio clu
 		return nil
 	}
 	return fmt.Errorf("the fake cluster does not run %q", line)
+}
+
+// curlAnswer writes what curl prints for a request of cluster.NodeHTTP:
+// the body, then the status.
+func curlAnswer(out io.Writer, status int, body string) error {
+	_, err := fmt.Fprintf(out, "%s%s%d", body, cluster.CurlStatusMark, status)
+	return err
 }
