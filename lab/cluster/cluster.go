@@ -266,12 +266,14 @@ const (
 )
 
 // RESTConfigFromKubeconfig is the client configuration svclab uses for a
-// lab cluster: the kubeconfig's, with ClientQPS and ClientBurst.
+// lab cluster: the kubeconfig's, with ClientQPS and ClientBurst, reading
+// no more than MaxAPIResponse of an answer and MaxAPIEvent of an event.
 func RESTConfigFromKubeconfig(kubeconfig []byte) (*rest.Config, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	BoundAnswers(cfg)
 	return cfg, nil
 }

@@ -80,6 +80,7 @@ func runLoadBalancer(dir string) int {
 		return 1
 	}
 	cfg.UserAgent = LoadBalancerArg0
+	cluster.BoundAnswers(cfg)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		log.Error("a client for the cluster", "err", err)

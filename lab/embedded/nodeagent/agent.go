@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded/hostexec"
 )
 
@@ -57,6 +58,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	// own (5, 10) hold a node starting a few pods at once to a crawl,
 	// each pod taking several status updates, events and a token.
 	restCfg.QPS, restCfg.Burst = 50, 100
+	cluster.BoundAnswers(restCfg)
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
