@@ -163,6 +163,7 @@ func Run(ctx context.Context, cfg Config, images Images, log *slog.Logger) error
 	go routes.watch(ctx, client)
 	go enforceNetworkPolicy(ctx, cfg, client, log)
 	go syncStatuses(ctx, client, cfg.NodeName, prov, log)
+	go prov.evictPods(ctx)
 
 	log.Info("node agent starting", "node", cfg.NodeName, "ip", cfg.NodeIP)
 	err = n.Run(ctx)

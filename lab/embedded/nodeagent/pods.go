@@ -449,7 +449,11 @@ type podRun struct {
 	phase       corev1.PodPhase
 	reason      string
 	message     string
-	startTime   metav1.Time
+	// evicted says the node evicted the Pod (eviction.go); deleted that
+	// the API server deleted it.
+	evicted   bool
+	deleted   bool
+	startTime metav1.Time
 	// external are the Pod's conditions other components own (readiness
 	// gates'), as the API server last had them (seeConditions).
 	external []corev1.PodCondition
@@ -778,11 +782,28 @@ func (r *podRun) update(pod *corev1.Pod) {
 }
 
 // terminate stops the pod gracefully: preStop hooks, SIGTERM, and SIGKILL
-// once grace has passed; then the sandbox goes.
+// once grace has passed; then the sandbox goes. A deleted pod's run is
+// forgotten and its object removed once it has stopped; a pod stopped
+// without being deleted (evicted) stays known until it is deleted.
 func (r *podRun) terminate(grace time.Duration, deleted bool) {
 	r.mu.Lock()
+	if deleted {
+		if r.deleted {
+			r.mu.Unlock()
+			return
+		}
+		r.deleted = true
+	}
 	if r.terminating {
+		// Stopping already (evicted): the object goes once it has.
 		r.mu.Unlock()
+		if deleted {
+			go func() {
+				<-r.stopped
+				r.p.forget(r)
+				r.deleteObject()
+			}()
+		}
 		return
 	}
 	r.terminating = true
@@ -818,7 +839,12 @@ func (r *podRun) terminate(grace time.Duration, deleted bool) {
 		r.mu.Unlock()
 		r.teardown()
 		r.changed()
-		r.p.forget(r)
+		r.mu.Lock()
+		deleted := r.deleted
+		r.mu.Unlock()
+		if deleted {
+			r.p.forget(r)
+		}
 		close(r.stopped)
 		if deleted {
 			r.deleteObject()
@@ -886,7 +912,7 @@ func (r *podRun) snapshotContainers() []*containerRun {
 func (r *podRun) snapshot() *corev1.Pod {
 	r.mu.Lock()
 	pod := r.pod.DeepCopy()
-	phase, reason, message, ip, initDone := r.phase, r.reason, r.message, r.ip, r.initDone
+	phase, reason, message, ip, initDone, evicted := r.phase, r.reason, r.message, r.ip, r.initDone, r.evicted
 	external := slices.Clone(r.external)
 	containers := append([]*containerRun(nil), r.containers...)
 	r.mu.Unlock()
@@ -960,6 +986,11 @@ func (r *podRun) snapshot() *corev1.Pod {
 		ready,
 		cond(corev1.PodScheduled, true, ""),
 	}
+	if evicted {
+		// As the kubelet says of a Pod it evicted.
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "TerminationByKubelet", Message: message, LastTransitionTime: now})
+	}
 	// Keep transition times stable when nothing changed.
 	for i := range st.Conditions {
 		for _, old := range pod.Status.Conditions {
@@ -983,25 +1014,27 @@ func containerIndex(pod *corev1.Pod, name string) int {
 }
 
 func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
-	requests, limits := false, false
-	guaranteed := true
-	for _, c := range pod.Spec.Containers {
-		if len(c.Resources.Requests) > 0 {
-			requests = true
-		}
-		if len(c.Resources.Limits) > 0 {
-			limits = true
-		}
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			l, ok := c.Resources.Limits[r]
-			q, ok2 := c.Resources.Requests[r]
-			if !ok || (ok2 && q.Cmp(l) != 0) {
+	// The API server sets it when the Pod is made, and it may not change.
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	// Else as upstream's GetPodQOS: only CPU and memory count, zero
+	// quantities are none, init containers too.
+	compute := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
+	some, guaranteed := false, true
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, r := range compute {
+			l, hasL := c.Resources.Limits[r]
+			q, hasQ := c.Resources.Requests[r]
+			hasL, hasQ = hasL && !l.IsZero(), hasQ && !q.IsZero()
+			some = some || hasL || hasQ
+			if !hasL || (hasQ && q.Cmp(l) != 0) {
 				guaranteed = false
 			}
 		}
 	}
 	switch {
-	case !requests && !limits:
+	case !some:
 		return corev1.PodQOSBestEffort
 	case guaranteed:
 		return corev1.PodQOSGuaranteed
