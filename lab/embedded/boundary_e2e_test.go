@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,6 +258,18 @@ echo TRIED`, st.API.IP, st.Gateway, unused, macvlan, madeUp))
 	if strings.Contains(fdb, madeUp) {
 		t.Errorf("the bridge learned the made-up MAC address:\n%s", fdb)
 	}
+	// Nor does it send from svclab's addresses to another node: the
+	// bridge drops the packets (its counter says so) and no reply comes.
+	other := st.Nodes[0].IP
+	out, _ = nodeExec(t, a, worker, "sh", "-c", fmt.Sprintf(`
+ip addr add %[1]s/32 dev eth0; ping -c 2 -W 1 -I %[1]s %[2]s >/dev/null 2>&1 && echo REPLIED; ip addr del %[1]s/32 dev eth0; echo TRIED`, st.API.IP, other))
+	if !strings.Contains(out, "TRIED") || strings.Contains(out, "REPLIED") {
+		t.Errorf("a node sending from the API server's address to node %s: %s", other, out)
+	}
+	rules := hostCmd("nft", "list", "table", "bridge", st.FirewallTable())
+	if m := regexp.MustCompile(`ip saddr .* counter packets (\d+) .*no node sends from svclab's addresses`).FindStringSubmatch(rules); m == nil || m[1] == "0" {
+		t.Errorf("the bridge did not drop what a node sent from svclab's addresses:\n%s", rules)
+	}
 	if got := kubectl(t, a, "get", "--raw", "/readyz"); got != "ok" {
 		t.Errorf("svclab's client does not reach the API server after the attempts: %q", got)
 	}
@@ -436,4 +450,79 @@ spec:
 		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "OutOfMounts", fmt.Errorf("%s %s %s", p.Status.Phase, p.Status.Reason, p.Status.Message)
 	})
 	kubectlErr(t, a, "delete", "pod", "mounts", "--wait=false")
+}
+
+// failedStartsLeaveNoMount has a container fail to start again and again
+// (a command that is not there, two volumes): the host's mount table does
+// not grow with its restarts.
+func failedStartsLeaveNoMount(t *testing.T, a *Cluster) {
+	client, _ := a.Client()
+	applyYAML(t, a, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: badbin}
+spec:
+  nodeName: %s
+  containers:
+  - {name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.66.1, command: ["/no/such/binary"], volumeMounts: [{name: a, mountPath: /a}, {name: b, mountPath: /b}]}
+  volumes: [{name: a, emptyDir: {}}, {name: b, emptyDir: {}}]
+`, a.State().Nodes[1].Name))
+	defer kubectlErr(t, a, "delete", "pod", "badbin", "--wait=false")
+	labMounts := func() int {
+		return strings.Count(hostCmd("cat", "/proc/self/mountinfo"), "/run/svclab/labs/"+a.State().Name+"/")
+	}
+	restarts := func() int32 {
+		p := getPod(t, client, "badbin")
+		if len(p.Status.ContainerStatuses) == 0 {
+			return 0
+		}
+		return p.Status.ContainerStatuses[0].RestartCount
+	}
+	// Counted while the container waits out its back-off (10 s, then
+	// 20 s), not while it tries to start.
+	waitFor(t, time.Minute, "the first failed start", func() (bool, error) { return restarts() >= 1, nil })
+	first := labMounts()
+	waitFor(t, time.Minute, "one more failed start", func() (bool, error) { return restarts() >= 2, nil })
+	if now := labMounts(); now > first {
+		t.Errorf("the lab's mounts grew from %d to %d over a failed start", first, now)
+	}
+}
+
+// probesResolveNothing gives a Pod a probe whose host is a name: the node
+// agent (root on the host) refuses it rather than resolve it with the
+// host's resolver and connect from the host's network.
+func probesResolveNothing(t *testing.T, a *Cluster) {
+	applyYAML(t, a, `
+apiVersion: v1
+kind: Pod
+metadata: {name: probehost}
+spec:
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
+    args: ["netexec", "--http-port=8080"]
+    livenessProbe: {tcpSocket: {host: lab-data.svclab-exfil-test.invalid, port: 8080}, periodSeconds: 2}
+`)
+	defer kubectlErr(t, a, "delete", "pod", "probehost", "--wait=false")
+	waitFor(t, time.Minute, "the probe refused", func() (bool, error) {
+		out := kubectl(t, a, "get", "events", "--field-selector", "involvedObject.name=probehost", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, `host "lab-data.svclab-exfil-test.invalid" is a name`), errors.New(out)
+	})
+}
+
+// componentsServeHealthOnly grants the lab's anonymous users cluster-admin
+// (as a learner may) and asks the controller-manager and the scheduler,
+// on the control plane's loopback (which the API server's webhooks and
+// aggregated APIs reach), for more than their health: refused.
+func componentsServeHealthOnly(t *testing.T, a *Cluster) {
+	kubectl(t, a, "create", "clusterrolebinding", "anon-admin", "--clusterrole=cluster-admin", "--group=system:unauthenticated")
+	defer kubectlErr(t, a, "delete", "clusterrolebinding", "anon-admin")
+	for _, port := range []string{"10257", "10259"} {
+		for path, want := range map[string]string{"healthz": "200", "metrics": "403", "configz": "403"} {
+			got := hostCmd("ip", "netns", "exec", a.State().API.Netns, "curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "https://127.0.0.1:"+port+"/"+path)
+			if got != want {
+				t.Errorf("127.0.0.1:%s/%s answered %s, want %s", port, path, got, want)
+			}
+		}
+	}
 }

@@ -39,7 +39,8 @@
 // the other re-executed processes by their argv[0]), which restarts crashed
 // components with backoff and records their state in status.json. Every
 // process is marked with SVCLAB_CLUSTER_DIR so that Delete and Sweep find
-// them even after a crash of svclab itself.
+// them even after a crash of svclab itself; only the host root's count (a
+// lab's processes, which run as its ids, cannot forge a marker).
 //
 // The nodes' agents (package nodeagent, which enforces NetworkPolicy with
 // package netpol) run in one more supervised process ("kubelet"): each

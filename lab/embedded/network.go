@@ -28,7 +28,8 @@ func run(ctx context.Context, r hostexec.Runner, name string, args ...string) er
 // table: each port sends from the MAC address svclab gave its far end only,
 // so that the bridge learns one address per port however many a node makes
 // up; no node speaks ARP for the addresses of svclab's (the host's, the
-// API server's, the load balancer's); the fabric is IPv4 only. The arp
+// API server's, the load balancer's) nor sends IPv4 from them; the fabric
+// is IPv4 only. The arp
 // table: the host learns neighbours among the lab's own addresses only.
 func firewallRuleset(st *State) string {
 	var ports, nodes, labAddrs []string
@@ -64,6 +65,7 @@ table bridge %[1]s {
 	chain prerouting {
 		type filter hook prerouting priority filter; policy accept;
 %[4]s		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
+		iifname %[5]s ip saddr %[6]s counter drop comment "no node sends from svclab's addresses"
 		iifname %[5]s ether type ip6 counter drop comment "the fabric is IPv4 only"
 	}
 }

@@ -108,10 +108,30 @@ func TestNodeSession(t *testing.T) {
 	defer cancel()
 	p := newTestProvider(t)
 	name := uniqueName("sess")
-	if _, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 0}); err != nil {
+	c, err := p.Create(ctx, cluster.CreateOptions{Name: name, Workers: 0})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Delete(context.Background(), name) })
+
+	// The caller's pipes are relayed, never handed to the node: what a
+	// command leaves running there cannot write into them once svclab
+	// is done with it.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.NodeExec(ctx, name+"-control-plane", []string{"sh", "-c", "(sleep 3; echo late) & echo now"}, cluster.Stdio{Stdout: pw, Stderr: pw})
+	pw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.SetReadDeadline(time.Now().Add(2 * time.Second))
+	piped, rerr := io.ReadAll(pr)
+	pr.Close()
+	if string(piped) != "now\n" || rerr != nil {
+		t.Errorf("the caller's pipe got %q (%v) from a command that left a process behind; want only \"now\" and its end", piped, rerr)
+	}
 
 	m, s, err := pty.Open()
 	if err != nil {

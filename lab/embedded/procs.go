@@ -15,8 +15,11 @@ import (
 	"time"
 )
 
-// markedProcesses returns the PIDs of processes whose environment carries
-// EnvClusterDir with a value match accepts.
+// markedProcesses returns the PIDs of svclab's processes whose environment
+// carries EnvClusterDir with a value match accepts. svclab's run as the
+// host's root; a lab's never do (they run as the lab's ids), so a Pod that
+// sets the variable (to keep a crashed lab looking alive, or to pass for
+// another lab's) is not counted.
 func markedProcesses(match func(dir string) bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -28,6 +31,9 @@ func markedProcesses(match func(dir string) bool) []int {
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
+			continue
+		}
+		if !hostRoot(pid) {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
@@ -42,6 +48,22 @@ func markedProcesses(match func(dir string) bool) []int {
 		}
 	}
 	return pids
+}
+
+// hostRoot tells whether pid runs as the host's root (its real uid, as the
+// host sees it).
+func hostRoot(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 0 && f[0] == "0"
+		}
+	}
+	return false
 }
 
 // killAll sends SIGKILL to pids and waits (up to timeout) until they are

@@ -139,9 +139,22 @@ func Apply(rel string, l Limits) error {
 			set("memory", "memory.memsw.limit_in_bytes", mem)
 		}
 	}
+	if mp, ok := hs["memory"]; ok {
+		// Sockets' buffers: cgroup v1 counts them apart from the memory
+		// limit, and only once a TCP limit is set (v2 counts them in
+		// memory.max). A quarter of the lab's memory.
+		if _, err := os.Stat(filepath.Join(mp, rel, "memory.kmem.tcp.limit_in_bytes")); err == nil {
+			set("memory", "memory.kmem.tcp.limit_in_bytes", strconv.FormatInt(TCPBufferBytes(l.MemoryBytes), 10))
+		}
+	}
 	set("cpu", "cpu.shares", strconv.Itoa(l.CPUShares))
 	return errors.Join(errs...)
 }
+
+// TCPBufferBytes is what a lab's TCP buffers may hold on a cgroup v1 host,
+// where the kernel counts them apart from its memory limit: a quarter of
+// that limit.
+func TCPBufferBytes(memory int64) int64 { return memory / 4 }
 
 func applyV2(rel string, l Limits) error {
 	// Controllers are handed down level by level.

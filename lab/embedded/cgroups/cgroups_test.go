@@ -77,6 +77,13 @@ func TestApplyAndRead(t *testing.T) {
 	if u.MemoryLimitBytes != 256<<20 {
 		t.Errorf("memory limit %d", u.MemoryLimitBytes)
 	}
+	// cgroup v1 counts sockets' buffers only under a TCP limit of the
+	// lab's.
+	if mp, ok := hs["memory"]; ok && !unified() {
+		if b, err := os.ReadFile(filepath.Join(mp, rel, "memory.kmem.tcp.limit_in_bytes")); err == nil && strings.TrimSpace(string(b)) != strconv.Itoa(64<<20) {
+			t.Errorf("TCP buffer limit %s, want a quarter of the memory limit", b)
+		}
+	}
 	files, err := ProcsFiles(os.Getpid())
 	if err != nil || len(files) == 0 {
 		t.Fatalf("ProcsFiles: %v %v", files, err)

@@ -378,6 +378,9 @@ func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	rc, err := r.p.rt.run(spec, log)
 	if err != nil {
 		c.setWaiting("RunContainerError", err.Error())
+		// Its bundle (writable layer, config) goes too; the runtime
+		// left no mount.
+		r.cleanupRun(spec.ID)
 		return 0, err
 	}
 	r.event(corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)

@@ -135,3 +135,40 @@ func TestContainerLogRotation(t *testing.T) {
 		t.Errorf("the last line read back: %q", b)
 	}
 }
+
+// A line without end (300 MB of output and no newline, here 4 MiB) is
+// written as partial entries of maxLogLine and rotated like any other
+// output: the log stays within its files, and kubectl logs joins the
+// partial entries of the line that is left back into one.
+func TestContainerLogEndlessLine(t *testing.T) {
+	dir := t.TempDir()
+	l, err := openContainerLog(stateTree{dir}, "0.log", LogLimits{MaxBytes: 64 << 10, MaxFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.copy("stdout", io.MultiReader(strings.NewReader(strings.Repeat("x", 4<<20)), strings.NewReader("\nlast\n")))
+	l.Close()
+	entries, _ := os.ReadDir(dir)
+	var total int64
+	for _, e := range entries {
+		fi, _ := e.Info()
+		total += fi.Size()
+	}
+	if total > 2*(64<<10+maxLogLine+200) {
+		t.Errorf("the logs hold %d bytes, more than 2 files of 64 KiB", total)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "0.log"))
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if len(line) > maxLogLine+100 {
+			t.Fatalf("an entry of %d bytes", len(line))
+		}
+	}
+	r, err := readLog(context.Background(), stateTree{dir}, "0.log", api.ContainerLogOpts{Tail: 1}, fromStart, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(r)
+	if string(got) != "last\n" {
+		t.Errorf("the last line read back: %q", got)
+	}
+}

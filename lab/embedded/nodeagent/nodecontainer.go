@@ -165,7 +165,13 @@ func (c *NodeCommand) Run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := startIsolated(cmd); err != nil {
 		return err
 	}
-	return cmd.Wait()
+	err = cmd.Wait()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// The command succeeded; what it left running in the node held
+		// its output, which svclab stopped relaying.
+		return nil
+	}
+	return err
 }
 
 // Terminal starts the command behind a new pseudo-terminal of this
@@ -251,14 +257,16 @@ func openNodePTY(pid int, start uint64) (master, slave *os.File, err error) {
 }
 
 // relayInput returns what to give a node command as its input for r, and
-// a function that ends the relay once the command has ended. A file that
-// is not a pipe is copied into a pipe of its own: that copy is not waited
-// for, so a command that never reads its input ends without waiting for
-// the caller to type (the copy, blocked reading a terminal, ends at its
-// next input, its pipe closed).
+// a function that ends the relay once the command has ended. A file (a
+// terminal, a pipe, a file) is copied into a pipe of svclab's own, never
+// handed to the lab: a process the command leaves in the node cannot read
+// the caller's input once svclab is gone. That copy is not waited for, so
+// a command that never reads its input ends without waiting for the
+// caller to type (the copy, blocked reading a terminal, ends at its next
+// input, its pipe closed).
 func relayInput(r io.Reader) (io.Reader, func(), error) {
 	f, ok := r.(*os.File)
-	if !ok || isPipe(f) {
+	if !ok {
 		return r, func() {}, nil
 	}
 	pr, pw, err := os.Pipe()
@@ -273,18 +281,14 @@ func relayInput(r io.Reader) (io.Reader, func(), error) {
 }
 
 // relayOutput returns what to give a node command as an output stream for
-// w: w itself, unless it is a file that is not a pipe, which os/exec then
-// feeds through a pipe of its own.
+// w: never a file of the caller's (a terminal, a pipe), which os/exec then
+// feeds through a pipe of its own — a process the command leaves in the
+// node cannot write into the caller's pipe once svclab is gone.
 func relayOutput(w io.Writer) io.Writer {
-	if f, ok := w.(*os.File); ok && !isPipe(f) {
+	if f, ok := w.(*os.File); ok {
 		return struct{ io.Writer }{f}
 	}
 	return w
-}
-
-func isPipe(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
 }
 
 // startIsolated starts cmd with a new, empty session keyring and none of

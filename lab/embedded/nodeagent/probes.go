@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,9 +173,9 @@ func (c *containerRun) probeOnce(ctx context.Context, h *corev1.ProbeHandler, ti
 		if err != nil {
 			return err
 		}
-		host := h.HTTPGet.Host
-		if host == "" {
-			host = ip
+		host, err := probeHost(h.HTTPGet.Host, ip)
+		if err != nil {
+			return err
 		}
 		scheme := strings.ToLower(string(h.HTTPGet.Scheme))
 		if scheme == "" {
@@ -212,9 +213,9 @@ func (c *containerRun) probeOnce(ctx context.Context, h *corev1.ProbeHandler, ti
 		if err != nil {
 			return err
 		}
-		host := h.TCPSocket.Host
-		if host == "" {
-			host = ip
+		host, err := probeHost(h.TCPSocket.Host, ip)
+		if err != nil {
+			return err
 		}
 		conn, err := dialIn(ctx, r.p.cfg.Netns, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
@@ -261,4 +262,22 @@ func (c *containerRun) runHandler(ctx context.Context, id string, h *corev1.Life
 	}
 	_ = id
 	return nil
+}
+
+// probeHost is the address a probe or hook connects to: the Pod's IP
+// unless host says otherwise. The kubelet resolves a host name with the
+// node's resolver; the agent is root on the host, whose resolver and
+// network are not the lab's, so it takes IP addresses (and localhost, the
+// node's loopback) only and says so of a name.
+func probeHost(host, podIP string) (string, error) {
+	switch {
+	case host == "":
+		return podIP, nil
+	case strings.EqualFold(host, "localhost"):
+		return "127.0.0.1", nil
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return "", fmt.Errorf("host %q is a name: svclab's nodes probe IP addresses (and localhost) only; give the address", host)
+	}
+	return host, nil
 }

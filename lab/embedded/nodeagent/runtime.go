@@ -225,7 +225,7 @@ func runtimeSpec(c containerSpec, bounding []string, iso Isolation, rootfs strin
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5", "max=" + strconv.Itoa(maxPTYs)}},
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
@@ -531,7 +531,7 @@ func (r *runc) cmd(ctx context.Context, args ...string) *exec.Cmd {
 
 // run starts the container and returns once it runs; wait reports its
 // exit. Output goes to log in the CRI log format.
-func (r *runc) run(c containerSpec, log *containerLog) (*runningContainer, error) {
+func (r *runc) run(c containerSpec, log *containerLog) (_ *runningContainer, err error) {
 	if !c.TTY && !c.Stdin {
 		return r.startDetached(c, log)
 	}
@@ -541,6 +541,12 @@ func (r *runc) run(c containerSpec, log *containerLog) (*runningContainer, error
 	if err := r.prepare(c); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // as startDetached: nothing left behind
+			r.delete(context.Background(), c.ID)
+			r.unmountRootfs(c.ID)
+		}
+	}()
 	r.delete(context.Background(), c.ID) // a leftover of a crashed agent
 	cmd := r.cmd(context.Background(), "run", "--bundle", c.Bundle, c.ID)
 	rc := &runningContainer{id: c.ID, done: make(chan struct{}), detached: make(chan struct{})}
@@ -727,25 +733,33 @@ func openContainerLog(t stateTree, rel string, limits LogLimits) (*containerLog,
 	return l, nil
 }
 
+// maxLogLine is the longest line a container log holds as one entry, as
+// containerd's max_container_log_line_size: a longer line is written as
+// partial entries (tag P) of this size, so that a line without end is
+// rotated like any other output and never held whole in memory.
+const maxLogLine = 16 << 10
+
+// maxPTYs bounds the pseudo-terminals of one container's /dev/pts.
+const maxPTYs = 256
+
 func (l *containerLog) copy(stream string, r io.Reader) {
-	br := bufio.NewReaderSize(r, 64*1024)
+	br := bufio.NewReaderSize(r, maxLogLine)
 	for {
-		line, err := br.ReadString('\n')
-		if line != "" {
-			tag := "F"
-			if !strings.HasSuffix(line, "\n") {
-				tag = "P"
-				line += "\n"
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			tag, nl := "F", ""
+			if chunk[len(chunk)-1] != '\n' {
+				tag, nl = "P", "\n"
 			}
 			l.mu.Lock()
-			n, _ := fmt.Fprintf(l.f, "%s %s %s %s", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, line)
+			n, _ := fmt.Fprintf(l.f, "%s %s %s %s%s", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, chunk, nl)
 			l.size += int64(n)
 			if l.maxBytes > 0 && l.size >= l.maxBytes {
 				l.rotateLocked()
 			}
 			l.mu.Unlock()
 		}
-		if err != nil {
+		if err != nil && err != bufio.ErrBufferFull {
 			return
 		}
 	}

@@ -7,8 +7,10 @@ package nsenter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -60,7 +62,20 @@ func (n Netns) DialContext(ctx context.Context, network, address string) (net.Co
 }
 
 // DialFrom connects from inside the namespace, from local ("" for any).
+// Both are IP addresses: Go resolves a name on another thread, in the
+// host's network, and races the addresses of a name from other threads
+// too — a name given by the lab (a probe's host) would have svclab, root
+// on the host, resolve it with the host's resolver and connect from the
+// host's network.
 func (n Netns) DialFrom(ctx context.Context, network, local, address string) (net.Conn, error) {
+	if err := literal(address, false); err != nil {
+		return nil, err
+	}
+	if local != "" {
+		if err := literal(local, true); err != nil {
+			return nil, err
+		}
+	}
 	var d net.Dialer
 	if local != "" {
 		var err error
@@ -81,8 +96,32 @@ func (n Netns) DialFrom(ctx context.Context, network, local, address string) (ne
 	return c, err
 }
 
-// Listen opens a stream listener inside the namespace.
+// ErrNotAnAddress is the error of a dial or listen inside a lab's network
+// namespace given a name instead of an IP address.
+var ErrNotAnAddress = errors.New("svclab connects inside a lab's network to IP addresses only (a name would be resolved in the host's network)")
+
+// literal checks that address (host:port) names an IP address; with
+// anyHost an empty host (any address) passes too.
+func literal(address string, anyHost bool) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("%q: %w", address, err)
+	}
+	if host == "" && anyHost {
+		return nil
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return fmt.Errorf("%q: %w", address, ErrNotAnAddress)
+	}
+	return nil
+}
+
+// Listen opens a stream listener inside the namespace, on an IP address
+// (or on every address: ":port").
 func (n Netns) Listen(ctx context.Context, network, address string) (net.Listener, error) {
+	if err := literal(address, true); err != nil {
+		return nil, err
+	}
 	var l net.Listener
 	err := Do(n.Path, func() (err error) {
 		var lc net.ListenConfig
