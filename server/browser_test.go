@@ -50,6 +50,9 @@ func browser(t *testing.T) context.Context {
 		chromedp.NoSandbox, // root in a container
 		chromedp.WindowSize(1600, 1100),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// chromium's own temporary files (its singleton socket) go with
+		// the test: it is killed before it removes them.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
