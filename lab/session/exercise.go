@@ -57,8 +57,9 @@ type ExerciseOptions struct {
 	WrongFixes bool
 	// Strict is the author's proof (svclab scenario test): each wrong fix
 	// must fail exactly the checks it names, no more, and every check must
-	// flip on its own: fail on the broken lab or under some wrong fix, and
-	// pass once solved.
+	// flip (judgeFlips): a right-fix rule must fail under some wrong fix,
+	// and a guard (a check that passes on the broken lab) that no wrong
+	// fix breaks is reported.
 	Strict bool
 	// Attempts are extra attempts by scenario id, tried after each
 	// scenario's own (svclab scenario test --wrong-fixes-from).
@@ -658,22 +659,32 @@ func judgeFlips(s *scenario.Scenario, steps []Step, untried []scenario.WrongFix)
 			failedIn[id] = append(failedIn[id], "wrong fix "+w.ID+" (not run: declared)")
 		}
 	}
-	var never, guards []string
+	// A right-fix rule can always be broken (recreate the object, change
+	// the field): one that never failed lacks its wrong fix. A guard (a
+	// check that passes on the broken lab: the healthy node still
+	// answers) may have no plausible wrong fix that breaks it; one that
+	// never failed is reported, not failed.
+	var never, guards, untested []string
 	for _, c := range s.Checks {
 		names := failedIn[c.ID]
 		switch {
-		case len(names) == 0:
+		case len(names) == 0 && c.Kind() == scenario.CheckRightFix:
 			never = append(never, c.ID)
+		case len(names) == 0:
+			untested = append(untested, c.ID)
 		case c.Kind() != scenario.CheckRightFix && !slices.Contains(names, "broken"):
 			guards = append(guards, c.ID)
 		}
 	}
-	detail := fmt.Sprintf("%d checks, each fails on the broken lab or under a wrong fix", len(s.Checks))
+	detail := fmt.Sprintf("%d checks fail on the broken lab or under a wrong fix", len(s.Checks)-len(never)-len(untested))
 	if len(guards) > 0 {
 		detail += "; guards against wrong fixes (pass on the broken lab): " + strings.Join(guards, ", ")
 	}
+	if len(untested) > 0 {
+		detail += "; guards that no wrong fix breaks (they grade nothing yet): " + strings.Join(untested, ", ")
+	}
 	if len(never) > 0 {
-		return detail, nil, fmt.Errorf("never failed, so they grade nothing (neither on the broken lab nor under any wrong fix): %s; declare a wrong fix each rejects, or remove them", strings.Join(never, ", "))
+		return detail, nil, fmt.Errorf("right-fix rules never broken, so they grade nothing (no wrong fix breaks them): %s; declare a wrong fix that does", strings.Join(never, ", "))
 	}
 	return detail, nil, nil
 }

@@ -343,15 +343,19 @@ func TestJudgeFlips(t *testing.T) {
 		{"a right-fix rule never fails", []Step{
 			{Name: "broken", Report: rep("answers")},
 			{Name: "wrong fix delete-other", Report: rep("other-kept")},
-		}, nil, "never failed, so they grade nothing (neither on the broken lab nor under any wrong fix): kept", ""},
+		}, nil, "right-fix rules never broken, so they grade nothing (no wrong fix breaks them): kept", ""},
 		{"failing in the solution does not count", []Step{
 			{Name: "broken", Report: rep("answers")},
 			{Name: "solution", Report: rep("kept", "other-kept")},
-		}, nil, "never failed, so they grade nothing (neither on the broken lab nor under any wrong fix): other-kept, kept", ""},
+		}, nil, "never broken, so they grade nothing (no wrong fix breaks them): kept", "guards that no wrong fix breaks (they grade nothing yet): other-kept"},
 		{"an error is no failure", []Step{
 			{Name: "broken", Report: rep("answers", "other-kept")},
 			{Name: "wrong fix x", Report: erring},
-		}, nil, "grade nothing (neither on the broken lab nor under any wrong fix): kept", ""},
+		}, nil, "never broken, so they grade nothing (no wrong fix breaks them): kept", ""},
+		{"a guard no wrong fix breaks is reported", []Step{
+			{Name: "broken", Report: rep("answers")},
+			{Name: "wrong fix recreate", Report: rep("kept")},
+		}, nil, "", "2 checks fail on the broken lab or under a wrong fix; guards that no wrong fix breaks (they grade nothing yet): other-kept"},
 		{"a wrong fix not run counts by what it declares", []Step{
 			{Name: "broken", Report: rep("answers")},
 			{Name: "wrong fix delete-other", Report: rep("other-kept")},

@@ -27,9 +27,9 @@ scenario: set up and broken, some check must fail and no check may err →
 each wrong fix must fail exactly the checks it names in rejectedBy (no
 fewer: the learner would pass; no more: the declaration would be wrong) →
 the reference solution and every other solution must pass every check →
-every check must have failed at least once, on the broken lab or under a
-wrong fix: a check that never fails grades nothing. Checks that pass on the
-broken lab and fail under a wrong fix are listed as guards.
+every rightFix rule must have failed under some wrong fix (one that never
+does grades nothing). Checks that pass on the broken lab are listed as
+guards, and guards no wrong fix breaks are reported.
 
 --wrong-fixes-from FILE tries more attempts than the scenarios declare, a
 reviewer's or an author's, in this format:
