@@ -193,7 +193,7 @@ func TestExercisesEndToEnd(t *testing.T) {
 	// undo, other solutions) runs with SVCLAB_E2E_RESETS=all (go tool
 	// task test:exercises).
 	noResets := os.Getenv("SVCLAB_E2E_RESETS") != "all"
-	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: all, IDs: ids, Solve: true, WrongFixes: true, NoResets: noResets, Cluster: base, Keep: true, Out: &out, Svclab: svclab, Parallel: parallel})
+	outcomes, err := Exercise(ctx, ExerciseOptions{Provider: p, All: all, IDs: ids, Solve: true, WrongFixes: true, Strict: true, NoResets: noResets, Cluster: base, Keep: true, Out: &out, Svclab: svclab, Parallel: parallel})
 	var clusters []string
 	for _, o := range outcomes {
 		if !slices.Contains(clusters, o.Cluster) {
