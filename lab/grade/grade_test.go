@@ -25,6 +25,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/clustertest"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
@@ -47,7 +48,19 @@ func newGrader(nodeExec func(string, []string) (string, error), podExec podExecF
 			return "", fmt.Errorf("unexpected command on %s: %v", node, cmd)
 		}
 	}
-	fc := clustertest.NewCluster("lab", clustertest.WithObjects(objs...), clustertest.WithRespond(nodeExec))
+	// The proxier's endpoints are asked with curl (cluster.NodeHTTP):
+	// the tests answer a GET of the URL, and the answer gets its status.
+	respond := func(node string, cmd []string) (string, error) {
+		if len(cmd) == 0 || cmd[0] != "curl" {
+			return nodeExec(node, cmd)
+		}
+		out, err := nodeExec(node, []string{"curl", "-sS", "-f", "-m", "5", cmd[len(cmd)-1]})
+		if err != nil {
+			return out, err
+		}
+		return out + cluster.CurlStatusMark + "200", nil
+	}
+	fc := clustertest.NewCluster("lab", clustertest.WithObjects(objs...), clustertest.WithRespond(respond))
 	return &Grader{
 		Cluster: fc,
 		Objects: &DynamicObjects{Client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, objs...), Mapper: testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme)},
