@@ -378,8 +378,11 @@ func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	rc, err := r.p.rt.run(spec, log)
 	if err != nil {
 		c.setWaiting("RunContainerError", err.Error())
-		// Its bundle (writable layer, config) goes too; the runtime
-		// left no mount.
+		// A run that did not start leaves nothing, as one that ended:
+		// no runc state, no mount (its root filesystem's, its
+		// volumes'), no bundle — a Pod that fails to start again and
+		// again must not fill the host's mount table.
+		r.p.rt.delete(context.Background(), spec.ID)
 		r.cleanupRun(spec.ID)
 		return 0, err
 	}

@@ -92,20 +92,11 @@ func fifoPaths(bundle string) (stdout, stderr string) {
 }
 
 // startDetached creates and starts the container and follows it.
-func (r *runc) startDetached(c containerSpec, log *containerLog) (_ *runningContainer, err error) {
+func (r *runc) startDetached(c containerSpec, log *containerLog) (*runningContainer, error) {
 	if err := r.prepare(c); err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	defer func() {
-		// A container that did not start leaves no runc state and no
-		// mount (its root filesystem's, its volumes'): a Pod that fails
-		// to start again and again must not fill the host's mount table.
-		if err != nil {
-			r.delete(ctx, c.ID)
-			r.unmountRootfs(c.ID)
-		}
-	}()
 	r.delete(ctx, c.ID) // a leftover of a crashed agent
 	outPath, errPath := fifoPaths(c.Bundle)
 	var ends []*os.File // the container's ends, held until it has them

@@ -44,13 +44,7 @@ func (p *provider) evictPods(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		p.mu.Lock()
-		runs := make([]*podRun, 0, len(p.pods))
-		for _, r := range p.pods {
-			runs = append(runs, r)
-		}
-		p.mu.Unlock()
-		for _, r := range runs {
+		for _, r := range p.runs() {
 			if msg := r.storageEviction(); msg != "" {
 				r.evict(msg)
 			}
@@ -62,9 +56,11 @@ func (p *provider) evictPods(ctx context.Context) {
 // judges: a container's ephemeral-storage limit or an emptyDir's
 // sizeLimit.
 func hasStorageLimits(pod *corev1.Pod) bool {
-	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		if _, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
-			return true
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if _, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+				return true
+			}
 		}
 	}
 	for _, v := range pod.Spec.Volumes {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -262,13 +263,15 @@ func (p *provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.P
 	return &pod.Status, nil
 }
 
-func (p *provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+// runs are the pods the node runs now.
+func (p *provider) runs() []*podRun {
 	p.mu.Lock()
-	runs := make([]*podRun, 0, len(p.pods))
-	for _, r := range p.pods {
-		runs = append(runs, r)
-	}
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	return slices.Collect(maps.Values(p.pods))
+}
+
+func (p *provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	runs := p.runs()
 	out := make([]*corev1.Pod, 0, len(runs))
 	for _, r := range runs {
 		out = append(out, r.snapshot())

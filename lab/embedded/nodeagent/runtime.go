@@ -531,7 +531,7 @@ func (r *runc) cmd(ctx context.Context, args ...string) *exec.Cmd {
 
 // run starts the container and returns once it runs; wait reports its
 // exit. Output goes to log in the CRI log format.
-func (r *runc) run(c containerSpec, log *containerLog) (_ *runningContainer, err error) {
+func (r *runc) run(c containerSpec, log *containerLog) (*runningContainer, error) {
 	if !c.TTY && !c.Stdin {
 		return r.startDetached(c, log)
 	}
@@ -541,12 +541,6 @@ func (r *runc) run(c containerSpec, log *containerLog) (_ *runningContainer, err
 	if err := r.prepare(c); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil { // as startDetached: nothing left behind
-			r.delete(context.Background(), c.ID)
-			r.unmountRootfs(c.ID)
-		}
-	}()
 	r.delete(context.Background(), c.ID) // a leftover of a crashed agent
 	cmd := r.cmd(context.Background(), "run", "--bundle", c.Bundle, c.ID)
 	rc := &runningContainer{id: c.ID, done: make(chan struct{}), detached: make(chan struct{})}
