@@ -34,6 +34,11 @@ const evictionGrace = time.Second
 // makes more is measured as far as that (its usage is at least that much).
 const maxUsageEntries = 200_000
 
+// maxUsageDepth bounds how deep one measurement descends (two descriptors
+// a level): a lab that nests directories without end is measured down to
+// it, and cannot run the agent out of descriptors or stack.
+const maxUsageDepth = 128
+
 // evictPods measures and evicts until ctx ends.
 func (p *provider) evictPods(ctx context.Context) {
 	t := time.NewTicker(evictionInterval)
@@ -145,7 +150,7 @@ func (r *podRun) usage(names ...string) int64 {
 	return used
 }
 
-var errTooManyEntries = errors.New("more files than one measurement visits")
+var errTooManyEntries = errors.New("more files, or deeper ones, than one measurement visits")
 
 // diskUsage is the space the tree of dir (an O_PATH descriptor) takes, as
 // du counts it (allocated blocks, each inode once), visiting at most max
@@ -154,8 +159,8 @@ var errTooManyEntries = errors.New("more files than one measurement visits")
 func diskUsage(dir, max int) (int64, error) {
 	seen := map[[2]uint64]bool{}
 	left := max
-	var walk func(fd int) (int64, error)
-	walk = func(fd int) (int64, error) {
+	var walk func(fd, depth int) (int64, error)
+	walk = func(fd, depth int) (int64, error) {
 		d, err := unix.Openat2(fd, ".", &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: noLinks})
 		if err != nil {
 			return 0, err
@@ -191,11 +196,14 @@ func diskUsage(dir, max int) (int64, error) {
 					total += st.Blocks * 512
 					continue
 				}
+				if depth >= maxUsageDepth {
+					return total, errTooManyEntries
+				}
 				sub, err := unix.Openat2(d, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: noLinks | unix.RESOLVE_NO_XDEV})
 				if err != nil {
 					continue // replaced by a link or gone meanwhile
 				}
-				n, err := walk(sub)
+				n, err := walk(sub, depth+1)
 				unix.Close(sub)
 				total += n
 				if errors.Is(err, errTooManyEntries) {
@@ -210,7 +218,7 @@ func diskUsage(dir, max int) (int64, error) {
 			}
 		}
 	}
-	return walk(dir)
+	return walk(dir, 0)
 }
 
 // evict ends the Pod as the kubelet evicts it: Failed, reason Evicted, the

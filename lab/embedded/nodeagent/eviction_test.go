@@ -63,6 +63,23 @@ func TestDiskUsage(t *testing.T) {
 	if _, err := diskUsage(fd, 3); !errors.Is(err, errTooManyEntries) {
 		t.Errorf("with a bound of 3 entries: %v", err)
 	}
+	// Directories nested past maxUsageDepth are measured down to it.
+	deep := t.TempDir()
+	p := deep
+	for range maxUsageDepth + 20 {
+		p = filepath.Join(p, "d")
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dfd, err := openDir(deep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	if _, err := diskUsage(dfd, 1000); !errors.Is(err, errTooManyEntries) {
+		t.Errorf("%d nested directories: %v, want the depth bound", maxUsageDepth+20, err)
+	}
 }
 
 // A Pod past a local ephemeral storage limit is evicted with the
