@@ -41,6 +41,18 @@ type NetnsCluster interface {
 	PodNetns(pod *corev1.Pod) (Netns, error)
 }
 
+// PolicyCluster is implemented by clusters whose nodes enforce
+// NetworkPolicy with an agent that tells how far it has got (the embedded
+// backend: lab/embedded/netpol). A grader that makes Pods of its own waits
+// with it until every node enforces them: traffic from a Pod that no
+// node's policy has taken in yet says nothing about the policies.
+type PolicyCluster interface {
+	// WaitPolicy returns once every node's NetworkPolicy agent enforces
+	// the cluster's Pods and Namespaces at least up to these resource
+	// versions (empty: any).
+	WaitPolicy(ctx context.Context, pods, namespaces string) error
+}
+
 // LoadBalancerCluster is implemented by clusters with a load balancer in
 // front of their nodes (the embedded backend: lab/embedded/loadbalancer).
 type LoadBalancerCluster interface {

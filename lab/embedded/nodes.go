@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/embedded/netpol"
 	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/images"
 )
@@ -93,6 +94,10 @@ func nodeAgentConfig(st *State, dir string, n NodeSpec) nodeagent.Config {
 // agentsSocket is where the node agents' process answers its health.
 func (p paths) agentsSocket() string { return filepath.Join(p.dir, "node-agents.sock") }
 
+// policyPath is where the node agents' socket tells how far a node's
+// NetworkPolicy agent has got (?node=NAME: a netpol.Synced).
+const policyPath = "/netpol-synced"
+
 // agentStopped marks a node whose agent is stopped (StopNodeAgent).
 func (p paths) agentStopped(node string) string { return filepath.Join(p.node(node), "agent-stopped") }
 
@@ -123,6 +128,19 @@ func runNodeAgents(dir string) int {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
+	policy := map[string]*netpol.Progress{}
+	for _, n := range st.Nodes {
+		policy[n.Name] = &netpol.Progress{}
+	}
+	mux.HandleFunc("GET "+policyPath, func(w http.ResponseWriter, r *http.Request) {
+		p, ok := policy[r.URL.Query().Get("node")]
+		if !ok {
+			http.Error(w, "no such node", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(p.Get())
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	defer srv.Close()
@@ -135,7 +153,7 @@ func runNodeAgents(dir string) int {
 		go func() {
 			defer wg.Done()
 			cfg := nodeAgentConfig(st, dir, n)
-			cfg.Mounts = mounts
+			cfg.Mounts, cfg.Policy = mounts, policy[n.Name]
 			runNodeAgent(ctx, pa, cfg, imageResolver{store}, log.With("node", n.Name))
 		}()
 	}

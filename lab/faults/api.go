@@ -359,19 +359,20 @@ func avoidNode(spec *corev1.PodSpec, node string) {
 }
 
 // trafficDistribution sets a Service's trafficDistribution and optionally
-// removes a node's zone label.
+// removes a node's zone label, so that the Service's endpoints on that
+// node carry no zone and no hint.
 type trafficDistribution struct{ scenario.FaultSpec }
 
 func (f trafficDistribution) Inject(ctx context.Context, c cluster.Cluster, p scenario.Params) error {
 	mode := p.String("mode", "")
-	if err := updateService(ctx, c, p, func(svc *corev1.Service) error {
-		svc.Spec.TrafficDistribution = &mode
-		return nil
-	}); err != nil {
-		return err
+	setMode := func(m *string) error {
+		return updateService(ctx, c, p, func(svc *corev1.Service) error {
+			svc.Spec.TrafficDistribution = m
+			return nil
+		})
 	}
 	if p.String("node", "") == "" {
-		return nil
+		return setMode(&mode)
 	}
 	node, err := nodeName(ctx, c, p, "node")
 	if err != nil {
@@ -381,11 +382,55 @@ func (f trafficDistribution) Inject(ctx context.Context, c cluster.Cluster, p sc
 	if err != nil {
 		return err
 	}
+	// The label goes first: the EndpointSlice controller reads a node's
+	// zone when it writes an endpoint, and the Service's change makes it
+	// write them.
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, zoneLabel)
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("removing the zone label of node %s: %w", node, err)
 	}
+	if err := setMode(&mode); err != nil {
+		return err
+	}
+	// Its informers may still have had the label: until the node's
+	// endpoints have lost their zone, the Service's change is made again.
+	ns, svc := namespace(p), p.String("service", "")
+	first := true
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		zoned, err := endpointsZoned(ctx, cs, ns, svc, node)
+		if err != nil || !zoned {
+			return !zoned, err
+		}
+		if first {
+			first = false
+			return false, nil
+		}
+		if err := setMode(nil); err != nil {
+			return false, err
+		}
+		return false, setMode(&mode)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the endpoints of Service %s/%s on node %s to lose their zone: %w", ns, svc, node, err)
+	}
 	return nil
+}
+
+// endpointsZoned tells whether any endpoint of Service ns/svc on node has a
+// zone or a hint.
+func endpointsZoned(ctx context.Context, cs kubernetes.Interface, ns, svc, node string) (bool, error) {
+	slices, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return false, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, svc, err)
+	}
+	for _, sl := range slices.Items {
+		for _, ep := range sl.Endpoints {
+			if ep.NodeName != nil && *ep.NodeName == node && (ep.Zone != nil || ep.Hints != nil) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // sessionAffinitySNAT sets ClientIP session affinity.

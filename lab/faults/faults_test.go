@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/cluster/clustertest"
@@ -780,5 +781,51 @@ func TestLabelClientBackendErrors(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// traffic-distribution with a node: the node loses its zone label before
+// the Service changes, and the change is made again until the node's
+// endpoints have lost their zone (the EndpointSlice controller may have
+// written them from a cache that still had the label).
+func TestTrafficDistributionNodeZone(t *testing.T) {
+	zone := "zone-b"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lab-worker", Labels: map[string]string{"topology.kubernetes.io/zone": zone}}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "quote", Namespace: "quotes"}}
+	nodeName := "lab-worker"
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "quote-1", Namespace: "quotes", Labels: map[string]string{discoveryv1.LabelServiceName: "quote"}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.5"}, NodeName: &nodeName, Zone: &zone,
+			Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}}}}}
+	f := newFake(nil, node, svc, slice)
+	// The controller writes the endpoint from its stale cache on the
+	// first change, and from the fresh one on the next.
+	updates := 0
+	f.Clientset().PrependReactor("update", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		updates++
+		if updates == 3 {
+			s := slice.DeepCopy()
+			s.Endpoints[0].Zone, s.Endpoints[0].Hints = nil, nil
+			// The tracker, not the clientset, whose lock the reactor holds.
+			if err := f.Clientset().Tracker().Update(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), s, "quotes"); err != nil {
+				t.Error(err)
+			}
+		}
+		return false, nil, nil
+	})
+	fault, err := Lookup(Registry(), "traffic-distribution")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fault.Inject(ctx, f, scenario.Params{"service": "quote", "namespace": "quotes", "mode": "PreferSameZone", "node": "worker"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.Clientset().CoreV1().Services("quotes").Get(ctx, "quote", metav1.GetOptions{})
+	if got.Spec.TrafficDistribution == nil || *got.Spec.TrafficDistribution != "PreferSameZone" || updates != 3 {
+		t.Errorf("trafficDistribution %v after %d updates", got.Spec.TrafficDistribution, updates)
+	}
+	n, _ := f.Clientset().CoreV1().Nodes().Get(ctx, "lab-worker", metav1.GetOptions{})
+	if _, ok := n.Labels["topology.kubernetes.io/zone"]; ok {
+		t.Errorf("node labels %v", n.Labels)
 	}
 }

@@ -2,6 +2,7 @@ package grade
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"regexp"
@@ -332,14 +333,14 @@ func (g *Grader) conntrack(ctx context.Context, node string, a *scenario.Conntra
 		cmd = append(cmd, "--orig-port-dst", strconv.Itoa(a.Port))
 	}
 	if a.Expect == scenario.ConntrackKeptFromStart {
-		cmd = append(cmd, "-o", "ktimestamp")
+		cmd = append(cmd, "-o", "xml,ktimestamp")
 	}
 	out, err := g.nodeOutput(ctx, node, cmd...)
 	if err != nil {
 		return "", false, err
 	}
 	if a.Expect == scenario.ConntrackKeptFromStart {
-		return keptFromStart(out, svc.Spec.ClusterIP, a.Protocol, base, time.Now())
+		return keptFromStart(out, svc.Spec.ClusterIP, a.Protocol, base)
 	}
 	var entries [][]string
 	for _, line := range strings.Split(out, "\n") {
@@ -503,46 +504,70 @@ func (g *Grader) loadBalancer(ctx context.Context, node string, nodes []cluster.
 	return line, sends == (a.Expect == scenario.LoadBalancerSends), nil
 }
 
-// deltaTimeRE reads an entry's age in seconds from conntrack -o ktimestamp.
-var deltaTimeRE = regexp.MustCompile(`delta-time=(\d+)`)
+// conntrackXML is the part of conntrack -o xml,ktimestamp that
+// keptFromStart reads: each flow's original destination and when the
+// kernel began tracking it (nanoseconds of the wall clock, recorded with
+// net.netfilter.nf_conntrack_timestamp).
+type conntrackXML struct {
+	Flows []struct {
+		Metas []struct {
+			Direction string `xml:"direction,attr"`
+			Dst       string `xml:"layer3>dst"`
+			Start     string `xml:"timestamp>start"`
+		} `xml:"meta"`
+	} `xml:"flow"`
+}
 
-// keptFromStart tells whether the conntrack listing out (-o ktimestamp)
-// holds an entry to addr that began before the attempt did (its
-// baseline): entries of connections made before then are still tracked,
-// so the table was not flushed. An entry counts only with its age, which
-// nodes record with net.netfilter.nf_conntrack_timestamp.
-func keptFromStart(out, addr, protocol string, base *Baseline, now time.Time) (string, bool, error) {
+// keptFromStart tells whether the conntrack listing out (-o
+// xml,ktimestamp) holds an entry to addr that the kernel began tracking
+// before the attempt began (its baseline): connections made before then
+// are still tracked, so the table was not flushed. A flushed table picks a
+// live TCP connection up again with its next packet, as a new entry that
+// began after the baseline. The kernel records the start to the
+// nanosecond on the same clock as the baseline's, so no rounding blurs a
+// flush made right after the attempt began.
+func keptFromStart(out, addr, protocol string, base *Baseline) (string, bool, error) {
 	if base == nil || base.Taken.IsZero() {
 		return "", false, errors.New("no record of when the attempt began, so there is nothing to compare the connections' ages with")
 	}
-	since := now.Sub(base.Taken)
-	var ages []time.Duration
+	var doc conntrackXML
+	if strings.TrimSpace(out) != "" {
+		if err := xml.Unmarshal([]byte(out), &doc); err != nil {
+			return "", false, fmt.Errorf("reading conntrack's XML listing: %w", err)
+		}
+	}
+	var starts []time.Time
 	untimed := 0
-	for _, line := range strings.Split(out, "\n") {
-		if !conntrackEntryRE.MatchString(line) {
+	for _, f := range doc.Flows {
+		var dst, start string
+		for _, m := range f.Metas {
+			switch m.Direction {
+			case "original":
+				dst = m.Dst
+			case "independent":
+				start = m.Start
+			}
+		}
+		if dst != addr {
 			continue
 		}
-		m := deltaTimeRE.FindStringSubmatch(line)
-		if m == nil {
+		ns, err := strconv.ParseInt(start, 10, 64)
+		if err != nil || ns <= 0 {
 			untimed++
 			continue
 		}
-		secs, _ := strconv.Atoi(m[1])
-		ages = append(ages, time.Duration(secs)*time.Second)
+		starts = append(starts, time.Unix(0, ns))
 	}
-	if len(ages) == 0 && untimed > 0 {
+	if len(starts) == 0 && untimed > 0 {
 		return "", false, errors.New("the node does not record when its connections began (net.netfilter.nf_conntrack_timestamp is off), so their ages cannot be told")
 	}
-	// The ages are whole seconds: a second of slack.
-	oldest := time.Duration(0)
-	for _, a := range ages {
-		oldest = max(oldest, a)
+	began := base.Taken.Format(time.TimeOnly)
+	if len(starts) == 0 {
+		return fmt.Sprintf("no %s entry for %s any more: the connections made before the attempt began (at %s) are no longer tracked", protocol, addr, began), false, nil
 	}
-	if oldest+time.Second >= since {
-		return fmt.Sprintf("%d %s entries for %s; the oldest is %s old, from before the attempt began (%s ago)", len(ages), protocol, addr, oldest, since.Round(time.Second)), true, nil
+	oldest := slices.MinFunc(starts, time.Time.Compare)
+	if oldest.Before(base.Taken) {
+		return fmt.Sprintf("%d %s entries for %s; the oldest has been tracked since %s, before the attempt began (at %s)", len(starts), protocol, addr, oldest.Format(time.TimeOnly), began), true, nil
 	}
-	if len(ages) == 0 {
-		return fmt.Sprintf("no %s entry for %s any more: the connections made before the attempt began (%s ago) are no longer tracked", protocol, addr, since.Round(time.Second)), false, nil
-	}
-	return fmt.Sprintf("%d %s entries for %s, the oldest %s old: every connection made before the attempt began (%s ago) lost its entry, and what is tracked now was created since", len(ages), protocol, addr, oldest, since.Round(time.Second)), false, nil
+	return fmt.Sprintf("%d %s entries for %s, the oldest tracked since %s: every connection made before the attempt began (at %s) lost its entry, and what is tracked now was picked up since", len(starts), protocol, addr, oldest.Format(time.TimeOnly), began), false, nil
 }

@@ -733,14 +733,25 @@ func TestBaselineRoundTrip(t *testing.T) {
 	}
 }
 
-// keptFromStart reads entries' ages (conntrack -o ktimestamp) against the
-// attempt's start: an entry older than the attempt passes, entries made
-// since (a flushed table picked the connections up again) do not.
+// keptFromStart reads when the kernel began tracking each entry (conntrack
+// -o xml,ktimestamp) against the attempt's start, to the nanosecond: an
+// entry from before the attempt passes; entries made since (a flushed
+// table picked the connections up again) do not, even a moment after.
 func TestKeptFromStart(t *testing.T) {
-	now := time.Unix(10_000, 0)
-	base := &Baseline{Taken: now.Add(-90 * time.Second)}
-	entry := func(age string) string {
-		return "tcp      6 431999 ESTABLISHED src=10.244.1.3 dst=10.96.12.7 sport=58030 dport=9000 src=10.244.1.2 dst=10.244.1.3 sport=9000 dport=58030 [ASSURED] mark=0 " + age + " use=1\n"
+	taken := time.Unix(10_000, 0)
+	base := &Baseline{Taken: taken}
+	flow := func(dst string, start time.Time) string {
+		ts := ""
+		if !start.IsZero() {
+			ts = fmt.Sprintf("<timestamp><start>%d</start></timestamp><deltatime>3</deltatime>", start.UnixNano())
+		}
+		return `<flow><meta direction="original"><layer3 protonum="2" protoname="ipv4"><src>10.244.1.3</src><dst>` + dst +
+			`</dst></layer3><layer4 protonum="6" protoname="tcp"><sport>58030</sport><dport>9000</dport></layer4></meta>` +
+			`<meta direction="reply"><layer3 protonum="2" protoname="ipv4"><src>10.244.1.2</src><dst>10.244.1.3</dst></layer3></meta>` +
+			`<meta direction="independent"><state>ESTABLISHED</state>` + ts + `</meta></flow>`
+	}
+	doc := func(flows ...string) string {
+		return "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<conntrack>\n" + strings.Join(flows, "\n") + "\n</conntrack>\n"
 	}
 	for _, tc := range []struct {
 		name, out string
@@ -748,14 +759,17 @@ func TestKeptFromStart(t *testing.T) {
 		pass      bool
 		err       string
 	}{
-		{"tracked since before", entry("delta-time=95 [start=Wed Dec  2 09:40:00 2026]"), base, true, ""},
-		{"a second's rounding", entry("delta-time=89 [start=Wed Dec  2 09:40:00 2026]"), base, true, ""},
-		{"picked up again after a flush", entry("delta-time=3 [start=Wed Dec  2 09:41:32 2026]") + entry("delta-time=2 [start=Wed Dec  2 09:41:33 2026]"), base, false, ""},
-		{"gone", "", base, false, ""},
-		{"no timestamps on the node", entry(""), base, false, "nf_conntrack_timestamp"},
-		{"no baseline", entry("delta-time=95"), nil, false, "no record of when the attempt began"},
+		{"tracked since before", doc(flow("10.96.12.7", taken.Add(-95*time.Second))), base, true, ""},
+		{"a moment before", doc(flow("10.96.12.7", taken.Add(-time.Millisecond))), base, true, ""},
+		{"picked up again right after a flush", doc(flow("10.96.12.7", taken.Add(300*time.Millisecond))), base, false, ""},
+		{"old entry of another address only", doc(flow("10.96.12.8", taken.Add(-time.Hour)), flow("10.96.12.7", taken.Add(time.Second))), base, false, ""},
+		{"gone", doc(), base, false, ""},
+		{"nothing listed", "", base, false, ""},
+		{"no timestamps on the node", doc(flow("10.96.12.7", time.Time{})), base, false, "nf_conntrack_timestamp"},
+		{"not XML", "tcp 6 431999 ESTABLISHED src=10.244.1.3", base, false, "XML"},
+		{"no baseline", doc(flow("10.96.12.7", taken.Add(-time.Hour))), nil, false, "no record of when the attempt began"},
 	} {
-		line, pass, err := keptFromStart(tc.out, "10.96.12.7", "tcp", tc.base, now)
+		line, pass, err := keptFromStart(tc.out, "10.96.12.7", "tcp", tc.base)
 		if pass != tc.pass || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: %q %v %v", tc.name, line, pass, err)
 		}

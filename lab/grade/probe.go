@@ -82,6 +82,8 @@ type probeSource struct {
 	// outside, for a client outside the cluster, is its network namespace.
 	outside cluster.Netns
 	desc    string
+	// remove deletes the grader's witness Pod (nil: none).
+	remove func()
 }
 
 // probeTarget is where a probe goes.
@@ -107,6 +109,9 @@ func (g *Grader) probe(ctx context.Context, p *scenario.ProbeCheck) (string, err
 		return "", err
 	}
 	src, err := g.probeSource(ctx, cs, p.From)
+	if src.remove != nil {
+		defer src.remove()
+	}
 	if err != nil {
 		return "", err
 	}
@@ -192,7 +197,15 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 		ns = "default"
 	}
 	var pod *corev1.Pod
-	if from.Pod != "" {
+	var remove func()
+	switch {
+	case from.Witness != nil:
+		p, rm, err := g.witnessPod(ctx, cs, from)
+		if err != nil {
+			return probeSource{remove: rm}, err
+		}
+		pod, remove, ns = p, rm, p.Namespace
+	case from.Pod != "":
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, from.Pod, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return probeSource{}, failf("the Pod %s/%s that the probe starts from does not exist", ns, from.Pod)
@@ -201,7 +214,7 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 			return probeSource{}, fmt.Errorf("reading Pod %s/%s: %w", ns, from.Pod, err)
 		}
 		pod = p
-	} else {
+	default:
 		opts := metav1.ListOptions{LabelSelector: from.PodSelector}
 		where := ""
 		if from.OnNode != "" {
@@ -219,8 +232,12 @@ func (g *Grader) probeSource(ctx context.Context, cs kubernetes.Interface, from 
 	if pod.Status.Phase != corev1.PodRunning || len(pod.Spec.Containers) == 0 {
 		return probeSource{}, failf("the Pod %s/%s that the probe starts from is %s, not Running", ns, pod.Name, pod.Status.Phase)
 	}
+	desc := podDesc(ns, pod)
+	if from.Witness != nil {
+		desc = witnessDesc(pod)
+	}
 	return probeSource{namespace: ns, pod: pod.Name, container: pod.Spec.Containers[0].Name, podObj: pod, ip: pod.Status.PodIP,
-		nodeName: pod.Spec.NodeName, desc: podDesc(ns, pod)}, nil
+		nodeName: pod.Spec.NodeName, desc: desc, remove: remove}, nil
 }
 
 func (g *Grader) probeTarget(ctx context.Context, cs kubernetes.Interface, p *scenario.ProbeCheck, fromNode bool) (probeTarget, error) {

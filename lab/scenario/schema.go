@@ -14,7 +14,7 @@ const SchemaID = "https://svclab.dev/schemas/scenario.json"
 var oneOfGroups = map[reflect.Type][]string{
 	reflect.TypeFor[Check]():          {CheckAPI, CheckProbe, CheckDataplane, CheckRightFix, CheckAnswer, CheckKubeProxyConfig},
 	reflect.TypeFor[DataplaneCheck](): {"rules", "conntrack", "conntrackMax", "proxyMode", "loadBalancer", "follows"},
-	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector", "outside"},
+	reflect.TypeFor[ProbeSource]():    {"node", "pod", "podSelector", "witness", "outside"},
 }
 
 type obj = map[string]any

@@ -296,15 +296,28 @@ type RolloutRestart struct {
 	Namespace  string `yaml:"namespace" rule:"pattern=name" doc:"Its namespace (default: default)."`
 }
 
-// ProbeSource is a node, a named pod, any pod matching a selector, or a
-// client outside the cluster.
+// ProbeSource is a node, a named pod, any pod matching a selector, a
+// witness Pod of the grader's own, or a client outside the cluster.
 type ProbeSource struct {
-	Node        string `yaml:"node" doc:"A node's short name (control-plane, worker, worker2, ...)."`
-	Outside     bool   `yaml:"outside" doc:"A client outside the cluster, in front of its load balancer: connections to a load-balancer address go through the lab's load balancer, as any outside client's would (embedded clusters)."`
-	Pod         string `yaml:"pod" rule:"pattern=name" doc:"A pod's name."`
-	PodSelector string `yaml:"podSelector" doc:"A label selector: one running matching Pod, the scenario's own (a Pod of its setup, or one its Deployments, StatefulSets, DaemonSets or ReplicaSets own) before any the learner added, Ready first, the oldest first."`
-	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pod's namespace (default: default)."`
-	OnNode      string `yaml:"onNode" doc:"With podSelector: a matching Pod on this node (short name), for checks that depend on where the client runs."`
+	Node        string   `yaml:"node" doc:"A node's short name (control-plane, worker, worker2, ...)."`
+	Outside     bool     `yaml:"outside" doc:"A client outside the cluster, in front of its load balancer: connections to a load-balancer address go through the lab's load balancer, as any outside client's would (embedded clusters)."`
+	Pod         string   `yaml:"pod" rule:"pattern=name" doc:"A pod's name."`
+	PodSelector string   `yaml:"podSelector" doc:"A label selector: one running matching Pod, the scenario's own (a Pod of its setup, or one its Deployments, StatefulSets, DaemonSets or ReplicaSets own) before any the learner added, Ready first, the oldest first."`
+	Witness     *Witness `yaml:"witness" doc:"A Pod the grader makes for this check alone, with a fresh name, and deletes after it: the probe starts from it. A learner cannot single out a Pod that did not exist when they made their fix, so a check that some class of Pods is allowed or denied is judged on a new member of the class rather than on the one the learner was shown."`
+	Namespace   string   `yaml:"namespace" rule:"pattern=name" doc:"The pod's namespace (default: default); for a witness, the namespace it is made in (unless it gets a namespace of its own)."`
+	OnNode      string   `yaml:"onNode" doc:"With podSelector: a matching Pod on this node (short name), for checks that depend on where the client runs; with witness: the node the witness runs on."`
+}
+
+// Witness is a Pod the grader makes to probe from: a busybox that sleeps,
+// with exactly the labels given (nothing marks it as the grader's, so no
+// selector can leave it out), in the source's namespace or in a new
+// namespace of its own. Before it judges traffic, the grader waits until
+// every node's NetworkPolicy agent enforces the witness (embedded
+// clusters), so a policy is judged on what it selects, not on how fast it
+// is.
+type Witness struct {
+	Labels          map[string]string `yaml:"labels" rule:"required" doc:"The Pod's labels: the class of Pods it stands for."`
+	NamespaceLabels map[string]string `yaml:"namespaceLabels" doc:"When set, the witness runs in a namespace the grader makes for it (with a fresh name, these labels and kubernetes.io/metadata.name) rather than in the source's namespace: a namespace the learner has never seen."`
 }
 
 // Probe target routes to a Service.

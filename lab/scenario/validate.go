@@ -38,14 +38,7 @@ func (v *validator) validate() {
 		if !s.Cluster.HasNode(node) {
 			v.bad(p, "no node %q in a %d-node cluster; the nodes are %s", node, s.Cluster.Nodes, strings.Join(s.Cluster.NodeNames(), ", "))
 		}
-		for _, k := range sortedKeys(s.Cluster.NodeLabels[node]) {
-			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-				v.bad(p+"."+k, "not a valid label key: %s", strings.Join(msgs, "; "))
-			}
-			if msgs := validation.IsValidLabelValue(s.Cluster.NodeLabels[node][k]); len(msgs) > 0 {
-				v.bad(p+"."+k, "not a valid label value: %s", strings.Join(msgs, "; "))
-			}
-		}
+		v.labels(p, s.Cluster.NodeLabels[node])
 	}
 	for i, f := range s.Faults {
 		v.fault(fmt.Sprintf("faults[%d]", i), f)
@@ -335,6 +328,18 @@ func (v *validator) objectRef(p string, r ObjectRef, byNameOnly bool) {
 	v.selector(p+".labelSelector", r.LabelSelector)
 }
 
+// labels checks the keys and values of a label set.
+func (v *validator) labels(p string, set map[string]string) {
+	for _, k := range sortedKeys(set) {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			v.bad(p+"."+k, "not a valid label key: %s", strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsValidLabelValue(set[k]); len(msgs) > 0 {
+			v.bad(p+"."+k, "not a valid label value: %s", strings.Join(msgs, "; "))
+		}
+	}
+}
+
 func (v *validator) selector(p, sel string) {
 	if sel == "" {
 		return
@@ -397,16 +402,26 @@ func count(flags ...bool) int {
 
 func (v *validator) probe(p string, pr *ProbeCheck) {
 	from := pr.From
-	if count(from.Node != "", from.Pod != "", from.PodSelector != "", from.Outside) != 1 {
-		v.bad(p+".from", "set exactly one of node, pod, podSelector and outside")
+	if count(from.Node != "", from.Pod != "", from.PodSelector != "", from.Witness != nil, from.Outside) != 1 {
+		v.bad(p+".from", "set exactly one of node, pod, podSelector, witness and outside")
+	}
+	if w := from.Witness; w != nil {
+		v.labels(p+".from.witness.labels", w.Labels)
+		v.labels(p+".from.witness.namespaceLabels", w.NamespaceLabels)
+		if len(w.Labels) == 0 {
+			v.bad(p+".from.witness.labels", "a witness stands for a class of Pods: give it the labels of that class")
+		}
+		if w.NamespaceLabels != nil && from.Namespace != "" {
+			v.bad(p+".from.namespace", "a witness with namespaceLabels runs in a namespace of its own")
+		}
 	}
 	if from.Outside && from.Namespace != "" {
 		v.bad(p+".from.namespace", "a client outside the cluster has no namespace")
 	}
 	v.node(p+".from.node", from.Node)
 	v.node(p+".from.onNode", from.OnNode)
-	if from.OnNode != "" && from.PodSelector == "" {
-		v.bad(p+".from.onNode", "goes with podSelector: which Pod on the node")
+	if from.OnNode != "" && from.PodSelector == "" && from.Witness == nil {
+		v.bad(p+".from.onNode", "goes with podSelector or witness: which Pod on the node")
 	}
 	v.selector(p+".from.podSelector", from.PodSelector)
 	if from.Node != "" && from.Namespace != "" {

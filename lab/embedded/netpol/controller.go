@@ -77,16 +77,27 @@ type Controller struct {
 	// reported holds the problem last reported per policy UID, so an
 	// event is recorded once per change, not once per sync.
 	reported map[string]string
+
+	// versions reads the informers' resource versions, progress records
+	// them after each sync that reached the kernel; both nil in tests
+	// without informers.
+	versions func() Synced
+	progress *Progress
 }
 
 // Run enforces NetworkPolicy for node until ctx ends, then removes the
-// table.
-func Run(ctx context.Context, client kubernetes.Interface, node string, apply Applier, log *slog.Logger) error {
+// table. After every sync it records in progress (when not nil) the
+// versions of the objects the table enforces.
+func Run(ctx context.Context, client kubernetes.Interface, node string, apply Applier, progress *Progress, log *slog.Logger) error {
 	eb := record.NewBroadcaster(record.WithContext(ctx))
 	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer eb.Shutdown()
 	rec := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-network-policies", Host: node})
 
+	if progress != nil {
+		// Nothing enforced yet, whatever an earlier run of the agent had.
+		progress.set(Synced{})
+	}
 	f := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	c := &Controller{
 		node: node, apply: apply, log: log, events: rec,
@@ -95,13 +106,21 @@ func Run(ctx context.Context, client kubernetes.Interface, node string, apply Ap
 		nps:      f.Networking().V1().NetworkPolicies().Lister(),
 		trigger:  make(chan struct{}, 1),
 		reported: map[string]string{},
+		progress: progress,
+	}
+	podsInf, nssInf, npsInf := f.Core().V1().Pods().Informer(), f.Core().V1().Namespaces().Informer(), f.Networking().V1().NetworkPolicies().Informer()
+	// A reflector adds an event's object to the store before it records
+	// the event's version: read before listing, a version is one whose
+	// changes the listing holds.
+	c.versions = func() Synced {
+		return Synced{Pods: podsInf.LastSyncResourceVersion(), Namespaces: nssInf.LastSyncResourceVersion(), Policies: npsInf.LastSyncResourceVersion()}
 	}
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.kick() },
 		UpdateFunc: func(o, n any) { c.kick() },
 		DeleteFunc: func(any) { c.kick() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{f.Core().V1().Pods().Informer(), f.Core().V1().Namespaces().Informer(), f.Networking().V1().NetworkPolicies().Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{podsInf, nssInf, npsInf} {
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return err
 		}
@@ -160,6 +179,10 @@ func (c *Controller) loop(ctx context.Context) {
 
 // Sync compiles the current objects and applies the difference.
 func (c *Controller) Sync(ctx context.Context) error {
+	var versions Synced
+	if c.versions != nil {
+		versions = c.versions()
+	}
 	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
 		return err
@@ -179,6 +202,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 	defer c.mu.Unlock()
 	script := Diff(c.applied, r)
 	if script == "" {
+		c.synced(versions)
 		return nil
 	}
 	if err := c.apply.Apply(ctx, script); err != nil {
@@ -195,7 +219,16 @@ func (c *Controller) Sync(ctx context.Context) error {
 	// What the kernel made of it, for CheckTable; without it the next
 	// check rewrites the table.
 	c.listing, _ = c.apply.List(ctx)
+	c.synced(versions)
 	return nil
+}
+
+// synced records that the kernel's table enforces the objects up to
+// versions.
+func (c *Controller) synced(versions Synced) {
+	if c.progress != nil {
+		c.progress.set(versions)
+	}
 }
 
 // CheckTable compares the kernel's table with the listing taken after the

@@ -165,3 +165,45 @@ func TestControllerRepairsHandEdits(t *testing.T) {
 		t.Fatalf("the edited table was not rewritten whole: %q", ap.scripts[1:])
 	}
 }
+
+// A sync records how far the table is only once the kernel has it: the
+// versions read before the objects were listed; a sync that failed leaves
+// the record where it was; one with nothing to change still moves it on.
+func TestControllerRecordsProgress(t *testing.T) {
+	ap := &fakeApplier{}
+	c, _, store := newTestController(t, ap)
+	c.progress = &Progress{}
+	versions := Synced{Pods: "10", Namespaces: "4", Policies: "7"}
+	c.versions = func() Synced { return versions }
+	ctx := context.Background()
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.progress.Get(); got != versions {
+		t.Errorf("after the first sync: %+v", got)
+	}
+	versions.Pods = "11"
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.progress.Get(); got.Pods != "11" {
+		t.Errorf("after a sync with nothing to change: %+v", got)
+	}
+	// A change that the kernel refuses, whole and in part.
+	ap.fail = func(string) bool { return true }
+	versions.Policies = "8"
+	store.Add(policy("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: tIngress}))
+	if err := c.Sync(ctx); err == nil {
+		t.Fatal("no error when nft refuses everything")
+	}
+	if got := c.progress.Get(); got.Policies != "7" {
+		t.Errorf("recorded %+v although the kernel has none of it", got)
+	}
+	ap.fail = nil
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.progress.Get(); got.Policies != "8" {
+		t.Errorf("after the repair: %+v", got)
+	}
+}

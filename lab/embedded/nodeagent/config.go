@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/svclab/svclab/lab/embedded/netpol"
 )
 
 // KubeletPort is the port of the kubelet API on every node.
@@ -50,6 +52,9 @@ type Config struct {
 	// Mounts is the lab's budget of mounts, shared by its nodes' agents;
 	// none when nil.
 	Mounts *MountBudget
+	// Policy receives how far the node's NetworkPolicy agent has got;
+	// nobody asks when nil.
+	Policy *netpol.Progress
 }
 
 // Validate checks cfg.

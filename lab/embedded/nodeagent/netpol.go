@@ -16,7 +16,7 @@ import (
 // node's network namespace, and removes it when the agent stops.
 func enforceNetworkPolicy(ctx context.Context, cfg Config, client kubernetes.Interface, log *slog.Logger) {
 	log = log.With("component", "kube-network-policies")
-	if err := netpol.Run(ctx, client, cfg.NodeName, netpol.NetnsApplier{Netns: cfg.Netns}, log); err != nil {
+	if err := netpol.Run(ctx, client, cfg.NodeName, netpol.NetnsApplier{Netns: cfg.Netns}, cfg.Policy, log); err != nil {
 		log.Error("NetworkPolicy enforcement stopped", "err", err)
 	}
 }
