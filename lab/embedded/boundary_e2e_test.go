@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -524,5 +525,109 @@ func componentsServeHealthOnly(t *testing.T, a *Cluster) {
 				t.Errorf("127.0.0.1:%s/%s answered %s, want %s", port, path, got, want)
 			}
 		}
+	}
+}
+
+// unmountsFollowNoLink: a Pod plants a symlink named as mountinfo escapes
+// one of its mount points ("a\040b" for "a b"), pointing at a mount of the
+// host's; when the container ends, the agent (root on the host) detaches
+// the Pod's mounts and leaves the host's alone.
+func unmountsFollowNoLink(t *testing.T, a *Cluster) {
+	client, _ := a.Client()
+	canary := filepath.Join(t.TempDir(), "canary")
+	if err := os.MkdirAll(filepath.Join(canary, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", filepath.Join(canary, "x"), "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(filepath.Join(canary, "x"), syscall.MNT_DETACH)
+	applyYAML(t, a, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: unmount-link}
+spec:
+  nodeName: %s
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
+    command: [sh, -c, 'ln -s %s "/vol/a\\040b" && ls -la /vol && sleep 1']
+    volumeMounts: [{name: e, mountPath: /vol}, {name: f, mountPath: "/vol/a b/x"}]
+  volumes: [{name: e, emptyDir: {}}, {name: f, emptyDir: {}}]
+`, a.State().Nodes[1].Name, canary))
+	defer kubectlErr(t, a, "delete", "pod", "unmount-link", "--wait=false")
+	waitFor(t, time.Minute, "the Pod ended and its mounts gone", func() (bool, error) {
+		p := getPod(t, client, "unmount-link")
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			return false, fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		info := hostCmd("cat", "/proc/self/mountinfo")
+		return !strings.Contains(info, `/vol/a\040b/x`), fmt.Errorf("the Pod's mount is still there")
+	})
+	if !strings.Contains(hostCmd("cat", "/proc/self/mountinfo"), " "+filepath.Join(canary, "x")+" ") {
+		t.Error("the host's mount that the Pod's link pointed at was unmounted")
+	}
+}
+
+// podLayersGo: the image layers mapped for a Pod's own user namespace
+// (hostUsers: false) go with the Pod, so making and deleting such Pods
+// does not grow the host's mount table.
+func podLayersGo(t *testing.T, a *Cluster) {
+	layers := func() int {
+		return strings.Count(hostCmd("cat", "/proc/self/mountinfo"), runDir(a.State().Name)+"/layers/")
+	}
+	round := func() {
+		for i := range 3 {
+			applyYAML(t, a, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: own-users-%d}
+spec:
+  hostUsers: false
+  terminationGracePeriodSeconds: 0
+  containers:
+  - {name: c, image: registry.k8s.io/e2e-test-images/agnhost:2.66.1, command: [sleep, "3600"]}
+`, i))
+		}
+		client, _ := a.Client()
+		for i := range 3 {
+			waitPodReady(t, client, fmt.Sprintf("own-users-%d", i), time.Minute)
+		}
+		kubectl(t, a, "delete", "pod", "own-users-0", "own-users-1", "own-users-2", "--wait=true")
+	}
+	round()
+	after1 := layers()
+	round()
+	if after2 := layers(); after2 > after1 {
+		t.Errorf("the lab's layer mounts grew from %d to %d over a round of hostUsers: false Pods", after1, after2)
+	}
+}
+
+// confinedPod: a Pod that asks for the runtime's seccomp profile and
+// refuses privilege escalation runs filtered and with no_new_privs.
+func confinedPod(t *testing.T, a *Cluster) {
+	applyYAML(t, a, `
+apiVersion: v1
+kind: Pod
+metadata: {name: confined}
+spec:
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: c
+    image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
+    command: [sleep, "3600"]
+    securityContext: {allowPrivilegeEscalation: false}
+`)
+	defer kubectlErr(t, a, "delete", "pod", "confined", "--wait=false")
+	client, _ := a.Client()
+	waitPodReady(t, client, "confined", time.Minute)
+	out, err := kubectlErr(t, a, "exec", "confined", "--", "grep", "-E", "^(Seccomp|NoNewPrivs):", "/proc/self/status")
+	if err != nil || !regexp.MustCompile(`Seccomp:\s+2`).MatchString(out) || !regexp.MustCompile(`NoNewPrivs:\s+1`).MatchString(out) {
+		t.Errorf("the confined Pod's status: %q (%v)", out, err)
+	}
+	// Making a user namespace needs CAP_SYS_ADMIN under the profile.
+	if out, err := kubectlErr(t, a, "exec", "confined", "--", "unshare", "-U", "-r", "true"); err == nil || !strings.Contains(out, "Operation not permitted") {
+		t.Errorf("unshare -U under the default seccomp profile: %q (%v)", out, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/svclab/svclab/lab/flock"
+	"github.com/svclab/svclab/lab/mounts"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -188,8 +189,8 @@ func (p *Provider) reclaimCrashed(ctx context.Context, name string) (bool, error
 	p.Log.Warn("removing what a crashed cluster left behind", "cluster", name, "netns", len(netns), "bridge", st.Bridge)
 	killAll(processesInNetns(netns), 5*time.Second)
 	errs := []error{
-		unmountUnder(runDir(name)),
-		unmountMatching(func(mp string) bool { return strings.Contains(mp, "/clusters/"+name+"/") }),
+		mounts.DetachMatching(mounts.Below(runDir(name))),
+		mounts.DetachMatching(func(mp string) bool { return strings.Contains(mp, "/clusters/"+name+"/") }),
 		removeCgroups(name),
 		fabricDown(ctx, p.Runner, st),
 	}

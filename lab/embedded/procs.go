@@ -4,11 +4,8 @@ package embedded
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,55 +138,6 @@ func processesInNetns(names []string) []int {
 		}
 	}
 	return pids
-}
-
-// unmountUnder unmounts every mount point below dir, deepest first.
-func unmountUnder(dir string) error {
-	dir = filepath.Clean(dir) + "/"
-	return unmountMatching(func(mp string) bool { return strings.HasPrefix(mp, dir) })
-}
-
-// unmountMatching lazily unmounts every mount point match accepts,
-// deepest first.
-func unmountMatching(match func(string) bool) error {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	var mps []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && match(unescapeMount(f[4])) {
-			mps = append(mps, unescapeMount(f[4]))
-		}
-	}
-	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
-	var errs []error
-	for _, mp := range mps {
-		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", mp, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Memory is what a cluster's processes take, in bytes: resident (RSS,

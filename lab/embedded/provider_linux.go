@@ -21,6 +21,7 @@ import (
 	"github.com/svclab/svclab/lab/embedded/nodeagent"
 	"github.com/svclab/svclab/lab/embedded/userns"
 	"github.com/svclab/svclab/lab/images"
+	"github.com/svclab/svclab/lab/mounts"
 	"github.com/svclab/svclab/lab/proxier/control"
 )
 
@@ -447,12 +448,12 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	killAll(processesInNetns(clusterNetns(name)), 5*time.Second)
 	killAll(userns.Members(paths{dir}.userns()), 5*time.Second)
 	var errs []error
-	if err := unmountUnder(runDir(name)); err != nil {
+	if err := mounts.DetachMatching(mounts.Below(runDir(name))); err != nil {
 		errs = append(errs, err)
 	} else {
 		os.RemoveAll(runDir(name))
 	}
-	if err := unmountUnder(dir); err != nil {
+	if err := mounts.DetachMatching(mounts.Below(dir)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := removeCgroups(name); err != nil {
@@ -635,14 +636,14 @@ func Sweep(ctx context.Context, r hostexec.Runner) error {
 			if !dead(e.Name()) {
 				continue
 			}
-			if err := unmountUnder(runDir(e.Name())); err != nil {
+			if err := mounts.DetachMatching(mounts.Below(runDir(e.Name()))); err != nil {
 				errs = append(errs, err)
 			} else {
 				os.RemoveAll(runDir(e.Name()))
 			}
 		}
 	}
-	if err := unmountMatching(func(mp string) bool {
+	if err := mounts.DetachMatching(func(mp string) bool {
 		name, ok := pinCluster(mp)
 		return ok && dead(name)
 	}); err != nil {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svclab/svclab/lab/embedded/userns"
+	"github.com/svclab/svclab/lab/mounts"
 )
 
 // A restarted agent adopts the pods the node runs, as a kubelet restarted
@@ -260,26 +261,21 @@ func (r *runc) sweepExcept(ctx context.Context, podsDir string, keep map[string]
 			}
 		}
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	prefix := filepath.Clean(podsDir) + "/"
+	list, err := mounts.List(func(mp string) bool {
+		if !strings.HasPrefix(mp, prefix) {
+			return false
+		}
+		// pods/UID/containers/ID/rootfs
+		parts := strings.Split(strings.TrimPrefix(mp, prefix), "/")
+		return len(parts) < 3 || parts[1] != "containers" || !keep[parts[2]]
+	})
 	if err != nil {
 		return
 	}
-	prefix := filepath.Clean(podsDir) + "/"
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) <= 4 || !strings.HasPrefix(f[4], prefix) {
-			continue
-		}
-		// pods/UID/containers/ID/rootfs
-		parts := strings.Split(strings.TrimPrefix(f[4], prefix), "/")
-		if len(parts) >= 3 && parts[1] == "containers" && keep[parts[2]] {
-			continue
-		}
-		mounts = append(mounts, f[4])
-	}
-	for i := len(mounts) - 1; i >= 0; i-- { // the deepest first
-		unix.Unmount(mounts[i], unix.MNT_DETACH)
+	for _, mp := range list {
+		// One that a symlink now hides stays, for the cluster's deletion.
+		_ = mounts.Detach(mp)
 	}
 	// The root filesystems (and staged mounts) of containers not kept.
 	if r.iso.RunDir == "" {

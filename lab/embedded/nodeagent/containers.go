@@ -578,7 +578,10 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 		}
 		s.RunAsUser, s.RunAsGroup = sc.RunAsUser, sc.RunAsGroup
 		s.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
+		// As the kubelet: no_new_privs when escalation is refused.
+		s.NoNewPrivs = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
 	}
+	var seccomp *corev1.SeccompProfile
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if s.RunAsUser == nil {
 			s.RunAsUser = psc.RunAsUser
@@ -586,8 +589,29 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 		if s.RunAsGroup == nil {
 			s.RunAsGroup = psc.RunAsGroup
 		}
+		seccomp = psc.SeccompProfile
+	}
+	if sc := c.spec.SecurityContext; sc != nil && sc.SeccompProfile != nil {
+		seccomp = sc.SeccompProfile
+	}
+	// The container's profile, else the Pod's; none is Unconfined, the
+	// kubelet's default. A privileged container runs unconfined.
+	if seccomp != nil && !s.Privileged {
+		switch seccomp.Type {
+		case corev1.SeccompProfileTypeRuntimeDefault:
+			s.Seccomp = true
+		case corev1.SeccompProfileTypeLocalhost:
+			return containerSpec{}, fmt.Errorf("seccomp profile Localhost (%s): svclab's nodes have no profiles of their own; use RuntimeDefault", ptrOr(seccomp.LocalhostProfile, ""))
+		}
 	}
 	return s, nil
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // expandAllVars expands the $(VAR) references of a command or its

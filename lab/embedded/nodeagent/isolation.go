@@ -7,12 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/svclab/svclab/lab/flock"
 	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/svclab/svclab/lab/embedded/userns"
+	"github.com/svclab/svclab/lab/flock"
+	"github.com/svclab/svclab/lab/mounts"
 )
 
 // Isolation is what every container and node command of a lab shares: the
@@ -66,15 +67,16 @@ var layerMounts sync.Mutex
 // it on first use: the layer's files, owned by host root, appear owned by
 // root in the lab, while every lab shares the layer's one copy on disk.
 func (iso Isolation) Layer(dir string) (string, error) {
-	// One mount per layer and user namespace (a Pod's own maps other ids).
-	sum := sha256.Sum256([]byte(iso.Userns + "\x00" + filepath.Clean(dir)))
-	target := filepath.Join(iso.RunDir, "layers", hex.EncodeToString(sum[:12]))
+	// One mount per layer and user namespace (a Pod's own maps other ids),
+	// in the user namespace's own directory of layers.
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	target := filepath.Join(iso.layersDir(), hex.EncodeToString(sum[:12]))
 	layerMounts.Lock()
 	defer layerMounts.Unlock()
 	if userns.IsMountPoint(target) {
 		return target, nil
 	}
-	if err := os.MkdirAll(filepath.Join(iso.RunDir, "layers"), 0o711); err != nil {
+	if err := os.MkdirAll(iso.layersDir(), 0o711); err != nil {
 		return "", err
 	}
 	unlock, err := flock.Lock(filepath.Join(iso.RunDir, "layers.lock"), 0o600)
@@ -89,6 +91,26 @@ func (iso Isolation) Layer(dir string) (string, error) {
 		return "", fmt.Errorf("mapping an image layer into the lab: %w", err)
 	}
 	return target, nil
+}
+
+// layersDir holds the image layers mapped into iso's user namespace: the
+// lab's own, or a Pod's (hostUsers: false), whose go when the Pod does
+// (dropLayers).
+func (iso Isolation) layersDir() string {
+	sum := sha256.Sum256([]byte(iso.Userns))
+	return filepath.Join(iso.RunDir, "layers", hex.EncodeToString(sum[:8]))
+}
+
+// dropLayers detaches and removes the layers mapped into iso's user
+// namespace, once no container of it runs.
+func (iso Isolation) dropLayers() error {
+	layerMounts.Lock()
+	defer layerMounts.Unlock()
+	dir := iso.layersDir()
+	if err := mounts.DetachMatching(mounts.Beneath(dir)); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
 }
 
 // PrepareRunDir makes dir, a lab's runtime directory below base,

@@ -52,6 +52,9 @@ func (iso Isolation) podIsolation(ctx context.Context, dir string) (Isolation, *
 
 // releasePodIsolation undoes podIsolation.
 func (iso Isolation) releasePodIsolation(pod Isolation, claim *userns.Claim) error {
+	if err := pod.dropLayers(); err != nil {
+		return fmt.Errorf("the image layers mapped for the Pod: %w", err)
+	}
 	if err := userns.Remove(pod.Userns); err != nil {
 		return err
 	}

@@ -25,3 +25,18 @@ func TestProbeHost(t *testing.T) {
 		}
 	}
 }
+
+// An exec probe's output is kept up to 10 KiB, the rest dropped without
+// failing the command that prints it.
+func TestProbeOutputBounded(t *testing.T) {
+	o := &probeOutput{}
+	chunk := make([]byte, 4096)
+	for range 1000 {
+		if n, err := o.Write(chunk); n != len(chunk) || err != nil {
+			t.Fatalf("Write: %d %v", n, err)
+		}
+	}
+	if o.Len() != maxProbeOutput {
+		t.Errorf("kept %d bytes, want %d", o.Len(), maxProbeOutput)
+	}
+}

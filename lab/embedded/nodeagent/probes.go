@@ -159,8 +159,8 @@ func (c *containerRun) probeOnce(ctx context.Context, h *corev1.ProbeHandler, ti
 		if id == "" {
 			return fmt.Errorf("container not running")
 		}
-		var out bytes.Buffer
-		code, err := r.p.rt.exec(ctx, id, h.Exec.Command, false, nil, &out, &out)
+		out := &probeOutput{}
+		code, err := r.p.rt.exec(ctx, id, h.Exec.Command, false, nil, out, out)
 		if err != nil {
 			return err
 		}
@@ -280,4 +280,20 @@ func probeHost(host, podIP string) (string, error) {
 		return "", fmt.Errorf("host %q is a name: svclab's nodes probe IP addresses (and localhost) only; give the address", host)
 	}
 	return host, nil
+}
+
+// maxProbeOutput is how much of an exec probe's output is kept, as the
+// kubelet keeps (pkg/probe/exec: 10 KiB): a probe that prints without end
+// costs the agent, root on the host, no more memory than that.
+const maxProbeOutput = 10 << 10
+
+// probeOutput keeps the first maxProbeOutput bytes written to it and
+// discards the rest, without failing the command.
+type probeOutput struct{ bytes.Buffer }
+
+func (o *probeOutput) Write(p []byte) (int, error) {
+	if room := maxProbeOutput - o.Len(); room > 0 {
+		o.Buffer.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }

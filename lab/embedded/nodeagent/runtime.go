@@ -21,8 +21,11 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/svclab/svclab/lab/mounts"
 )
 
 // Image is a root filesystem a container runs from.
@@ -103,6 +106,11 @@ type containerSpec struct {
 	RunAsUser    *int64
 	RunAsGroup   *int64
 	ReadOnlyRoot bool
+	// NoNewPrivs sets no_new_privs (allowPrivilegeEscalation: false);
+	// Seccomp confines the container with the runtime's default profile
+	// (seccompProfile RuntimeDefault: Docker's and containerd's).
+	NoNewPrivs bool
+	Seccomp    bool
 	// CgroupsPath is the container's cgroup (runc's default when empty).
 	CgroupsPath string
 	// Isolation, when set, is the user namespace to join instead of the
@@ -219,6 +227,7 @@ func runtimeSpec(c containerSpec, bounding []string, iso Isolation, rootfs strin
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: caps, Effective: caps, Permitted: caps,
 			},
+			NoNewPrivileges: c.NoNewPrivs,
 		},
 		Root:     &specs.Root{Path: rootfs, Readonly: c.ReadOnlyRoot},
 		Hostname: c.Hostname,
@@ -267,6 +276,21 @@ func runtimeSpec(c containerSpec, bounding []string, iso Isolation, rootfs strin
 	}
 	spec.Mounts = append(spec.Mounts, staged...)
 	return spec
+}
+
+// withSeccomp gives spec the runtime's default seccomp profile (Docker's,
+// from moby/profiles, for the container's capabilities and the host's
+// architecture), when c asks for it.
+func withSeccomp(spec *specs.Spec, c containerSpec) error {
+	if !c.Seccomp {
+		return nil
+	}
+	p, err := seccomp.GetDefaultProfile(spec)
+	if err != nil {
+		return fmt.Errorf("the default seccomp profile: %w", err)
+	}
+	spec.Linux.Seccomp = p
+	return nil
 }
 
 // prepare writes the bundle (config.json, the root filesystem's own
@@ -333,7 +357,11 @@ func (r *runc) prepare(c containerSpec) (err error) {
 	if err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(runtimeSpec(c, boundingCaps(), iso, rootfs, staged), "", "  ")
+	spec := runtimeSpec(c, boundingCaps(), iso, rootfs, staged)
+	if err := withSeccomp(spec, c); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -492,33 +520,10 @@ func (r *runc) unmountRootfs(id string) error {
 		return err
 	}
 	for _, dir := range []string{r.iso.staging(r.node, id), r.iso.Rootfs(r.node, id)} {
-		if err := unmountTree(dir); err != nil {
+		if err := mounts.DetachMatching(mounts.Beneath(dir)); err != nil {
 			return err
 		}
 		os.RemoveAll(dir)
-	}
-	return nil
-}
-
-// unmountTree lazily unmounts every mount at or below dir.
-func unmountTree(dir string) error {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	dir = filepath.Clean(dir)
-	var mps []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			mps = append(mps, f[4])
-		}
-	}
-	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
-	for _, mp := range mps {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("unmounting %s: %w", mp, err)
-		}
 	}
 	return nil
 }

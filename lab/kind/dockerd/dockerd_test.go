@@ -166,21 +166,3 @@ func TestEnsureAfterCrash(t *testing.T) {
 		t.Error("the crashed daemon's exec-root was not cleaned")
 	}
 }
-
-func TestMountsBelow(t *testing.T) {
-	info := `22 1 0:21 / / rw - ext4 /dev/vda rw
-30 22 0:30 / /root/.cache/svclab/docker/data/overlay2/abc/merged rw - overlay overlay rw
-31 22 0:31 / /root/.cache/svclab/docker/exec/netns/x rw - nsfs nsfs rw
-32 22 0:32 / /root/.cache/svclab/docker2 rw - tmpfs tmpfs rw
-33 22 0:33 / /root/.cache/svclab/docker/with\040space rw - tmpfs tmpfs rw
-`
-	got := mountsBelow(strings.NewReader(info), "/root/.cache/svclab/docker")
-	want := []string{
-		"/root/.cache/svclab/docker/data/overlay2/abc/merged",
-		"/root/.cache/svclab/docker/exec/netns/x",
-		"/root/.cache/svclab/docker/with space",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}

@@ -13,9 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/svclab/svclab/lab/hostsetup"
+	"github.com/svclab/svclab/lab/mounts"
 )
 
 // Host is the real machine: the docker command line, processes, mounts and
@@ -143,16 +142,14 @@ func (Host) Unmount(dir string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	list, err := mounts.List(mounts.Beneath(abs))
 	if err != nil {
 		return err
 	}
-	mounts := mountsBelow(f, abs)
-	f.Close()
 	var errs []error
-	for _, m := range mounts {
-		if err := unmountDetached(m); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+	for _, m := range list {
+		if err := unmountDetached(m); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
