@@ -22,8 +22,12 @@ import (
 // clients use, on every backend.
 const witnessImage = "busybox:1.36"
 
-// witnessStart bounds how long a witness Pod may take to run.
-const witnessStart = 90 * time.Second
+// witnessStart bounds how long a witness Pod may take to run, and
+// witnessLifetime how long it runs at most.
+const (
+	witnessStart    = 90 * time.Second
+	witnessLifetime = 10 * time.Minute
+)
 
 // witnessPod makes the Pod a probe starts from (scenario.Witness): a fresh
 // name, exactly the labels the check gives, in the source's namespace or
@@ -60,13 +64,16 @@ func (g *Grader) witnessPod(ctx context.Context, cs kubernetes.Interface, from s
 		})
 		ns, nsVersion = name, n.ResourceVersion
 	}
-	zero, no := int64(0), false
+	// A witness that outlives its check (svclab stopped before removing
+	// it) ends on its own.
+	zero, no, deadline := int64(0), false, int64(witnessLifetime.Seconds())
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(w.Labels)},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "witness", Image: witnessImage, Command: []string{"sleep", "3600"},
 				ImagePullPolicy: corev1.PullIfNotPresent}},
 			RestartPolicy:                 corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:         &deadline,
 			TerminationGracePeriodSeconds: &zero,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
@@ -77,10 +84,10 @@ func (g *Grader) witnessPod(ctx context.Context, cs kubernetes.Interface, from s
 	}
 	// A new namespace gets its default ServiceAccount a moment after it
 	// exists; until then admission turns Pods away.
-	deadline := time.Now().Add(witnessStart)
+	until := time.Now().Add(witnessStart)
 	for {
 		pod, err = cs.CoreV1().Pods(ns).Create(ctx, want, metav1.CreateOptions{})
-		if err == nil || w.NamespaceLabels == nil || !apierrors.IsForbidden(err) && !apierrors.IsServerTimeout(err) || time.Now().After(deadline) {
+		if err == nil || w.NamespaceLabels == nil || !apierrors.IsForbidden(err) && !apierrors.IsServerTimeout(err) || time.Now().After(until) {
 			break
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
@@ -105,7 +112,7 @@ func (g *Grader) witnessPod(ctx context.Context, cs kubernetes.Interface, from s
 		switch {
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 			return nil, remove, fmt.Errorf("the grader's witness Pod %s/%s stopped (%s) before it could probe: %s", ns, name, pod.Status.Phase, pod.Status.Message)
-		case time.Now().After(deadline):
+		case time.Now().After(until):
 			return nil, remove, fmt.Errorf("the grader's witness Pod %s/%s is not running after %s (phase %s)", ns, name, witnessStart, pod.Status.Phase)
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {

@@ -480,10 +480,7 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 	if _, ok := merged["PATH"]; !ok {
 		merged["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
-	merged["HOSTNAME"] = pod.Name
-	if pod.Spec.Hostname != "" {
-		merged["HOSTNAME"] = pod.Spec.Hostname
-	}
+	merged["HOSTNAME"] = podHostname(pod)
 	for k, v := range cenv {
 		merged[k] = v
 	}
@@ -528,10 +525,7 @@ func (c *containerRun) containerSpec(ctx context.Context, img Image) (containerS
 		mounts = append(mounts, Mount{Root: vol.Root, Path: vol.Path, SubPath: subPath, Destination: vm.MountPath,
 			ReadOnly: vm.ReadOnly || vol.Atomic, CreateSubPath: !vol.Atomic})
 	}
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
-	}
+	hostname := podHostname(pod)
 	if pod.Spec.HostNetwork {
 		hostname = ""
 	}

@@ -39,22 +39,65 @@ const maxUsageEntries = 200_000
 // it, and cannot run the agent out of descriptors or stack.
 const maxUsageDepth = 128
 
-// evictPods measures and evicts until ctx ends.
+// evictPods ends, until ctx ends, the Pods past their
+// activeDeadlineSeconds (every second) and the Pods past their storage
+// limits (every evictionInterval).
 func (p *provider) evictPods(ctx context.Context) {
-	t := time.NewTicker(evictionInterval)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	lastMeasured := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		now := time.Now()
+		measure := now.Sub(lastMeasured) >= evictionInterval
+		if measure {
+			lastMeasured = now
+		}
 		for _, r := range p.runs() {
+			if r.pastDeadline(now) {
+				r.endAtDeadline()
+				continue
+			}
+			if !measure {
+				continue
+			}
 			if msg := r.storageEviction(); msg != "" {
 				r.evict(msg)
 			}
 		}
 	}
+}
+
+// pastDeadline tells whether the Pod, not ended yet, has been active on
+// the node longer than its activeDeadlineSeconds.
+func (r *podRun) pastDeadline(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.pod.Spec.ActiveDeadlineSeconds
+	ended := r.terminating || r.phase == corev1.PodSucceeded || r.phase == corev1.PodFailed
+	return d != nil && !ended && now.Sub(r.startTime.Time) >= time.Duration(*d)*time.Second
+}
+
+// endAtDeadline ends the Pod as the kubelet's active deadline handler
+// does: Failed, reason DeadlineExceeded, a DeadlineExceeded event, its
+// containers stopped within the Pod's grace period; its object stays.
+func (r *podRun) endAtDeadline() {
+	const msg = "Pod was active on the node longer than the specified deadline"
+	r.mu.Lock()
+	if r.terminating {
+		r.mu.Unlock()
+		return
+	}
+	r.phase, r.reason, r.message = corev1.PodFailed, "DeadlineExceeded", msg
+	grace := probeGrace(r.pod)
+	r.mu.Unlock()
+	r.event(corev1.EventTypeWarning, "DeadlineExceeded", "%s", msg)
+	r.changed()
+	r.terminate(grace, false)
 }
 
 // hasStorageLimits tells whether pod has anything local storage eviction

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -775,6 +776,9 @@ func (r *podRun) update(pod *corev1.Pod) {
 	defer r.mu.Unlock()
 	r.pod.Labels, r.pod.Annotations = pod.Labels, pod.Annotations
 	r.pod.DeletionTimestamp, r.pod.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
+	// The one field of a Pod's spec the API lets a client lower on a
+	// running Pod besides images and tolerations.
+	r.pod.Spec.ActiveDeadlineSeconds = pod.Spec.ActiveDeadlineSeconds
 	for _, c := range r.containers {
 		for i := range pod.Spec.Containers {
 			if pod.Spec.Containers[i].Name == c.spec.Name && pod.Spec.Containers[i].Image != c.spec.Image {
@@ -1046,6 +1050,20 @@ func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
 	}
 }
 
+// podHostname is the Pod's host name as the kubelet gives it: spec.hostname
+// or else the Pod's name, cut to the 63 bytes of a DNS label (a Pod's name
+// may be a longer DNS subdomain) without a trailing "-" or ".".
+func podHostname(pod *corev1.Pod) string {
+	h := pod.Name
+	if pod.Spec.Hostname != "" {
+		h = pod.Spec.Hostname
+	}
+	if len(h) <= validation.DNS1123LabelMaxLength {
+		return h
+	}
+	return strings.TrimRight(h[:validation.DNS1123LabelMaxLength], "-.")
+}
+
 // writePodFiles writes the files the kubelet manages for each pod:
 // resolv.conf, hosts and hostname.
 func writePodFiles(r *podRun) error {
@@ -1055,10 +1073,7 @@ func writePodFiles(r *podRun) error {
 	for _, w := range dns.warnings {
 		r.event(corev1.EventTypeWarning, "DNSConfigForming", "%s", w)
 	}
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
-	}
+	hostname := podHostname(pod)
 	if pod.Spec.HostNetwork {
 		hostname = cfg.NodeName
 	}

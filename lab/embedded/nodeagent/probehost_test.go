@@ -5,6 +5,9 @@ package nodeagent
 import (
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A probe's or hook's host is the Pod's IP by default, an address, or
@@ -38,5 +41,24 @@ func TestProbeOutputBounded(t *testing.T) {
 	}
 	if o.Len() != maxProbeOutput {
 		t.Errorf("kept %d bytes, want %d", o.Len(), maxProbeOutput)
+	}
+}
+
+// A Pod's host name is cut to a DNS label as the kubelet cuts it.
+func TestPodHostname(t *testing.T) {
+	long := "pod-update-activedeadlineseconds-c3e4dfcf-c440-400f-bbd9-4ab571cfd0fa"
+	for _, tc := range []struct {
+		name, hostname, want string
+	}{
+		{"web-0", "", "web-0"},
+		{"web-0", "db", "db"},
+		{long, "", "pod-update-activedeadlineseconds-c3e4dfcf-c440-400f-bbd9-4ab571"},
+		{strings.Repeat("a", 62) + "-b", "", strings.Repeat("a", 62)},
+		{strings.Repeat("a", 61) + ".-b", "", strings.Repeat("a", 61)},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: corev1.PodSpec{Hostname: tc.hostname}}
+		if got := podHostname(pod); got != tc.want {
+			t.Errorf("podHostname(%q, %q) = %q, want %q", tc.name, tc.hostname, got, tc.want)
+		}
 	}
 }
