@@ -304,6 +304,10 @@ func (g *Grader) Check(ctx context.Context, c *scenario.Check, base *Baseline) R
 	if c.Disruptive() {
 		timeout = max(timeout, DisruptiveCheckTimeout)
 	}
+	if c.Probe != nil && c.Probe.From.Witness != nil {
+		// Its witness starts first, on a machine that may be busy.
+		timeout += witnessStart
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var detail string
