@@ -182,6 +182,7 @@ func loadScenario(src Source, dir string, opts Options) (*Scenario, map[string]i
 	if len(problems) == 0 {
 		// Only complete manifests tell which objects the setup creates.
 		v.faultObjects()
+		v.witnessEndpoints()
 	}
 	problems = append(problems, d.problems...)
 	return s, d.lines, problems

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -198,6 +199,37 @@ func (v *validator) faultObjects() {
 			}
 		}
 	}
+}
+
+// witnessEndpoints checks that no Service of the setup manifests selects a
+// witness's labels: the witness, which serves nothing, would become one of
+// its endpoints.
+func (v *validator) witnessEndpoints() {
+	for i, c := range v.s.Checks {
+		if c.Probe == nil || c.Probe.From.Witness == nil || c.Probe.From.Witness.NamespaceLabels != nil {
+			continue
+		}
+		if svc := v.s.selectingService(c.Probe.From.Namespace, c.Probe.From.Witness.Labels); svc != "" {
+			v.bad(fmt.Sprintf("checks[%d].probe.from.witness.labels", i), "the Service %s selects them: the witness, which serves nothing, would become one of its endpoints", svc)
+		}
+	}
+}
+
+// selectingService names a Service of the setup manifests in namespace
+// (default: default) whose selector matches set, or returns "".
+func (s *Scenario) selectingService(namespace string, set map[string]string) string {
+	if namespace == "" {
+		namespace = "default"
+	}
+	for _, m := range s.Manifests {
+		for _, o := range m.Objects {
+			svc, ok := o.Typed.(*corev1.Service)
+			if ok && o.Namespace == namespace && len(svc.Spec.Selector) > 0 && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(set)) {
+				return namespace + "/" + o.Name
+			}
+		}
+	}
+	return ""
 }
 
 // creates reports whether the setup manifests create the object.
