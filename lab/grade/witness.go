@@ -67,8 +67,15 @@ func (g *Grader) witnessPod(ctx context.Context, cs kubernetes.Interface, from s
 	// A witness that outlives its check (svclab stopped before removing
 	// it) ends on its own.
 	zero, no, deadline := int64(0), false, int64(witnessLifetime.Seconds())
+	podLabels := maps.Clone(w.Labels)
+	if podLabels == nil {
+		podLabels = map[string]string{}
+	}
+	for _, k := range w.RandomLabels {
+		podLabels[k] = "w-" + strings.ToLower(rand.Text()[:8])
+	}
 	want := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(w.Labels)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: podLabels},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "witness", Image: witnessImage, Command: []string{"sleep", "3600"},
 				ImagePullPolicy: corev1.PullIfNotPresent}},
@@ -105,8 +112,8 @@ func (g *Grader) witnessPod(ctx context.Context, cs kubernetes.Interface, from s
 	})
 	// What admission made of it must still be the class the check
 	// speaks of.
-	if !maps.Equal(pod.Labels, w.Labels) {
-		return nil, remove, fmt.Errorf("something in the cluster changed the labels of the grader's witness Pod %s/%s (asked for %v, got %v): an admission webhook or policy must leave the grader's Pods as they are", ns, name, w.Labels, pod.Labels)
+	if !maps.Equal(pod.Labels, podLabels) {
+		return nil, remove, fmt.Errorf("something in the cluster changed the labels of the grader's witness Pod %s/%s (asked for %v, got %v): an admission webhook or policy must leave the grader's Pods as they are", ns, name, podLabels, pod.Labels)
 	}
 	for pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
 		switch {

@@ -63,7 +63,8 @@ func TestWitnessSource(t *testing.T) {
 		return false, nil, nil
 	})
 	check := &scenario.ProbeCheck{
-		From:     scenario.ProbeSource{Witness: &scenario.Witness{Labels: map[string]string{"app": "client"}, NamespaceLabels: map[string]string{"team": "tools"}}},
+		From:     scenario.ProbeSource{Witness: &scenario.Witness{Labels: map[string]string{"app": "client"}, RandomLabels: []string{"tier"},
+			NamespaceLabels: map[string]string{"team": "tools"}}},
 		Protocol: "http", Target: scenario.ProbeTarget{Service: "web", Namespace: "shop", Port: 80},
 		Attempts: 2, Expect: scenario.ProbeExpect{Outcome: scenario.OutcomeTimeout},
 	}
@@ -75,7 +76,8 @@ func TestWitnessSource(t *testing.T) {
 		t.Fatalf("made %d Pods", len(made))
 	}
 	pod := made[0]
-	if !strings.HasPrefix(pod.Name, witnessPrefix) || pod.Namespace != pod.Name || fmt.Sprint(pod.Labels) != "map[app:client]" {
+	if !strings.HasPrefix(pod.Name, witnessPrefix) || pod.Namespace != pod.Name || len(pod.Labels) != 2 || pod.Labels["app"] != "client" ||
+		!strings.HasPrefix(pod.Labels["tier"], "w-") || len(pod.Labels["tier"]) != 10 {
 		t.Errorf("witness %s/%s labels %v", pod.Namespace, pod.Name, pod.Labels)
 	}
 	if len(probed) != 1 || probed[0] != pod.Namespace+"/"+pod.Name {
@@ -84,7 +86,7 @@ func TestWitnessSource(t *testing.T) {
 	if want := [][2]string{{"102", "101"}}; fmt.Sprint(pc.waits) != fmt.Sprint(want) {
 		t.Errorf("waited for the policy agents at %v, want %v", pc.waits, want)
 	}
-	if !strings.Contains(detail, "a new Pod labelled app=client in a new namespace") {
+	if !strings.Contains(detail, "a new Pod labelled app=client,tier=w-") || !strings.Contains(detail, "in a new namespace") {
 		t.Errorf("detail %q", detail)
 	}
 	cs := fc.Clientset()

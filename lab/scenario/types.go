@@ -316,8 +316,9 @@ type ProbeSource struct {
 // clusters), so a policy is judged on what it selects, not on how fast it
 // is.
 type Witness struct {
-	Labels          map[string]string `yaml:"labels" rule:"required" doc:"The Pod's labels: the class of Pods it stands for (labels a Service selects would make the witness, which serves nothing, one of its endpoints)."`
-	NamespaceLabels map[string]string `yaml:"namespaceLabels" doc:"When set, the witness runs in a namespace the grader makes for it (with a fresh name, these labels and kubernetes.io/metadata.name) rather than in the source's namespace: a namespace the learner has never seen."`
+	Labels          map[string]string `yaml:"labels" doc:"The Pod's labels: the class of Pods it stands for (labels a Service selects would make the witness, which serves nothing, one of its endpoints)."`
+	RandomLabels    []string          `yaml:"randomLabels" doc:"Label keys the witness gets with a value made up for each check (w- and eight random characters): a kind of Pod the learner cannot have seen, so no selector that leaves out the values they know (NotIn) leaves it out."`
+	NamespaceLabels map[string]string `yaml:"namespaceLabels" doc:"When set ({} for none), the witness runs in a namespace the grader makes for it (with a fresh name, these labels and kubernetes.io/metadata.name) rather than in the source's namespace: a namespace the learner has never seen."`
 }
 
 // Probe target routes to a Service.

@@ -440,8 +440,16 @@ func (v *validator) probe(p string, pr *ProbeCheck) {
 	if w := from.Witness; w != nil {
 		v.labels(p+".from.witness.labels", w.Labels)
 		v.labels(p+".from.witness.namespaceLabels", w.NamespaceLabels)
-		if len(w.Labels) == 0 {
-			v.bad(p+".from.witness.labels", "a witness stands for a class of Pods: give it the labels of that class")
+		if len(w.Labels) == 0 && len(w.RandomLabels) == 0 {
+			v.bad(p+".from.witness.labels", "a witness stands for a class of Pods: give it the labels of that class (or randomLabels)")
+		}
+		for i, k := range w.RandomLabels {
+			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+				v.bad(fmt.Sprintf("%s.from.witness.randomLabels[%d]", p, i), "not a valid label key: %s", strings.Join(msgs, "; "))
+			}
+			if _, ok := w.Labels[k]; ok {
+				v.bad(fmt.Sprintf("%s.from.witness.randomLabels[%d]", p, i), "%s is in labels too", k)
+			}
 		}
 		if w.NamespaceLabels != nil && from.Namespace != "" {
 			v.bad(p+".from.namespace", "a witness with namespaceLabels runs in a namespace of its own")
