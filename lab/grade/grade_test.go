@@ -263,6 +263,24 @@ func TestGradeSelectorTypo(t *testing.T) {
 	if r.Passed || !strings.Contains(r.Detail, `an answer came from "web-b", a Pod no controller owns: a bare Pod is no replica`) {
 		t.Errorf("clusterip-answers with a bare Pod: %+v", r)
 	}
+
+	// Nor do the Pods of a second Deployment of the learner's that the
+	// Service was pointed at (setupOnly).
+	second := shop("web", "10.244.1.5", "10.244.2.5")
+	second = slices.DeleteFunc(second, func(o runtime.Object) bool {
+		p, ok := o.(*corev1.Pod)
+		return ok && p.Name == "web-b"
+	})
+	second = append(second,
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web2-7f9c", Namespace: "shop", UID: "rs2-uid",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web2", UID: "web2-uid", Controller: boolp(true)}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-b", Namespace: "shop", Labels: map[string]string{"app": "web"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web2-7f9c", UID: "rs2-uid", Controller: boolp(true)}}}})
+	rep = newGrader(nodes(true), probe(true), second...).Grade(ctx, s, base)
+	r, _ = rep.Result("clusterip-answers")
+	if r.Passed || !strings.Contains(r.Detail, `an answer came from "web-b", a Pod of a workload the scenario did not make`) {
+		t.Errorf("clusterip-answers with a second Deployment: %+v", r)
+	}
 }
 
 func TestAPIOperators(t *testing.T) {

@@ -657,7 +657,8 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 			return "", fmt.Errorf("listing Pods %s in %s: %w", r.PodSelector, ns, err)
 		}
 		allowed := map[string]bool{}
-		bare := map[string]bool{} // Pods no controller owns
+		bare := map[string]bool{}    // Pods no controller owns
+		foreign := map[string]bool{} // Pods of a workload the setup did not make
 		podNode := map[string]string{}
 		w := workloadsOf(ctx)
 		for _, pod := range pods.Items {
@@ -666,6 +667,10 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 			// setup's own bare Pods are.
 			if w != nil && metav1.GetControllerOf(&pod) == nil && !w.has("Pod", pod.Namespace, pod.Name) {
 				bare[pod.Name] = true
+				continue
+			}
+			if r.SetupOnly && w != nil && !w.owns(ctx, cs, &pod) {
+				foreign[pod.Name] = true
 				continue
 			}
 			allowed[pod.Name] = true
@@ -684,6 +689,9 @@ func (g *Grader) judgeProbe(ctx context.Context, cs kubernetes.Interface, p *sce
 		for _, b := range bodies {
 			if bare[b] {
 				return "", failf("%s; an answer came from %s, a Pod no controller owns: a bare Pod is no replica (nothing restarts or reschedules it), so it does not count", what, quote(b))
+			}
+			if foreign[b] {
+				return "", failf("%s; an answer came from %s, a Pod of a workload the scenario did not make: the task is about its own replicas, and another workload answering in their place leaves them as they were", what, quote(b))
 			}
 			if !allowed[b] {
 				return "", failf("%s; an answer came from %s, which is not a Pod matching %s in %s", what, quote(b), r.PodSelector, ns)

@@ -63,7 +63,7 @@ func TestWitnessSource(t *testing.T) {
 		return false, nil, nil
 	})
 	check := &scenario.ProbeCheck{
-		From:     scenario.ProbeSource{Witness: &scenario.Witness{Labels: map[string]string{"app": "client"}, RandomLabels: []string{"tier"},
+		From: scenario.ProbeSource{Witness: &scenario.Witness{Labels: map[string]string{"app": "client"}, RandomLabels: []string{"tier"},
 			NamespaceLabels: map[string]string{"team": "tools"}}},
 		Protocol: "http", Target: scenario.ProbeTarget{Service: "web", Namespace: "shop", Port: 80},
 		Attempts: 2, Expect: scenario.ProbeExpect{Outcome: scenario.OutcomeTimeout},

@@ -364,6 +364,8 @@ type Responders struct {
 	PodSelector string `yaml:"podSelector" rule:"required" doc:"Every answer must come from a pod matching this selector, and one a controller owns or the setup made: a bare Pod the learner made is no replica."`
 	Namespace   string `yaml:"namespace" rule:"pattern=name" doc:"The pods' namespace (default: default)."`
 	AtLeast     int    `yaml:"atLeast" rule:"min=1" doc:"How many distinct pods must have answered (default 1)."`
+	// SetupOnly narrows the answering Pods to the scenario's own.
+	SetupOnly bool `yaml:"setupOnly" doc:"Every answer must come from one of the scenario's own Pods: made by its setup, or by a Deployment, StatefulSet, DaemonSet or ReplicaSet its setup made (owners read from the API). A second workload of the learner's with the same labels, or the Service pointed at it, does not count. Leave it off where a new workload is a right fix."`
 	// Topology constraints on the answers, for traffic policies and
 	// trafficDistribution.
 	SameNode bool `yaml:"sameNode" doc:"Every answer must come from a Pod on the node the probe starts from (its node, or the source Pod's node)."`
