@@ -48,6 +48,8 @@
 //	                      the Kubernetes modules, whose source is lab/kube (a Go module of its own)
 //	lab/hostsetup         the host's packages: checks them, installs what is missing on Debian
 //	lab/flock             file locks between processes, dropped by the kernel with their holder
+//	lab/mounts            the host's mounts of a lab: listed from mountinfo, detached
+//	                      through descriptors that follow no symlink a lab planted
 //	lab/proxier           the bundled kube-proxy (its own README; imports nothing else of svclab)
 //
 // # Which may import which
