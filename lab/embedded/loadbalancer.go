@@ -241,12 +241,8 @@ func (c *Cluster) WaitLoadBalancer(ctx context.Context) error {
 	if c.st.LB == nil {
 		return nil
 	}
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", paths{c.dir}.lbSocket())
-		},
-	}}
+	client := socketClient(paths{c.dir}.lbSocket())
+	defer client.CloseIdleConnections()
 	rounds := func() (int64, error) {
 		resp, err := client.Get("http://load-balancer/rounds")
 		if err != nil {

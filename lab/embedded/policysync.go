@@ -27,12 +27,7 @@ const policyWait = 30 * time.Second
 // node agents' process, on its socket in the state directory (nothing of
 // the lab's can answer in its place).
 func (c *Cluster) WaitPolicy(ctx context.Context, pods, namespaces string) error {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", paths{c.dir}.agentsSocket())
-		},
-	}}
+	client := socketClient(paths{c.dir}.agentsSocket())
 	defer client.CloseIdleConnections()
 	synced := func(node string) (netpol.Synced, error) {
 		var s netpol.Synced
@@ -67,6 +62,17 @@ func (c *Cluster) WaitPolicy(ctx context.Context, pods, namespaces string) error
 		}
 	}
 	return nil
+}
+
+// socketClient asks one of the cluster's processes over its Unix socket in
+// the state directory, where nothing of the lab's can answer in its place.
+func socketClient(sock string) *http.Client {
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
 }
 
 // reached tells whether resource version have is want or later. Versions

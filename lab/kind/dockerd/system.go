@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/hostsetup"
-	"github.com/svclab/svclab/lab/mounts"
 )
 
 // Host is the real machine: the docker command line, processes, mounts and
@@ -142,17 +141,7 @@ func (Host) Unmount(dir string) error {
 	if err != nil {
 		return err
 	}
-	list, err := mounts.List(mounts.Beneath(abs))
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range list {
-		if err := unmountDetached(m); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return unmountBeneath(abs)
 }
 
 func (Host) LookPath(name string) (string, error) {

@@ -2,9 +2,9 @@ package dockerd
 
 import "github.com/svclab/svclab/lab/mounts"
 
-// unmountDetached detaches the mount at path (umount -l), following no
-// symlink on the way.
-func unmountDetached(path string) error { return mounts.Detach(path) }
+// unmountBeneath detaches every mount at or below dir (umount -l),
+// following no symlink on the way.
+func unmountBeneath(dir string) error { return mounts.DetachMatching(mounts.Beneath(dir)) }
 
 // ownEngine says why svclab cannot run an engine of its own here: nil,
 // it can on Linux.

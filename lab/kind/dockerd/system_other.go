@@ -13,10 +13,10 @@ import (
 // svclab's own engine is Debian's dockerd on the host, so it runs on Linux
 // only; elsewhere Ensure uses the engine that answers, or says to start one.
 
-// unmountDetached refuses: svclab's own engine, whose leftovers it
+// unmountBeneath refuses: svclab's own engine, whose leftovers it
 // unmounts, never runs here.
-func unmountDetached(path string) error {
-	return fmt.Errorf("unmounting %s: %w", path, errors.ErrUnsupported)
+func unmountBeneath(dir string) error {
+	return fmt.Errorf("unmounting %s: %w", dir, errors.ErrUnsupported)
 }
 
 // ownEngine says why svclab cannot run an engine of its own here, naming
