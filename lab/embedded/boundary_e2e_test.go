@@ -353,7 +353,10 @@ func storeBound(t *testing.T, a, b *Cluster) {
 	if _, err := bClient.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ok"}}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("lab b cannot write while lab a's store is full: %v", err)
 	}
-	waitFor(t, 30*time.Second, "cluster list to say the store is full", func() (bool, error) {
+	// The agents' process looks every 5 s, and asks etcd with up to 20 s
+	// to answer (a full store under a loaded machine answers slowly):
+	// room for a missed look and the next.
+	waitFor(t, 90*time.Second, "cluster list to say the store is full", func() (bool, error) {
 		s := summaryOf(a)
 		return strings.Contains(s.Detail, "API objects fill"), fmt.Errorf("%+v", s)
 	})
