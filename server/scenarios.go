@@ -94,7 +94,7 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 			if (f.Domain != "" && sc.Domain != f.Domain) || (f.Difficulty != "" && sc.Difficulty != f.Difficulty) {
 				continue
 			}
-			items = append(items, web.CatalogItem{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes, Progress: progress[sc.ID]})
+			items = append(items, web.CatalogItem{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes, Progress: progress[sc.ID], ProxyMode: sc.Cluster.ProxyMode})
 		}
 	}
 	sort.SliceStable(items, func(i, j int) bool {
@@ -134,7 +134,7 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, scope.operationURL(op.ID), http.StatusSeeOther)
 		return
 	}
-	p := web.ScenarioPage{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes,
+	p := web.ScenarioPage{ID: sc.ID, Title: sc.Title, Domain: sc.Domain, Difficulty: sc.Difficulty, Minutes: sc.EstimatedMinutes, ProxyMode: sc.Cluster.ProxyMode,
 		Task: sc.Task, HintCount: len(sc.Hints), DefaultCluster: s.defaultCluster(),
 		Base: scope.base, InClass: scope.classScenarios != nil, ReadOnly: scope.readOnly}
 	for _, c := range sc.Checks {

@@ -47,6 +47,12 @@ type Spec struct {
 	// draws and "svclab class create" prints once.
 	Webhook       string `json:"webhook,omitempty"`
 	WebhookSecret string `json:"webhookSecret,omitempty"`
+	// ProxyMode is the kube-proxy mode of the class's labs, in which the
+	// scenarios that name no mode run (nftables or iptables). A scenario
+	// written for the other mode switches its lab for its run. Default:
+	// iptables when every scenario of the class is written for it, else
+	// nftables.
+	ProxyMode string `json:"proxyMode,omitempty"`
 }
 
 // Defaults of a Spec.
@@ -75,7 +81,7 @@ func (s *Spec) Normalize(cat *scenario.Catalog) (labs.Shape, error) {
 	}
 	seen := map[string]bool{}
 	var shape labs.Shape
-	proxyFrom := ""
+	allIPTables := true
 	for _, id := range s.Scenarios {
 		sc := cat.Get(id)
 		if sc == nil {
@@ -86,11 +92,7 @@ func (s *Spec) Normalize(cat *scenario.Catalog) (labs.Shape, error) {
 		}
 		seen[id] = true
 		shape.Workers = max(shape.Workers, sc.Cluster.Nodes-1)
-		if mode := sc.Cluster.Mode(); proxyFrom == "" {
-			shape.ProxyMode, proxyFrom = mode, id
-		} else if mode != shape.ProxyMode {
-			return labs.Shape{}, fmt.Errorf("scenarios %s and %s need kube-proxy in different modes (%s, %s): one class's labs share one cluster shape, so make two classes", proxyFrom, id, shape.ProxyMode, mode)
-		}
+		allIPTables = allIPTables && sc.Cluster.ProxyMode == scenario.ProxyModeIPTables
 		for node, l := range sc.Cluster.NodeLabels {
 			if shape.NodeLabels == nil {
 				shape.NodeLabels = map[string]map[string]string{}
@@ -106,6 +108,17 @@ func (s *Spec) Normalize(cat *scenario.Catalog) (labs.Shape, error) {
 			}
 		}
 	}
+	switch s.ProxyMode {
+	case "":
+		s.ProxyMode = scenario.ProxyModeNFTables
+		if allIPTables {
+			s.ProxyMode = scenario.ProxyModeIPTables
+		}
+	case scenario.ProxyModeNFTables, scenario.ProxyModeIPTables:
+	default:
+		return labs.Shape{}, fmt.Errorf("--proxy-mode %q: give %s or %s", s.ProxyMode, scenario.ProxyModeNFTables, scenario.ProxyModeIPTables)
+	}
+	shape.ProxyMode = s.ProxyMode
 	if s.Capacity == 0 {
 		s.Capacity = DefaultCapacity
 	}

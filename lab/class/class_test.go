@@ -98,6 +98,32 @@ func TestSpecNormalize(t *testing.T) {
 			}
 		})
 	}
+	// The labs' proxy mode: the class's, or iptables when every scenario
+	// is written for it. Scenarios of both modes share a class (a
+	// scenario's set-up switches its lab).
+	for _, tc := range []struct {
+		mode      string
+		scenarios []string
+		want      string
+	}{
+		{"", []string{"selector-typo", "four-step-chain"}, "nftables"},
+		{"", []string{"four-step-chain"}, "nftables"},
+		{"", []string{"kube-proxy-mode-switch", "localhost-nodeport-nftables"}, "iptables"},
+		{"", []string{"kube-proxy-mode-switch", "selector-typo"}, "nftables"},
+		{"iptables", []string{"selector-typo", "four-step-chain"}, "iptables"},
+		{"nftables", []string{"kube-proxy-mode-switch"}, "nftables"},
+		{"ipvs", []string{"four-step-chain"}, `--proxy-mode "ipvs": give nftables or iptables`},
+	} {
+		spec := Spec{Name: "m", Scenarios: tc.scenarios, ProxyMode: tc.mode}
+		shape, err := spec.Normalize(cat)
+		got := shape.ProxyMode
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want || (err == nil && spec.ProxyMode != tc.want) {
+			t.Errorf("class of %v in mode %q: labs in %q (spec %q), want %q", tc.scenarios, tc.mode, got, spec.ProxyMode, tc.want)
+		}
+	}
 	exam := Spec{Name: "e", Exam: true, Scenarios: []string{"selector-typo", "targetport-mismatch"}, Weights: map[string]float64{"selector-typo": 3}}
 	if _, err := exam.Normalize(cat); err != nil || exam.Weights["targetport-mismatch"] != 1 || exam.Weights["selector-typo"] != 3 {
 		t.Errorf("exam weights %v, %v", exam.Weights, err)

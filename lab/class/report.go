@@ -1,6 +1,7 @@
 package class
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,7 +144,7 @@ func PrintShow(w io.Writer, c *Class, learners []Learner, cells map[string][]Cel
 		}
 		fmt.Fprintf(tw, "  Exam:\t%s long, weights %s\n", short(c.TimeLimit), strings.Join(ws, ", "))
 	}
-	fmt.Fprintf(tw, "  Labs:\t%s at once, warm pool %d, %s each, reclaimed after %s idle\n", count(c.Capacity, "lab"), c.PoolSize, short(c.TimeLimit), short(c.IdleTimeout))
+	fmt.Fprintf(tw, "  Labs:\t%s at once, warm pool %d, %s each, reclaimed after %s idle, kube-proxy in %s mode\n", count(c.Capacity, "lab"), c.PoolSize, short(c.TimeLimit), short(c.IdleTimeout), cmp.Or(c.ProxyMode, scenario.ProxyModeNFTables))
 	fmt.Fprintf(tw, "  Seats:\t%d of %d taken\n", len(learners), c.Seats)
 	if c.Open() {
 		exp := "works until"

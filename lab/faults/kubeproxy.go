@@ -40,6 +40,27 @@ func (f kubeProxyConfig) Inject(ctx context.Context, c cluster.Cluster, p scenar
 	if err != nil {
 		return err
 	}
+	return editKubeProxy(ctx, c, edit)
+}
+
+// SetProxyMode puts kube-proxy in mode (nftables or iptables) as a
+// cluster's operator would: mode in the kube-proxy ConfigMap, the
+// kube-proxy Pods restarted. It returns once every node's proxier runs in
+// mode. A scenario's set-up uses it when the cluster runs the other mode;
+// the session's guard puts the cluster's own mode back when the scenario
+// ends.
+func SetProxyMode(ctx context.Context, c cluster.Cluster, mode string) error {
+	switch mode {
+	case scenario.ProxyModeNFTables, scenario.ProxyModeIPTables:
+	default:
+		return fmt.Errorf("proxy mode %q: give %s or %s", mode, scenario.ProxyModeNFTables, scenario.ProxyModeIPTables)
+	}
+	return editKubeProxy(ctx, c, kubeProxyEdit{mode: mode})
+}
+
+// editKubeProxy writes edit into the kube-proxy ConfigMap and restarts
+// kube-proxy (restartKubeProxy).
+func editKubeProxy(ctx context.Context, c cluster.Cluster, edit kubeProxyEdit) error {
 	cs, err := c.Client()
 	if err != nil {
 		return err

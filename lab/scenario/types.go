@@ -74,6 +74,31 @@ func (c ClusterShape) Mode() string {
 	return c.ProxyMode
 }
 
+// ProxyModes are the modes the scenario runs in: the one it names, or
+// both when it names none (the default, nftables, first).
+func (c ClusterShape) ProxyModes() []string {
+	if c.ProxyMode != "" {
+		return []string{c.ProxyMode}
+	}
+	return []string{ProxyModeNFTables, ProxyModeIPTables}
+}
+
+// WithProxyMode is s run in mode ("" leaves s as it is): a scenario that
+// names no mode runs in either; one written for a mode refuses the other.
+func (s *Scenario) WithProxyMode(mode string) (*Scenario, error) {
+	switch {
+	case mode == "" || mode == s.Cluster.ProxyMode:
+		return s, nil
+	case mode != ProxyModeNFTables && mode != ProxyModeIPTables:
+		return nil, fmt.Errorf("kube-proxy mode %q: give %s or %s", mode, ProxyModeNFTables, ProxyModeIPTables)
+	case s.Cluster.ProxyMode != "":
+		return nil, fmt.Errorf("scenario %s is written for kube-proxy's %s mode; it does not run in %s mode", s.ID, s.Cluster.ProxyMode, mode)
+	}
+	c := *s
+	c.Cluster.ProxyMode = mode
+	return &c, nil
+}
+
 // NodeNames are the short names of the shape's nodes: control-plane,
 // worker, worker2, ...
 func (c ClusterShape) NodeNames() []string {

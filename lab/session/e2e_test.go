@@ -23,6 +23,7 @@ import (
 	"github.com/svclab/svclab/lab/faults"
 	"github.com/svclab/svclab/lab/grade"
 	"github.com/svclab/svclab/lab/kubebin"
+	"github.com/svclab/svclab/lab/proxierctl"
 	"github.com/svclab/svclab/lab/roles"
 	"github.com/svclab/svclab/lab/scenario"
 	"github.com/svclab/svclab/scenarios"
@@ -226,6 +227,29 @@ func TestExercisesEndToEnd(t *testing.T) {
 		}
 		if n != want {
 			t.Errorf("%s: %d wrong fixes tried, want %d", o.Scenario, n, want)
+		}
+	}
+
+	// A scenario of the other proxy mode shares its cluster: its set-up
+	// switched kube-proxy, and its end switched the cluster back to the
+	// mode it was created in, on every node.
+	for _, name := range clusters {
+		c, err := p.Get(ctx, name)
+		if err != nil {
+			t.Errorf("cluster %s: %v", name, err)
+			continue
+		}
+		want := c.(*embedded.Cluster).State().ProxyMode
+		nodes, err := c.Nodes(ctx)
+		if err != nil {
+			t.Errorf("cluster %s: %v", name, err)
+			continue
+		}
+		for _, n := range nodes {
+			got, err := proxierctl.Mode(ctx, c, n.Name)
+			if err != nil || got != want {
+				t.Errorf("after the run, node %s runs kube-proxy in mode %q (%v); the cluster was created in %s mode", n.Name, got, err, want)
+			}
 		}
 	}
 

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -65,8 +66,8 @@ type ExerciseOptions struct {
 	// scenario's own (svclab scenario test --wrong-fixes-from).
 	Attempts map[string]scenario.Attempts
 	// ProxyMode runs every scenario that does not name a proxy mode in
-	// this one; scenarios written for the other mode are skipped, saying
-	// so ("": each scenario's own).
+	// this one ("": nftables), whatever mode its cluster runs; scenarios
+	// written for the other mode are skipped, saying so.
 	ProxyMode string
 	// NoResets skips what needs the scenario set up a second time: the
 	// wrong fixes that have no undo and the other solutions. Every
@@ -390,15 +391,14 @@ func applyRunOptions(o ExerciseOptions, list []*scenario.Scenario) ([]*scenario.
 	var out []*scenario.Scenario
 	tried := map[string]bool{}
 	for _, s := range list {
-		if o.ProxyMode != "" {
-			if s.Cluster.ProxyMode != "" && s.Cluster.ProxyMode != o.ProxyMode {
-				fmt.Fprintf(o.Out, "– %s: skipped, written for %s mode\n", s.ID, s.Cluster.ProxyMode)
-				continue
-			}
-			c := *s
-			c.Cluster.ProxyMode = o.ProxyMode
-			s = &c
+		// A scenario that names no mode runs in the run's (nftables by
+		// default), whatever mode its cluster runs.
+		mode := cmp.Or(o.ProxyMode, s.Cluster.Mode())
+		if !slices.Contains(s.Cluster.ProxyModes(), mode) {
+			fmt.Fprintf(o.Out, "– %s: skipped, written for %s mode\n", s.ID, s.Cluster.ProxyMode)
+			continue
 		}
+		s, _ = s.WithProxyMode(mode)
 		if a, ok := o.Attempts[s.ID]; ok {
 			s = s.WithAttempts(a)
 			tried[s.ID] = true
@@ -457,9 +457,12 @@ func groupByShape(base string, ss []*scenario.Scenario) ([]*shapeGroup, error) {
 	return groups, nil
 }
 
+// shapeKey is what a cluster must have for scenarios of shape c: their
+// nodes and node labels. Not the proxy mode: a scenario's set-up switches
+// kube-proxy to its mode.
 func shapeKey(c scenario.ClusterShape) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%s", c.Nodes, c.Mode())
+	fmt.Fprintf(&b, "%d", c.Nodes)
 	for _, n := range slices.Sorted(maps.Keys(c.NodeLabels)) {
 		for _, k := range slices.Sorted(maps.Keys(c.NodeLabels[n])) {
 			fmt.Fprintf(&b, "/%s:%s=%s", n, k, c.NodeLabels[n][k])
@@ -468,17 +471,14 @@ func shapeKey(c scenario.ClusterShape) string {
 	return b.String()
 }
 
-// ShapeClusterName is the cluster that scenarios of shape share: base for
-// the default shape (3 nodes, nftables, no extra labels), else base with
-// "-nN" (another node count), "-ipt" (iptables) and "-zXXXX" (node labels,
-// a hash) appended.
+// ShapeClusterName is the cluster that scenarios of shape share, in
+// either proxy mode: base for the default shape (3 nodes, no extra
+// labels), else base with "-nN" (another node count) and "-zXXXX" (node
+// labels, a hash) appended.
 func ShapeClusterName(base string, c scenario.ClusterShape) string {
 	name := base
 	if c.Nodes != 3 {
 		name += fmt.Sprintf("-n%d", c.Nodes)
-	}
-	if c.Mode() == scenario.ProxyModeIPTables {
-		name += "-ipt"
 	}
 	if len(c.NodeLabels) > 0 {
 		h := fnv.New32a()
@@ -489,7 +489,7 @@ func ShapeClusterName(base string, c scenario.ClusterShape) string {
 }
 
 func describeShape(c scenario.ClusterShape) string {
-	s := fmt.Sprintf("%d nodes, %s", c.Nodes, c.Mode())
+	s := fmt.Sprintf("%d nodes", c.Nodes)
 	var labels []string
 	for _, n := range slices.Sorted(maps.Keys(c.NodeLabels)) {
 		for _, k := range slices.Sorted(maps.Keys(c.NodeLabels[n])) {

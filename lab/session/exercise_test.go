@@ -35,7 +35,7 @@ func TestShapeClusterName(t *testing.T) {
 	}{
 		{scenario.ClusterShape{Nodes: 3}, "lab"},
 		{scenario.ClusterShape{Nodes: 3, ProxyMode: "nftables"}, "lab"},
-		{scenario.ClusterShape{Nodes: 3, ProxyMode: "iptables"}, "lab-ipt"},
+		{scenario.ClusterShape{Nodes: 3, ProxyMode: "iptables"}, "lab"},
 		{scenario.ClusterShape{Nodes: 4}, "lab-n4"},
 		{scenario.ClusterShape{Nodes: 4, NodeLabels: zones}, "lab-n4-z"},
 	} {
@@ -66,10 +66,10 @@ func TestGroupByShape(t *testing.T) {
 	for _, g := range groups {
 		got = append(got, g.cluster+":"+strings.Join(ids(g.scenarios), ","))
 	}
-	if strings.Join(got, " ") != "ci:a,c ci-ipt:b" {
+	if strings.Join(got, " ") != "ci:a,b,c" {
 		t.Errorf("groups %v", got)
 	}
-	if _, err := groupByShape("a-very-long-cluster-name", []*scenario.Scenario{sc("x", scenario.ClusterShape{Nodes: 4, ProxyMode: "iptables"})}); err == nil || !strings.Contains(err.Error(), "use a shorter --cluster") {
+	if _, err := groupByShape("a-very-long-cluster-name", []*scenario.Scenario{sc("x", scenario.ClusterShape{Nodes: 4, NodeLabels: map[string]map[string]string{"worker": {"zone": "a"}}})}); err == nil || !strings.Contains(err.Error(), "use a shorter --cluster") {
 		t.Errorf("long name: %v", err)
 	}
 }
@@ -78,17 +78,17 @@ func TestSpreadGroups(t *testing.T) {
 	sc := func(id string, c scenario.ClusterShape) *scenario.Scenario {
 		return &scenario.Scenario{ID: id, Cluster: c}
 	}
-	nft, ipt := scenario.ClusterShape{Nodes: 3}, scenario.ClusterShape{Nodes: 3, ProxyMode: "iptables"}
-	list := []*scenario.Scenario{sc("a", nft), sc("b", nft), sc("c", ipt), sc("d", nft), sc("e", nft), sc("f", nft)}
+	nft, four := scenario.ClusterShape{Nodes: 3}, scenario.ClusterShape{Nodes: 4}
+	list := []*scenario.Scenario{sc("a", nft), sc("b", nft), sc("c", four), sc("d", nft), sc("e", nft), sc("f", nft)}
 	for _, tc := range []struct {
 		n    int
 		want string
 	}{
-		{1, "ci:a,b,d,e,f ci-ipt:c"},
-		{2, "ci:a,d,f ci-2:b,e ci-ipt:c"},
-		{3, "ci:a,e ci-2:b,f ci-3:d ci-ipt:c"},
-		{4, "ci:a,e ci-2:b,f ci-3:d ci-ipt:c"},
-		{9, "ci:a ci-2:b ci-3:d ci-4:e ci-5:f ci-ipt:c"},
+		{1, "ci:a,b,d,e,f ci-n4:c"},
+		{2, "ci:a,d,f ci-2:b,e ci-n4:c"},
+		{3, "ci:a,e ci-2:b,f ci-3:d ci-n4:c"},
+		{4, "ci:a,e ci-2:b,f ci-3:d ci-n4:c"},
+		{9, "ci:a ci-2:b ci-3:d ci-4:e ci-5:f ci-n4:c"},
 	} {
 		groups, err := groupByShape("ci", list)
 		if err != nil {

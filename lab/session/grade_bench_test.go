@@ -75,9 +75,6 @@ func BenchmarkGrade(b *testing.B) {
 				if err := checkShape(ctx, c, s.Cluster); err != nil {
 					b.Skip(err)
 				}
-				if err := checkProxyMode(ctx, c, s.Cluster.Mode()); err != nil {
-					b.Skip(err)
-				}
 			} else {
 				name := ShapeClusterName("bench", s.Cluster)
 				if c = clusters[name]; c == nil {

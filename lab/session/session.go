@@ -282,15 +282,27 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 	if ses.Grader, err = grade.New(c, opts.Log); err != nil {
 		return nil, err
 	}
-	if err := checkProxyMode(ctx, c, s.Cluster.Mode()); err != nil {
+	mode, err := proxyMode(ctx, c)
+	if err != nil {
 		return nil, err
 	}
-	err = cluster.RunActions(ctx, opts.Progress, []cluster.Action{
+	actions := []cluster.Action{
 		{Name: "Removing what an earlier run left", Run: func(ctx context.Context) error { return remove(ctx, ses.apply, s, true) }},
 		{Name: "Recording the cluster-wide state to restore afterwards", Run: func(ctx context.Context) error {
 			ses.guard, err = recordGuard(ctx, cs)
 			return err
 		}},
+	}
+	// The switch comes after the guard has recorded the cluster's own
+	// mode, which the scenario's end puts back.
+	var switchTo string
+	if ses.Scenario, switchTo = inMode(s, mode); switchTo != "" {
+		actions = append(actions, cluster.Action{
+			Name: fmt.Sprintf("Switching kube-proxy from %s to %s mode, the scenario's (its end switches back)", mode, switchTo),
+			Run:  func(ctx context.Context) error { return faults.SetProxyMode(ctx, c, switchTo) },
+		})
+	}
+	err = cluster.RunActions(ctx, opts.Progress, append(actions, []cluster.Action{
 		{Name: "Applying the setup manifests", Run: func(ctx context.Context) error {
 			for _, m := range s.Manifests {
 				for _, o := range m.Objects {
@@ -334,7 +346,7 @@ func Start(ctx context.Context, s *scenario.Scenario, c cluster.Cluster, opts Op
 			ses.Baseline, err = ses.Grader.Record(ctx, s)
 			return err
 		}},
-	})
+	}...))
 	if err != nil {
 		return ses, fmt.Errorf("setting up scenario %s on cluster %s: %w", s.ID, c.Name(), err)
 	}
@@ -412,28 +424,41 @@ func waitProxiers(ctx context.Context, c cluster.Cluster, cs kubernetes.Interfac
 	return synced, nil
 }
 
-// checkProxyMode refuses a scenario whose proxy mode the cluster does not
-// run.
-func checkProxyMode(ctx context.Context, c cluster.Cluster, want string) error {
+// inMode is scenario s as it runs on a cluster whose kube-proxy runs in
+// mode: a scenario that names no mode runs in the cluster's; one written
+// for the other mode switches kube-proxy to its own first (switchTo; ""
+// when there is nothing to switch).
+func inMode(s *scenario.Scenario, mode string) (run *scenario.Scenario, switchTo string) {
+	if s.Cluster.ProxyMode == "" {
+		if run, err := s.WithProxyMode(mode); err == nil {
+			return run, ""
+		}
+	}
+	if want := s.Cluster.Mode(); want != mode {
+		return s, want
+	}
+	return s, ""
+}
+
+// proxyMode is the mode kube-proxy runs in on c, as its first node's
+// proxier says. A proxier that is restarting (the end of an earlier
+// scenario) answers within seconds.
+func proxyMode(ctx context.Context, c cluster.Cluster) (string, error) {
 	nodes, err := c.Nodes(ctx)
 	if err != nil || len(nodes) == 0 {
-		return fmt.Errorf("listing the nodes of cluster %s: %w", c.Name(), err)
+		return "", fmt.Errorf("listing the nodes of cluster %s: %w", c.Name(), err)
 	}
-	// A proxier that is restarting (the end of an earlier scenario) answers
-	// within seconds.
 	var got string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err = proxierctl.Mode(ctx, c, nodes[0].Name)
 		return err == nil, nil
 	})
 	if err != nil {
-		_, err = proxierctl.Mode(ctx, c, nodes[0].Name)
-		return err
+		if _, err = proxierctl.Mode(ctx, c, nodes[0].Name); err != nil {
+			return "", fmt.Errorf("asking kube-proxy on node %s which mode it runs (is kube-proxy running there? kubectl -n kube-system get pods -l %s): %w", nodes[0].Name, deploy.Selector, err)
+		}
 	}
-	if got != want {
-		return fmt.Errorf("the scenario needs kube-proxy in %s mode, but cluster %s runs %s mode; switching modes is not automated yet: edit the kube-system/kube-proxy ConfigMap (mode: %s) and wait for the proxiers to restart", want, c.Name(), got, want)
-	}
-	return nil
+	return got, nil
 }
 
 // Grade grades the scenario once.

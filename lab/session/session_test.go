@@ -228,3 +228,30 @@ func TestStateKeepsGeneration(t *testing.T) {
 		t.Errorf("saved %+v, want generation %q", st, gen)
 	}
 }
+
+// A scenario that names no proxy mode runs in the cluster's; one written
+// for a mode switches a cluster of the other.
+func TestInMode(t *testing.T) {
+	for _, tc := range []struct {
+		scenario, cluster string
+		runs, switchTo    string
+	}{
+		{"", "nftables", "nftables", ""},
+		{"", "iptables", "iptables", ""},
+		{"nftables", "nftables", "nftables", ""},
+		{"iptables", "iptables", "iptables", ""},
+		{"iptables", "nftables", "iptables", "iptables"},
+		{"nftables", "iptables", "nftables", "nftables"},
+		// kube-proxy in a mode no scenario runs in (ipvs falls back).
+		{"", "ipvs", "nftables", "nftables"},
+	} {
+		s := &scenario.Scenario{ID: "x", Cluster: scenario.ClusterShape{Nodes: 3, ProxyMode: tc.scenario}}
+		run, switchTo := inMode(s, tc.cluster)
+		if run.Cluster.Mode() != tc.runs || switchTo != tc.switchTo {
+			t.Errorf("scenario for %q on a cluster in %s: runs in %s, switches to %q; want %s, %q", tc.scenario, tc.cluster, run.Cluster.Mode(), switchTo, tc.runs, tc.switchTo)
+		}
+		if s.Cluster.ProxyMode != tc.scenario {
+			t.Errorf("the catalog's scenario was changed: %q", s.Cluster.ProxyMode)
+		}
+	}
+}

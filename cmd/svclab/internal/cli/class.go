@@ -104,6 +104,7 @@ The instructor token is printed once and only its hash is stored: keep it.`,
 	f.BoolVar(&spec.Exam, "exam", false, "make the class a timed exam")
 	f.StringSliceVar(&weights, "weights", nil, "exam task weights, SCENARIO=WEIGHT,... (default equal)")
 	f.StringVar(&url, "url", "http://127.0.0.1:8080", "the web UI's address, for the join link")
+	f.StringVar(&spec.ProxyMode, "proxy-mode", "", "kube-proxy's mode in the labs, nftables or iptables (a kubeadm cluster's default, as in the exam); scenarios that name no mode run in it (default nftables, or iptables when every scenario is written for it)")
 	f.StringVar(&spec.Webhook, "webhook", "", "an http(s) URL that gets a signed JSON event per learner state change (joined, scenario state, lab state)")
 	return cmd
 }

@@ -38,8 +38,9 @@ without you. For each scenario: set up → every check must not pass →
 (--wrong-fixes) each of the scenario's plausible wrong fixes must be
 rejected by the checks it names → (--solve) the reference solution must
 pass every check → tear down. Scenarios of one cluster shape share a
-cluster: --cluster names the default shape's (3 nodes, nftables), the
-others get a suffix (-n4, -ipt, -zXXXX). A summary table follows, and with
+cluster: --cluster names the default shape's (3 nodes), the others get a
+suffix (-n4, -zXXXX); a scenario whose proxy mode the cluster does not run
+switches kube-proxy for its run. A summary table follows, and with
 --junit FILE a JUnit XML report.
 
 Afterwards a cluster is deleted if the run created it, or the scenario

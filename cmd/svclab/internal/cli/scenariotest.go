@@ -47,9 +47,11 @@ reviewer's or an author's, in this format:
           description: Apply a fixed Service
           commands: ["kubectl patch service web -p '{\"spec\":{\"selector\":{\"app\":\"web\"}}}'"]
 
---mode iptables runs the scenarios that do not name a proxy mode in
-iptables mode (and skips those written for nftables): whether their checks
-hold in the other mode.
+Scenarios that name no proxy mode run in nftables mode, and --mode iptables
+runs them in iptables mode (skipping those written for nftables): whether
+their checks hold in the other mode. Whatever mode a cluster runs, a
+scenario's set-up switches kube-proxy to the scenario's and its end
+switches back.
 
 Clusters, claims, --keep and --parallel work as in svclab exercise run.
 Exits 1 unless every scenario passed.`,
@@ -79,7 +81,7 @@ Exits 1 unless every scenario passed.`,
 	c.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report to this file")
 	c.Flags().StringVar(&dir, "dir", "", "take the scenarios from this directory instead of the built-in ones")
 	c.Flags().StringVar(&attemptsFile, "wrong-fixes-from", "", "a YAML file of more wrong fixes and other solutions to try, by scenario id")
-	c.Flags().StringVar(&mode, "mode", "", "run the scenarios that name no proxy mode in this one (nftables or iptables); skip those written for the other")
+	c.Flags().StringVar(&mode, "mode", "", "run the scenarios that name no proxy mode in this one (nftables, the default, or iptables); skip those written for the other")
 	c.Flags().IntVar(&parallel, "parallel", 1, "how many clusters work at once")
 	return c
 }
