@@ -638,3 +638,107 @@ spec:
 		t.Errorf("unshare -U under the default seccomp profile: %q (%v)", out, err)
 	}
 }
+
+// hostConntrack: the lab's traffic among its nodes makes no entry in the
+// host's conntrack table (a lab cannot fill it), and an entry a lab tries
+// to plant there — a reply from a node that spoofs an address of the
+// host's — opens no way to a host service: a datagram sent after it to a
+// UDP service of the host's (on a documentation address the test adds to
+// the host's loopback) never arrives.
+func hostConntrack(t *testing.T, a *Cluster) {
+	st := a.State()
+	x, y := st.Nodes[1], st.Nodes[0]
+	const hostAddr, port = "198.51.100.7", 18082
+	if out, err := osexec.Command("ip", "addr", "add", hostAddr+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("a host address for the test: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { osexec.Command("ip", "addr", "del", hostAddr+"/32", "dev", "lo").Run() })
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(hostAddr), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := make(chan string, 16)
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := conn.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			got <- fmt.Sprintf("%q from %s", buf[:n], from)
+		}
+	}()
+
+	entries := func() int {
+		out := hostCmd("conntrack", "-L", "-s", x.IP)
+		return strings.Count(out, "src="+x.IP)
+	}
+	before := entries()
+	out, err := nodeExec(t, a, x.Name, "sh", "-c", fmt.Sprintf(`for p in $(seq 30001 30050); do echo x | socat -u - UDP4:%s:$p; done; echo SENT`, y.IP))
+	if !strings.Contains(out, "SENT") {
+		t.Fatalf("sending between the nodes: %v\n%s", err, out)
+	}
+	if n := entries() - before; n > 0 {
+		t.Errorf("50 datagrams between the lab's nodes made %d entries in the host's conntrack table", n)
+	}
+
+	// Node y answers for the host's address; node x sends to it through
+	// y (the bridge carries x's datagram and y's reply), then through the
+	// gateway, from the same port.
+	out, err = nodeExec(t, a, y.Name, "sh", "-c", fmt.Sprintf(`ip addr add %[1]s/32 dev lo && (timeout 8 socat -T3 UDP4-RECVFROM:%[2]d,bind=%[1]s,fork SYSTEM:'echo pong' >/dev/null 2>&1 &) ; echo LISTENING`, hostAddr, port))
+	if !strings.Contains(out, "LISTENING") {
+		t.Fatalf("node %s answering for %s: %v\n%s", y.Name, hostAddr, err, out)
+	}
+	defer nodeExec(t, a, y.Name, "ip", "addr", "del", hostAddr+"/32", "dev", "lo")
+	out, err = nodeExec(t, a, x.Name, "sh", "-c", fmt.Sprintf(`sleep 0.5
+ip route replace %[1]s/32 via %[2]s
+echo ping | timeout 3 socat -T1 - UDP4:%[1]s:%[3]d,sourceport=40002
+ip route replace %[1]s/32 via %[4]s
+echo PLANTED | timeout 3 socat -T1 - UDP4:%[1]s:%[3]d,sourceport=40002
+ip route del %[1]s/32; echo TRIED`, hostAddr, y.IP, port, st.Gateway))
+	if !strings.Contains(out, "TRIED") {
+		t.Fatalf("the attempt did not run: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "pong") {
+		t.Logf("node %s's answer did not come back (the attempt is moot): %s", y.Name, out)
+	}
+	select {
+	case m := <-got:
+		t.Errorf("a host service got %s from the lab", m)
+	case <-time.After(2 * time.Second):
+	}
+	if got := kubectl(t, a, "get", "--raw", "/readyz"); got != "ok" {
+		t.Errorf("svclab's client does not reach the API server: %q", got)
+	}
+}
+
+// readersBound: the host programs svclab runs in a node's network
+// namespace (nft, iptables-save, conntrack for the views and the grader)
+// run in the lab's readers' cgroup: one that would take more memory than
+// that cgroup allows is stopped there, not served by the host.
+func readersBound(t *testing.T, a *Cluster) {
+	ns, err := a.NodeNetns(a.State().Nodes[1].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, err := ns.Command(ctx, "cat", "/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	if want := "/" + readersPath(a.State().Name); err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("a host program in the lab's network runs in cgroups\n%s(%v), want %s", out, err, want)
+	}
+	// tail -n 1 keeps a line without end in memory: 600 MiB of it.
+	cmd, err = ns.Command(ctx, "sh", "-c", "head -c 600M /dev/zero | tail -n 1 | wc -c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = cmd.CombinedOutput()
+	if err == nil && strings.TrimSpace(string(out)) == "629145600" {
+		t.Errorf("a host program for the lab held 600 MiB: %s", out)
+	}
+}

@@ -245,6 +245,8 @@ func TestIsolation(t *testing.T) {
 	})
 
 	t.Run("a node speaks for its own addresses only", func(t *testing.T) { fabricAddresses(t, a) })
+	t.Run("the host's conntrack table is the host's", func(t *testing.T) { hostConntrack(t, a) })
+	t.Run("svclab's readers of a lab count against the lab", func(t *testing.T) { readersBound(t, a) })
 	t.Run("no certificate the lab can get passes for svclab's servers", func(t *testing.T) { mintedIdentities(t, a) })
 
 	t.Run("a node shell keeps its dataplane", func(t *testing.T) {

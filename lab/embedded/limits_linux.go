@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -27,13 +28,52 @@ func labCgroup(name string) string { return filepath.Join(cgroupRoot, name) }
 func nodesCgroup(name string) string { return filepath.Join(labCgroup(name), "nodes") }
 
 // applyLimits makes cluster st's cgroups and sets its limits: the lab's
-// on the lab's cgroup, and on its nodes' the processes it leaves them.
+// on the lab's cgroup, on its nodes' the processes it leaves them, and
+// the readers' (readersCgroup).
 func applyLimits(st *State) error {
 	l := st.Limits.Limits
 	if err := cgroups.Apply(labCgroup(st.Name), l); err != nil {
 		return err
 	}
-	return cgroups.Apply(nodesCgroup(st.Name), cgroups.Limits{Pids: l.Pids - controlPlanePids, MemoryBytes: l.MemoryBytes, CPUShares: cgroups.DefaultLimits().CPUShares})
+	if err := cgroups.Apply(nodesCgroup(st.Name), cgroups.Limits{Pids: l.Pids - controlPlanePids, MemoryBytes: l.MemoryBytes, CPUShares: cgroups.DefaultLimits().CPUShares}); err != nil {
+		return err
+	}
+	return cgroups.Apply(readersPath(st.Name), readersLimits(l))
+}
+
+// readersPath is the cgroup, below cluster name's, of the host programs
+// svclab runs to read the lab's dataplane (nft, iptables-save, conntrack,
+// in a node's network namespace): what they spend on what the lab made —
+// a set of millions of elements costs nft gigabytes to list — counts
+// against the lab, within a bound of its own, and never against the host.
+func readersPath(name string) string { return filepath.Join(labCgroup(name), "readers") }
+
+// readersLimits bound the readers within the lab's limits l: room for
+// every live view and check of a lab at once, and a quarter of its CPU
+// weight.
+func readersLimits(l cgroups.Limits) cgroups.Limits {
+	if l.MemoryBytes == 0 { // a lab created before labs had limits
+		l = cgroups.DefaultLimits()
+	}
+	return cgroups.Limits{Pids: 256, MemoryBytes: min(256<<20, l.MemoryBytes), CPUShares: max(2, l.CPUShares/4)}
+}
+
+// readersCgroup returns the cgroup.procs files of cluster st's readers'
+// cgroup, made (with its limits) for a lab created before it existed.
+func readersCgroup(st *State) ([]string, error) {
+	procs, err := cgroups.Procs(readersPath(st.Name))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range procs {
+		if _, err := os.Stat(f); err != nil {
+			if err := cgroups.Apply(readersPath(st.Name), readersLimits(st.Limits.Limits)); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	return procs, nil
 }
 
 // controlPlaneCgroup is the cgroup of cluster name's control plane (its

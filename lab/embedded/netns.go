@@ -86,5 +86,9 @@ func (c *Cluster) netns(name string) (cluster.Netns, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("the network namespace %s is gone: %w", name, err)
 	}
-	return nsenter.Netns{Path: path, Userns: paths{c.dir}.userns()}, nil
+	procs, err := readersCgroup(c.st)
+	if err != nil {
+		return nil, fmt.Errorf("the cgroup of svclab's readers of lab %s: %w", c.st.Name, err)
+	}
+	return nsenter.Netns{Path: path, Userns: paths{c.dir}.userns(), Cgroup: procs}, nil
 }

@@ -24,15 +24,23 @@ func run(ctx context.Context, r hostexec.Runner, name string, args ...string) er
 // inet table: nothing from its bridge is forwarded anywhere but back onto
 // the bridge, nothing is forwarded onto it from elsewhere, and the host
 // accepts from it only replies to connections the host opened (the host
-// reaches the API server, the cluster does not reach the host). The bridge
-// table: each port sends from the MAC address svclab gave its far end only,
-// so that the bridge learns one address per port however many a node makes
-// up; no node speaks ARP for the addresses of svclab's (the host's, the
-// API server's, the load balancer's) nor sends IPv4 from them; the fabric
-// is IPv4 only. The arp
-// table: the host learns neighbours among the lab's own addresses only.
+// reaches the API server, the cluster does not reach the host). The
+// host's connection tracking sees only the host's own traffic with the lab:
+// traffic between the lab's machines (bridged, which br_netfilter would
+// hand to the host's conntrack) is not tracked, so that a lab can neither
+// fill the host's table nor plant entries in it, and what is tracked is in
+// a conntrack zone of the lab's own, apart from the host's and other
+// labs' connections. A reply counts only when the connection it answers
+// came from the gateway's address, which no node may send from. The
+// bridge table: each port sends from the MAC address svclab gave its far
+// end only, so that the bridge learns one address per port however many a
+// node makes up; no node speaks ARP for the addresses of svclab's (the
+// host's, the API server's, the load balancer's), sends IPv4 from them, or
+// sends IPv4 for them anywhere but to their own MAC address; the fabric is
+// IPv4 only. The arp table: the host learns neighbours among the lab's
+// own addresses only.
 func firewallRuleset(st *State) string {
-	var ports, nodes, labAddrs []string
+	var ports, nodes, labAddrs, ownMAC []string
 	for _, p := range fabricPorts(st) {
 		ports = append(ports, fmt.Sprintf("\t\tiifname %q ether saddr != %s counter drop comment \"not this port's MAC address\"\n", p.veth, p.mac)+
 			fmt.Sprintf("\t\tiifname %q arp saddr ether != %s counter drop comment \"ARP for a MAC address not this port's\"\n", p.veth, p.mac))
@@ -45,9 +53,21 @@ func firewallRuleset(st *State) string {
 	if st.LB != nil {
 		own = append(own, st.LB.IP)
 	}
+	for _, ip := range own {
+		ownMAC = append(ownMAC, ip+" . "+st.mac(ip))
+	}
 	set := func(elems []string) string { return "{ " + strings.Join(elems, ", ") + " }" }
 	return fmt.Sprintf(`table inet %[1]s {
 	comment "svclab: isolate cluster %[2]s"
+	chain raw-prerouting {
+		type filter hook prerouting priority raw; policy accept;
+		iifname "%[3]s" ip daddr != %[8]s notrack comment "the lab's traffic among its machines is not the host's to track"
+		iifname "%[3]s" ip daddr %[8]s ct zone set %[9]d comment "the lab's packets for the host meet only the host's connections to this lab"
+	}
+	chain raw-output {
+		type filter hook output priority raw; policy accept;
+		oifname "%[3]s" ct zone set %[9]d
+	}
 	chain forward {
 		type filter hook forward priority filter - 10; policy accept;
 		iifname "%[3]s" oifname "%[3]s" accept
@@ -56,7 +76,7 @@ func firewallRuleset(st *State) string {
 	}
 	chain input {
 		type filter hook input priority filter - 10; policy accept;
-		iifname "%[3]s" ct state established,related accept
+		iifname "%[3]s" ct direction reply ct original ip saddr %[8]s accept comment "replies to the host's connections"
 		iifname "%[3]s" counter drop comment "lab clusters do not reach the host"
 	}
 }
@@ -66,6 +86,7 @@ table bridge %[1]s {
 		type filter hook prerouting priority filter; policy accept;
 %[4]s		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
 		iifname %[5]s ip saddr %[6]s counter drop comment "no node sends from svclab's addresses"
+		iifname %[5]s ip daddr %[6]s ip daddr . ether daddr != %[10]s counter drop comment "svclab's addresses are reached at their own MAC addresses only"
 		iifname %[5]s ether type ip6 counter drop comment "the fabric is IPv4 only"
 	}
 }
@@ -76,7 +97,7 @@ table arp %[1]s {
 		iifname "%[3]s" arp saddr ip != %[7]s counter drop comment "not an address of the lab's"
 	}
 }
-`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs))
+`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC))
 }
 
 // fabricPort is one port of a cluster's bridge: the host end of a veth,

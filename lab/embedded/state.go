@@ -133,6 +133,14 @@ func (s *State) Server() string {
 // its control-plane node's network namespace, which the lab owns.
 var ErrOldLayout = errors.New("this cluster was made by an older svclab, whose control plane ran inside the lab: delete it and create it again")
 
+// ConntrackZone is the host's conntrack zone of the cluster's traffic with
+// the host (firewallRuleset): one per fabric index, apart from zone 0 of
+// the host's own connections.
+func (s *State) ConntrackZone() int { return conntrackZoneBase + s.Index }
+
+// conntrackZoneBase is the first of the labs' conntrack zones.
+const conntrackZoneBase = 0x5300
+
 // FirewallTable is the name of the host nft table (family inet) that keeps
 // the cluster's traffic on its own bridge.
 func (s *State) FirewallTable() string { return firewallTablePrefix + s.Name }

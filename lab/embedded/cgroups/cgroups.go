@@ -277,32 +277,53 @@ func readKey(path, key string) int64 {
 // the limits): in every hierarchy that bounds a lab (pids, memory, cpu) on
 // cgroup v1, into the unified one on v2. Its children follow it there.
 func Join(rel string, pid int) error {
-	var dirs []string
-	if unified() {
-		dirs = []string{filepath.Join(Root, rel)}
-	} else {
-		hs, err := hierarchies()
-		if err != nil {
-			return err
-		}
-		for _, ctrl := range []string{"pids", "memory", "cpu"} {
-			mp, ok := hs[ctrl]
-			if !ok {
-				return fmt.Errorf("the %s cgroup controller is not mounted", ctrl)
-			}
-			dirs = append(dirs, filepath.Join(mp, rel))
-		}
+	files, err := Procs(rel)
+	if err != nil {
+		return err
 	}
-	for _, dir := range dirs {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	for _, f := range files {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			return fmt.Errorf("moving process %d into %s: %w", pid, dir, err)
+		if err := os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("moving process %d into %s: %w", pid, filepath.Dir(f), err)
 		}
 	}
 	return nil
 }
+
+// Procs are the cgroup.procs files of cgroup rel in every hierarchy that
+// bounds a lab (pids, memory, cpu) on cgroup v1, the unified one's on v2.
+func Procs(rel string) ([]string, error) {
+	if unified() {
+		return []string{filepath.Join(Root, rel, "cgroup.procs")}, nil
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ctrl := range []string{"pids", "memory", "cpu"} {
+		mp, ok := hs[ctrl]
+		if !ok {
+			return nil, fmt.Errorf("the %s cgroup controller is not mounted", ctrl)
+		}
+		out = append(out, filepath.Join(mp, rel, "cgroup.procs"))
+	}
+	return out, nil
+}
+
+// Enter is the command line (/bin/sh's) that runs argv in the cgroups of
+// the cgroup.procs files procs, with oom_score_adj adj: the shell sets its
+// oom_score_adj, writes its PID into each file and becomes argv. A cgroup
+// it cannot join stops it (exit 125) rather than letting argv run outside
+// the lab's limits. Run by host root, as runc exec joins a container's.
+func Enter(adj int, procs []string, argv ...string) []string {
+	args := append([]string{"/bin/sh", "-c", enterScript, strconv.Itoa(adj)}, procs...)
+	return append(append(args, "--"), argv...)
+}
+
+const enterScript = `echo "$0" > /proc/self/oom_score_adj || exit 125; for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || { echo "svclab: cannot join $f" >&2; exit 125; }; done; exec "$@"`
 
 // ProcsFiles are the cgroup.procs files of process pid's cgroups, one per
 // hierarchy: a process that writes its own PID into each joins the cgroups

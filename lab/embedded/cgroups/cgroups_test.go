@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -161,5 +162,38 @@ func TestJoin(t *testing.T) {
 	}
 	if u := Read(rel); u.Pids < 2 {
 		t.Errorf("the lab counts %d processes, want the shell and its child", u.Pids)
+	}
+}
+
+// TestEnter runs the script that moves a command into a lab's cgroups,
+// with plain files standing in for cgroup.procs: each gets the PID the
+// command then runs as, the command runs with the given oom_score_adj,
+// and a file it cannot write stops the command before it runs.
+func TestEnter(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	args := Enter(500, []string{a, b}, "sh", "-c", `echo "$$ $1 $(cat /proc/self/oom_score_adj)"`, "x", "arg")
+	out, err := exec.Command(args[0], args[1:]...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, rest, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if rest != "arg 500" {
+		t.Errorf("the command's arguments and oom_score_adj: %q", out)
+	}
+	for _, f := range []string{a, b} {
+		if got, _ := os.ReadFile(f); strings.TrimSpace(string(got)) != pid {
+			t.Errorf("%s holds %q, want the command's PID %s", f, got, pid)
+		}
+	}
+	ran := filepath.Join(dir, "ran")
+	args = Enter(0, []string{filepath.Join(dir, "missing", "cgroup.procs")}, "touch", ran)
+	err = exec.Command(args[0], args[1:]...).Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
+		t.Errorf("a cgroup it cannot join: %v, want exit 125", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran outside its cgroups")
 	}
 }

@@ -103,18 +103,15 @@ func (nc NodeContainer) Command(ctx context.Context, argv []string) (*NodeComman
 	if err != nil {
 		return nil, fmt.Errorf("the node container's oom_score_adj: %w", err)
 	}
-	args := append([]string{"-c", joinCgroups, strings.TrimSpace(string(adj))}, procs...)
-	args = append(append(args, "--", "nsenter", "--target", strconv.Itoa(pid), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"), argv...)
-	cmd := exec.CommandContext(ctx, "/bin/sh", args...)
+	score, err := strconv.Atoi(strings.TrimSpace(string(adj)))
+	if err != nil {
+		return nil, fmt.Errorf("the node container's oom_score_adj %q: %w", adj, err)
+	}
+	args := cgroups.Enter(score, procs, append([]string{"nsenter", "--target", strconv.Itoa(pid), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"}, argv...)...)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = spec.Process.Env
 	return &NodeCommand{cmd: cmd, pid: pid, start: start}, nil
 }
-
-// joinCgroups sets the shell's oom_score_adj to $0 and writes its PID into
-// each cgroup.procs file it is given up to "--", then runs the rest; a
-// cgroup it cannot join stops it (exit 125) rather than letting the
-// command run outside the lab's limits.
-const joinCgroups = `echo "$0" > /proc/self/oom_score_adj || exit 125; for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || { echo "svclab: cannot join $f" >&2; exit 125; }; done; exec "$@"`
 
 // NodeCommand is a command to run in a node's container (Command). Whoever
 // runs svclab must not be reachable from the lab through it: it starts in

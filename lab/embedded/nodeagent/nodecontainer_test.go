@@ -4,7 +4,6 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -75,7 +74,8 @@ func TestNodeContainerCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			adj, _ := os.ReadFile("/proc/self/oom_score_adj")
-			want := append(append([]string{"/bin/sh", "-c", joinCgroups, strings.TrimSpace(string(adj))}, procs...), "--",
+			score, _ := strconv.Atoi(strings.TrimSpace(string(adj)))
+			want := cgroups.Enter(score, procs,
 				"nsenter", "--target", fmt.Sprint(os.Getpid()), "--user", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--", "nft", "list", "ruleset")
 			if !slices.Equal(cmd.Args(), want) {
 				t.Errorf("args %q, want %q", cmd.Args(), want)
@@ -84,38 +84,6 @@ func TestNodeContainerCommand(t *testing.T) {
 				t.Errorf("env %q", cmd.Env())
 			}
 		})
-	}
-}
-
-// TestJoinCgroups runs the script that moves a node command into its
-// node's cgroups, with plain files standing in for cgroup.procs: each
-// gets the PID the command then runs as, the command runs with the
-// container's oom_score_adj, and a file it cannot write stops the command
-// before it runs.
-func TestJoinCgroups(t *testing.T) {
-	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	out, err := exec.Command("/bin/sh", "-c", joinCgroups, "500", a, b, "--", "sh", "-c", `echo "$$ $1 $(cat /proc/self/oom_score_adj)"`, "x", "arg").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, rest, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-	if rest != "arg 500" {
-		t.Errorf("the command's arguments and oom_score_adj: %q", out)
-	}
-	for _, f := range []string{a, b} {
-		if got, _ := os.ReadFile(f); strings.TrimSpace(string(got)) != pid {
-			t.Errorf("%s holds %q, want the command's PID %s", f, got, pid)
-		}
-	}
-	ran := filepath.Join(dir, "ran")
-	err = exec.Command("/bin/sh", "-c", joinCgroups, "0", filepath.Join(dir, "missing", "cgroup.procs"), "--", "touch", ran).Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
-		t.Errorf("a cgroup it cannot join: %v, want exit 125", err)
-	}
-	if _, err := os.Stat(ran); err == nil {
-		t.Error("the command ran outside its cgroups")
 	}
 }
 

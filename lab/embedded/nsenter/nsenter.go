@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/svclab/svclab/lab/embedded/cgroups"
 )
 
 // Do runs f on a thread switched into the network namespace in file path
@@ -54,7 +56,17 @@ func Do(path string, f func() error) error {
 // namespace Userns (a pin file).
 type Netns struct {
 	Path, Userns string
+	// Cgroup are the cgroup.procs files (cgroups.Procs) of the cgroup in
+	// which Command's programs run: a lab's, so that the memory and CPU a
+	// host program spends on what the lab made (a ruleset of millions of
+	// elements) count against the lab's limits, not the host's. Empty:
+	// the caller's.
+	Cgroup []string
 }
+
+// readerOOMScoreAdj makes a host program reading a lab the first to go
+// when the lab's cgroup runs out of memory.
+const readerOOMScoreAdj = 1000
 
 // DialContext connects from inside the namespace.
 func (n Netns) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
@@ -133,7 +145,8 @@ func (n Netns) Listen(ctx context.Context, network, address string) (net.Listene
 
 // Command runs the host's program argv[0] in the namespace, as root of the
 // lab's user namespace (no capability on the host), in the host's mount
-// namespace: the program and what it reads are the host's, never the lab's.
+// namespace (the program and what it reads are the host's, never the
+// lab's), in the lab's cgroup Cgroup when set.
 func (n Netns) Command(ctx context.Context, argv ...string) (*exec.Cmd, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("no command given")
@@ -142,12 +155,15 @@ func (n Netns) Command(ctx context.Context, argv ...string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the host has no %s (svclab setup installs it): %w", argv[0], err)
 	}
-	args := []string{"--net=" + n.Path}
+	args := []string{"nsenter", "--net=" + n.Path}
 	if n.Userns != "" {
 		args = append(args, "--user="+n.Userns)
 	}
 	args = append(append(args, "--", path), argv[1:]...)
-	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	if len(n.Cgroup) > 0 {
+		args = cgroups.Enter(readerOOMScoreAdj, n.Cgroup, args...)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
 	// The host's program may leave children holding its output.
 	cmd.WaitDelay = time.Second
