@@ -27,6 +27,7 @@ var brokenCases = []struct {
 	{name: "bad-check"},
 	{name: "bad-top"},
 	{name: "bad-solutions"},
+	{name: "either-mode"},
 }
 
 func brokenSources(t *testing.T, name string, roots []string) []Source {

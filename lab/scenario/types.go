@@ -54,7 +54,7 @@ func (s *Scenario) File() string { return joinDisplay(s.Dir, FileName) }
 // names.
 type ClusterShape struct {
 	Nodes      int                          `yaml:"nodes" rule:"required,min=1,max=6" doc:"Number of nodes: one control plane, the rest workers."`
-	ProxyMode  string                       `yaml:"proxyMode" rule:"enum=proxyModes" doc:"kube-proxy's mode (default nftables)."`
+	ProxyMode  string                       `yaml:"proxyMode" rule:"enum=proxyModes" doc:"The kube-proxy mode the scenario is written for: its set-up switches a cluster of the other mode to it, and its end switches back. Unset: the scenario runs in the cluster's mode, either one (nftables for a cluster svclab makes for it), so its checks and texts must hold in both (scenario lint and svclab scenario test --mode iptables check)."`
 	NodeLabels map[string]map[string]string `yaml:"nodeLabels" doc:"Extra labels per node short name, for example worker: {topology.kubernetes.io/zone: zone-a}."`
 	// EmbeddedOnly says why the scenario runs on embedded clusters only.
 	EmbeddedOnly string `yaml:"embeddedOnly" doc:"Why the scenario needs the embedded backend (kind's kindnet enforces no NetworkPolicy, say); when set, a kind cluster refuses the scenario and tells the learner this."`

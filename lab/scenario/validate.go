@@ -57,6 +57,36 @@ func (v *validator) validate() {
 	}
 	v.commands("solution", s.Solution)
 	v.attempts("", s.OtherSolutions, s.WrongFixes, nil)
+	v.eitherMode()
+}
+
+// kubeProxyNFT is a command on kube-proxy's nftables table: what a
+// learner in iptables mode has not got.
+var kubeProxyNFT = regexp.MustCompile(`\bnft\s+(-[a-z]+\s+)*(list|add|insert|delete|flush|replace|get)\s+(table|chain|map|set|element|rule)\s+ip\s+kube-proxy\b`)
+
+// eitherMode holds a scenario that names no proxy mode — it runs in the
+// cluster's, nftables or iptables — to checks and texts right in both: a
+// check of one mode, or a command on kube-proxy's nftables table given
+// without the iptables way beside it, makes it a scenario of one mode.
+func (v *validator) eitherMode() {
+	s := v.s
+	if s.Cluster.ProxyMode != "" {
+		return
+	}
+	for i := range s.Checks {
+		if d := s.Checks[i].Dataplane; d != nil && d.ProxyMode != "" {
+			v.bad(fmt.Sprintf("checks[%d].dataplane.proxyMode", i), "the scenario names no proxy mode, so it runs in iptables mode as well as nftables mode, where this check fails on a right fix: name cluster.proxyMode: %s", d.ProxyMode)
+		}
+	}
+	texts := []struct{ path, text string }{{"task", s.Task}, {"explanation", s.Explanation}}
+	for i, h := range s.Hints {
+		texts = append(texts, struct{ path, text string }{fmt.Sprintf("hints[%d]", i), h})
+	}
+	for _, t := range texts {
+		if kubeProxyNFT.MatchString(t.text) && !strings.Contains(t.text, "iptables") {
+			v.bad(t.path, "%q shows kube-proxy's nftables table, but the scenario names no proxy mode, so a learner in iptables mode reads it too: give the iptables way beside it (iptables-save -t nat | grep ...), or name cluster.proxyMode: nftables", kubeProxyNFT.FindString(t.text))
+		}
+	}
 }
 
 // attempts checks other solutions and wrong fixes (at prefix: "" in a
