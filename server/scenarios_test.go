@@ -329,8 +329,13 @@ func TestScenarioPageAndActions(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"state":"passed"`) || !strings.Contains(body, "explanationHTML") {
 		t.Errorf("passing check: %d %s", code, body)
 	}
+	if !strings.Contains(body, `href=\"https://kubernetes.io/docs/`) {
+		t.Errorf("the passing check's explanation cites no source: %s", body)
+	}
 	if page := get(t, l.url+"/scenarios/selector-typo"); !strings.Contains(page, "Why it broke") || !strings.Contains(page, "What broke.") {
 		t.Error("the explanation is not on the page of a passed attempt")
+	} else if !strings.Contains(page, "<h4>Sources</h4>") || !strings.Contains(page, `href="https://kubernetes.io/docs/concepts/services-networking/service/"`) {
+		t.Error("the explanation of a passed attempt shows no sources")
 	}
 	// The hint and both checks are on the attempt's timeline, in order,
 	// and the replay page steps through them.

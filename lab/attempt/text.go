@@ -51,6 +51,12 @@ func RunCheck(ctx context.Context, m *Manager, out io.Writer, learner, id string
 		session.PrintReport(out, s, rep)
 		if rep.Passed {
 			fmt.Fprintf(out, "\n── Explanation ──\n\n%s\n", strings.TrimSpace(s.Explanation))
+			if len(s.Sources) > 0 {
+				fmt.Fprintf(out, "\nSources:\n")
+				for _, src := range s.Sources {
+					fmt.Fprintf(out, "  %s: %s\n", src.For, src.URL)
+				}
+			}
 		}
 	}
 	if err != nil {

@@ -145,6 +145,8 @@ type ReviewItem struct {
 	// Explanation ties the fault to the mechanism (Markdown).
 	Explanation string   `json:"explanation"`
 	Hints       []string `json:"hints"`
+	// Sources are the upstream pages the scenario's statements come from.
+	Sources []scenario.Reference `json:"sources,omitempty"`
 }
 
 // Review is what a learner (or the instructor) sees once an exam is over.
@@ -161,7 +163,7 @@ func BuildReview(learner string, s Score, cat *scenario.Catalog) Review {
 	for _, ts := range s.Tasks {
 		item := ReviewItem{TaskScore: ts}
 		if sc := cat.Get(ts.Scenario); sc != nil {
-			item.TaskText, item.Solution, item.Explanation, item.Hints = sc.Task, sc.Solution, sc.Explanation, sc.Hints
+			item.TaskText, item.Solution, item.Explanation, item.Hints, item.Sources = sc.Task, sc.Solution, sc.Explanation, sc.Hints, sc.Sources
 		}
 		r.Items = append(r.Items, item)
 	}

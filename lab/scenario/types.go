@@ -36,6 +36,7 @@ type Scenario struct {
 	Explanation      string       `yaml:"explanation" rule:"required,nonblank" doc:"Shown after solving (Markdown): ties the fault to the mechanism, which EndpointSlices and rules changed and why."`
 	OtherSolutions   []Solution   `yaml:"otherSolutions" doc:"Other right fixes, each of which must pass every check as the reference solution does (svclab exercise run --solve tries each on the broken scenario): a grader must not fail a learner who fixed it another right way."`
 	WrongFixes       []WrongFix   `yaml:"wrongFixes" doc:"Plausible wrong fixes that the checks must reject (svclab exercise run --wrong-fixes tries each on the broken scenario)."`
+	Sources          []Reference  `yaml:"sources" rule:"required,minItems=1" doc:"Where the texts' statements about Kubernetes, kube-proxy and the kernel come from (upstream documentation, KEPs, source), shown with the explanation."`
 
 	// Dir is the scenario's directory as shown in messages (not part of
 	// the file).
@@ -47,6 +48,12 @@ type Scenario struct {
 
 // File is the scenario.yaml path as shown in messages.
 func (s *Scenario) File() string { return joinDisplay(s.Dir, FileName) }
+
+// Reference is where statements of a scenario's texts come from.
+type Reference struct {
+	URL string `yaml:"url" json:"url" rule:"required,pattern=sourceURL" doc:"An upstream page: Kubernetes documentation (https://kubernetes.io/docs/...), a KEP or source file of github.com/kubernetes, or the kernel's documentation (https://docs.kernel.org/...)."`
+	For string `yaml:"for" json:"for" rule:"required,nonblank" doc:"What the texts take from it, in a few words."`
+}
 
 // ClusterShape is the cluster a scenario needs. Nodes are named like kind's:
 // "control-plane", "worker", "worker2", ... (a cluster named lab calls them
