@@ -42,11 +42,11 @@ var enums = map[string][]string{
 // Schema understand) that rule:"pattern=NAME" refers to, with what to tell
 // an author whose value does not match.
 var patterns = map[string]struct{ re, want string }{
-	"name":     {`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, "must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit"},
-	"file":     {`^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$`, "must be a relative path inside the scenario's directory (letters, digits, '_', '.', '-' and '/'; no '..')"},
-	"httpPath": {`^/`, "must start with /"},
+	"name":      {`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, "must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit"},
+	"file":      {`^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$`, "must be a relative path inside the scenario's directory (letters, digits, '_', '.', '-' and '/'; no '..')"},
+	"httpPath":  {`^/`, "must start with /"},
 	"sourceURL": {`^https://(kubernetes\.io/docs/|github\.com/kubernetes/|docs\.kernel\.org/|man7\.org/linux/man-pages/)[^\s]+$`, "must be an https URL of the Kubernetes documentation (kubernetes.io/docs), of github.com/kubernetes (KEPs, source), of docs.kernel.org or of man7.org's man pages"},
-	"duration": {`^([0-9]+(\.[0-9]+)?(ms|s|m))+$`, "must be a duration such as 500ms, 2s or 1m"},
+	"duration":  {`^([0-9]+(\.[0-9]+)?(ms|s|m))+$`, "must be a duration such as 500ms, 2s or 1m"},
 }
 
 var (
