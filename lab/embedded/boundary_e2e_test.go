@@ -37,6 +37,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/embedded/nodeagent"
+	"github.com/svclab/svclab/lab/embedded/nsenter"
 	"github.com/svclab/svclab/lab/embedded/userns"
 )
 
@@ -740,5 +741,97 @@ func readersBound(t *testing.T, a *Cluster) {
 	out, err = cmd.CombinedOutput()
 	if err == nil && strings.TrimSpace(string(out)) == "629145600" {
 		t.Errorf("a host program for the lab held 600 MiB: %s", out)
+	}
+}
+
+// fabricFrames sends, from a node's eth0, what the bridge must not carry:
+// a frame under two VLAN tags of ID 0 (the bridge's IPv4 and ARP rules do
+// not see through two; the receiver strips both) with an IPv4 packet from
+// the API server's address, and IPv4 fragments (the host's reassembly
+// store is every lab's). The bridge drops both, saying so in its
+// counters; the host's neighbour table keeps the API server's MAC address
+// whatever a node claims.
+func fabricFrames(t *testing.T, a *Cluster) {
+	st := a.State()
+	x, y := st.Nodes[1], st.Nodes[0]
+	mac := func(s string) []byte {
+		hw, err := net.ParseMAC(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hw
+	}
+	ip4 := func(s string) []byte { return net.ParseIP(s).To4() }
+	// An ICMP echo from the API server's address to node y, and an ARP
+	// reply saying the API server's address is node x's.
+	icmp := []byte{8, 0, 0, 0, 0x12, 0x34, 0, 1}
+	sum := func(b []byte) uint16 {
+		var s uint32
+		for i := 0; i+1 < len(b); i += 2 {
+			s += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+		for s>>16 != 0 {
+			s = s&0xffff + s>>16
+		}
+		return ^uint16(s)
+	}
+	c := sum(icmp)
+	icmp[2], icmp[3] = byte(c>>8), byte(c)
+	iph := []byte{0x45, 0, 0, byte(20 + len(icmp)), 0, 1, 0, 0, 64, 1, 0, 0}
+	iph = append(append(iph, ip4(st.API.IP)...), ip4(y.IP)...)
+	c = sum(iph)
+	iph[10], iph[11] = byte(c>>8), byte(c)
+	tagged := func(etherType uint16, payload []byte) []byte {
+		f := append(append([]byte{}, mac(st.mac(y.IP))...), mac(st.mac(x.IP))...)
+		f = append(f, 0x81, 0x00, 0, 0, 0x81, 0x00, 0, 0, byte(etherType>>8), byte(etherType))
+		return append(f, payload...)
+	}
+	arp := []byte{0, 1, 8, 0, 6, 4, 0, 2}
+	arp = append(append(append(append(arp, mac(st.mac(x.IP))...), ip4(st.API.IP)...), mac(st.mac(y.IP))...), ip4(y.IP)...)
+	frames := [][]byte{tagged(0x0800, append(iph, icmp...)), tagged(0x0806, arp)}
+	arpHost := append(append(append(append([]byte{0, 1, 8, 0, 6, 4, 0, 2}, mac(st.mac(x.IP))...), ip4(st.API.IP)...), mac(st.mac(st.Gateway))...), ip4(st.Gateway)...)
+	frames = append(frames, append(append(append(append([]byte{}, mac(st.mac(st.Gateway))...), mac(st.mac(x.IP))...), 0x81, 0x00, 0, 0, 0x81, 0x00, 0, 0, 0x08, 0x06), arpHost...))
+	ns, err := a.NodeNetns(x.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = nsenter.Do(ns.(nsenter.Netns).Path, func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		for _, f := range frames {
+			for range 3 {
+				if err := unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("sending frames from node %s: %v", x.Name, err)
+	}
+	out, _ := nodeExec(t, a, x.Name, "sh", "-c", fmt.Sprintf(`ping -c 2 -W 1 -s 3000 %s >/dev/null 2>&1 && echo REPLIED; echo TRIED`, y.IP))
+	if !strings.Contains(out, "TRIED") || strings.Contains(out, "REPLIED") {
+		t.Errorf("a fragmented ping between the lab's nodes: %s", out)
+	}
+	rules := hostCmd("nft", "list", "table", "bridge", st.FirewallTable())
+	for _, rule := range []string{"plain IPv4 and ARP only", "no IPv4 fragments"} {
+		if m := regexp.MustCompile(`counter packets (\d+) .*` + regexp.QuoteMeta(rule)).FindStringSubmatch(rules); m == nil || m[1] == "0" {
+			t.Errorf("the bridge did not drop what rule %q is for:\n%s", rule, rules)
+		}
+	}
+	neigh := hostCmd("ip", "neigh", "show", st.API.IP, "dev", st.Bridge)
+	if !strings.Contains(neigh, st.mac(st.API.IP)) || !strings.Contains(neigh, "PERMANENT") {
+		t.Errorf("the host's neighbour entry for the API server: %q", neigh)
+	}
+	if got := kubectl(t, a, "get", "--raw", "/readyz"); got != "ok" {
+		t.Errorf("svclab's client does not reach the API server after the frames: %q", got)
 	}
 }

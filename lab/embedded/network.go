@@ -61,8 +61,8 @@ func firewallRuleset(st *State) string {
 	comment "svclab: isolate cluster %[2]s"
 	chain raw-prerouting {
 		type filter hook prerouting priority raw; policy accept;
-		iifname "%[3]s" ip daddr != %[8]s notrack comment "the lab's traffic among its machines is not the host's to track"
-		iifname "%[3]s" ip daddr %[8]s ct zone set %[9]d comment "the lab's packets for the host meet only the host's connections to this lab"
+		iifname "%[3]s" ip daddr %[8]s ether daddr %[11]s ct zone set %[9]d accept comment "the lab's packets for the host meet only the host's connections to this lab"
+		iifname "%[3]s" notrack comment "the lab's traffic among its machines is not the host's to track"
 	}
 	chain raw-output {
 		type filter hook output priority raw; policy accept;
@@ -84,10 +84,11 @@ table bridge %[1]s {
 	comment "svclab: each port of cluster %[2]s sends from its own MAC address"
 	chain prerouting {
 		type filter hook prerouting priority filter; policy accept;
-%[4]s		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
+%[4]s		iifname %[5]s ether type != { ip, arp } counter drop comment "plain IPv4 and ARP only: no VLAN tags, no IPv6"
+		iifname %[5]s ip frag-off & 0x3fff != 0 counter drop comment "no IPv4 fragments: the host's reassembly store is every lab's"
+		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
 		iifname %[5]s ip saddr %[6]s counter drop comment "no node sends from svclab's addresses"
 		iifname %[5]s ip daddr %[6]s ip daddr . ether daddr != %[10]s counter drop comment "svclab's addresses are reached at their own MAC addresses only"
-		iifname %[5]s ether type ip6 counter drop comment "the fabric is IPv4 only"
 	}
 }
 table arp %[1]s {
@@ -97,7 +98,7 @@ table arp %[1]s {
 		iifname "%[3]s" arp saddr ip != %[7]s counter drop comment "not an address of the lab's"
 	}
 }
-`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC))
+`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC), st.mac(st.Gateway))
 }
 
 // fabricPort is one port of a cluster's bridge: the host end of a veth,
@@ -241,7 +242,53 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 			}
 		}
 	}
+	return pinNeighbours(ctx, r, st)
+}
+
+// pinNeighbours writes the lab's addresses and their MAC addresses into
+// the neighbour tables of svclab's ends of the fabric, for good (nud
+// permanent): the host's on the bridge, the control plane's and the load
+// balancer's. An ARP claim a node manages to send past the bridge's rules
+// then changes nothing of where svclab's own traffic goes.
+func pinNeighbours(ctx context.Context, r hostexec.Runner, st *State) error {
+	var cmds [][]string
+	pin := func(netns, dev, ip string) {
+		c := []string{"ip"}
+		if netns != "" {
+			c = append(c, "-n", netns)
+		}
+		cmds = append(cmds, append(c, "neigh", "replace", ip, "lladdr", st.mac(ip), "dev", dev, "nud", "permanent"))
+	}
+	ports := fabricPorts(st)
+	for _, p := range ports {
+		pin("", st.Bridge, p.ip)
+	}
+	for _, ns := range []string{st.API.Netns, lbNetns(st)} {
+		if ns == "" {
+			continue
+		}
+		pin(ns, "eth0", st.Gateway)
+		for _, p := range ports {
+			if p.veth != st.API.HostVeth && (st.LB == nil || p.veth != st.LB.HostVeth) {
+				pin(ns, "eth0", p.ip)
+			}
+		}
+	}
+	for _, c := range cmds {
+		if err := run(ctx, r, c[0], c[1:]...); err != nil {
+			return fmt.Errorf("pinning the fabric's neighbours: %w", err)
+		}
+	}
 	return nil
+}
+
+// lbNetns is the load balancer's network namespace ("" for a cluster made
+// before labs had one).
+func lbNetns(st *State) string {
+	if st.LB == nil {
+		return ""
+	}
+	return st.LB.Netns
 }
 
 // createBridge claims the lowest free fabric index by creating its bridge
