@@ -459,6 +459,7 @@ func (l *Feed) rulesLoop(ctx context.Context, node string) {
 	var lastLines = map[string][]RuleLine{}
 	lastServices := ""
 	for {
+		start := time.Now()
 		mode, raw, err := l.readRules(ctx, node)
 		if ctx.Err() != nil {
 			return
@@ -488,14 +489,29 @@ func (l *Feed) rulesLoop(ctx context.Context, node string) {
 			l.bus.Publish(TopicRules(node), v, false)
 			last, lastServices = v, svcKey
 		}
+		cost := time.Since(start)
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.after(l.cfg.RulesInterval):
 		case <-l.refresh[node]:
 		}
+		// A lab that commits rules in a tight loop (nft monitor tells
+		// each commit) gets them read at most half the time (reading and
+		// parsing are svclab's work, on the host's CPU) and at most every
+		// minRulesGap.
+		if wait := max(minRulesGap, 2*cost) - time.Since(start); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
 	}
 }
+
+// minRulesGap is the shortest time between two readings of a node's rules.
+const minRulesGap = 250 * time.Millisecond
 
 // after is a channel that receives once d, stretched by Config.Pace, has
 // passed.
