@@ -783,6 +783,70 @@ spec:
 			})
 		})
 
+		t.Run("sidecars: restartable init containers serve beside the app, their named ports as Service targets, and stop after it", func(t *testing.T) {
+			t.Parallel()
+			applyYAML(t, c, `apiVersion: v1
+kind: Pod
+metadata: {name: with-sidecar, labels: {app: with-sidecar}}
+spec:
+  initContainers:
+  - name: proxy
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [netexec, --http-port=8080]
+    ports: [{name: http-sidecar, containerPort: 8080}]
+    restartPolicy: Always
+    readinessProbe:
+      httpGet: {path: /healthz, port: http-sidecar}
+      periodSeconds: 1
+  containers:
+  - name: app
+    image: busybox:1.36
+    command: [sleep, "3600"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: with-sidecar}
+spec:
+  selector: {app: with-sidecar}
+  ports: [{name: http, port: 80, targetPort: http-sidecar}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: job-with-sidecar}
+spec:
+  restartPolicy: Never
+  initContainers:
+  - name: logger
+    image: busybox:1.36
+    command: [sleep, "3600"]
+    restartPolicy: Always
+  containers:
+  - name: task
+    image: busybox:1.36
+    command: [sh, -c, "sleep 2"]
+`)
+			p := waitPodReady(t, cl, "with-sidecar", 60*time.Second)
+			if len(p.Status.InitContainerStatuses) != 1 || p.Status.InitContainerStatuses[0].State.Running == nil || !p.Status.InitContainerStatuses[0].Ready {
+				t.Errorf("the sidecar's status: %+v", p.Status.InitContainerStatuses)
+			}
+			var svcIP string
+			waitFor(t, 30*time.Second, "the Service answered by the sidecar", func() (bool, error) {
+				svc, err := cl.CoreV1().Services("default").Get(ctx, "with-sidecar", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				svcIP = svc.Spec.ClusterIP
+				out, err := nodeExec(t, c, st.Nodes[1].Name, "curl", "-s", "-m", "2", "http://"+svcIP+"/hostname")
+				return strings.TrimSpace(out) == "with-sidecar", fmt.Errorf("%q: %v", out, err)
+			})
+			// The app containers of a Pod that runs to completion end it
+			// (Succeeded) though its sidecar would run for an hour.
+			waitFor(t, 60*time.Second, "job-with-sidecar Succeeded", func() (bool, error) {
+				p := getPod(t, cl, "job-with-sidecar")
+				return p.Status.Phase == corev1.PodSucceeded, fmt.Errorf("phase %s, init %+v", p.Status.Phase, p.Status.InitContainerStatuses)
+			})
+		})
+
 		t.Run("hostPort", func(t *testing.T) {
 			t.Parallel()
 			applyYAML(t, c, `apiVersion: v1

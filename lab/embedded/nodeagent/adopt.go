@@ -317,11 +317,19 @@ func (r *podRun) restoreNetwork(st *podState) error {
 }
 
 // restoreInit records the pod's init containers as completed (they had,
-// or the pod would not have been adopted).
+// or the pod would not have been adopted) and takes its sidecars over as
+// the app containers (resume).
 func (r *podRun) restoreInit(st *podState) {
 	for i := range r.pod.Spec.InitContainers {
 		c := newContainerRun(r, &r.pod.Spec.InitContainers[i], true)
 		s := st.Containers[c.spec.Name]
+		if c.sidecar() {
+			c.resume(s)
+			r.mu.Lock()
+			r.containers = append([]*containerRun{c}, r.containers...)
+			r.mu.Unlock()
+			continue
+		}
 		c.restarts, c.waiting, c.lastTerm = s.Restarts, nil, s.LastTerm
 		c.terminated = s.Terminated
 		if c.terminated == nil {

@@ -190,8 +190,8 @@ func (c *containerRun) setWaiting(reason, msg string) {
 // restartPolicy says whether a container that exited with code restarts.
 func (c *containerRun) shouldRestart(code int) bool {
 	if c.init {
-		if c.spec.RestartPolicy != nil && *c.spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			return true // a sidecar
+		if c.sidecar() {
+			return true
 		}
 		return code != 0 && c.pod.pod.Spec.RestartPolicy != corev1.RestartPolicyNever
 	}
@@ -202,6 +202,30 @@ func (c *containerRun) shouldRestart(code int) bool {
 		return code != 0
 	default:
 		return true
+	}
+}
+
+// sidecar tells an init container with restartPolicy Always: it runs
+// beside the app containers rather than before them.
+func (c *containerRun) sidecar() bool {
+	return c.init && c.spec.RestartPolicy != nil && *c.spec.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// waitStarted waits until a sidecar has started: it runs and its startup
+// probe, if any, has passed. False means the pod is being stopped.
+func (c *containerRun) waitStarted() bool {
+	for {
+		c.mu.Lock()
+		ok := c.current != nil && c.started
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-c.pod.ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -390,7 +414,7 @@ func (c *containerRun) runOnce(spec containerSpec) (int, error) {
 	c.mu.Lock()
 	c.current, c.currentID, c.waiting, c.terminated = rc, spec.ID, nil, nil
 	c.runImage = spec.Image
-	c.ready = c.spec.ReadinessProbe == nil && !c.init
+	c.ready = c.spec.ReadinessProbe == nil && (!c.init || c.sidecar())
 	c.started = c.spec.StartupProbe == nil
 	c.mu.Unlock()
 	r.changed()

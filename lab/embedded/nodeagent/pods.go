@@ -607,15 +607,34 @@ func (r *podRun) run() {
 			}
 		}
 	}
-	// Init containers, one after the other.
+	// Init containers, one after the other. A sidecar (an init container
+	// with restartPolicy Always) is started, the next one follows once it
+	// has started (its startup probe passed, or it runs), and it keeps
+	// running beside the app containers, restarted whenever it exits, as
+	// the kubelet runs it.
+	var sidecars sync.WaitGroup
+	runSidecar := func(c *containerRun) {
+		sidecars.Add(1)
+		go func() { defer sidecars.Done(); c.loop() }()
+	}
 	for i := range pod.Spec.InitContainers {
 		if r.restore != nil {
+			for _, c := range r.sidecars() {
+				runSidecar(c)
+			}
 			break
 		}
 		c := newContainerRun(r, &pod.Spec.InitContainers[i], true)
 		r.mu.Lock()
 		r.containers = append([]*containerRun{c}, r.containers...)
 		r.mu.Unlock()
+		if c.sidecar() {
+			runSidecar(c)
+			if !c.waitStarted() {
+				return
+			}
+			continue
+		}
 		if !c.runToCompletion() {
 			return
 		}
@@ -634,7 +653,42 @@ func (r *podRun) run() {
 	if r.p.nodeCtx.Err() != nil {
 		return // the agent stops; the pod goes on without it
 	}
+	// The app containers are done for good (a Job's Pod): the sidecars
+	// stop too, the last started first.
+	stopSidecars(r.sidecars(), time.Now().Add(sidecarGrace(r.pod)))
+	sidecars.Wait()
 	r.finish()
+}
+
+// sidecars are the pod's running init containers with restartPolicy
+// Always, in the order they started.
+func (r *podRun) sidecars() []*containerRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*containerRun
+	for _, c := range r.containers {
+		if c.sidecar() {
+			out = append([]*containerRun{c}, out...) // r.containers holds the init containers last first
+		}
+	}
+	return out
+}
+
+// stopSidecars stops sidecars gracefully one after the other, the last
+// started first, as the kubelet does once the app containers are gone.
+func stopSidecars(sidecars []*containerRun, deadline time.Time) {
+	for i := len(sidecars) - 1; i >= 0; i-- {
+		sidecars[i].stopGracefully(deadline)
+	}
+}
+
+// sidecarGrace is how long sidecars get to stop after the app containers
+// ended on their own: the pod's termination grace period.
+func sidecarGrace(pod *corev1.Pod) time.Duration {
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
 }
 
 // volumeRefresh is how often ConfigMap, Secret, projected and downward
@@ -826,7 +880,19 @@ func (r *podRun) terminate(grace time.Duration, deleted bool) {
 			}
 			wg.Wait()
 		}
+		// The app containers (and init containers) first, then the
+		// sidecars, the last started first: they serve the app
+		// containers until those are gone.
+		var sidecars []*containerRun
+		containers = slices.DeleteFunc(containers, func(c *containerRun) bool {
+			if c.sidecar() {
+				sidecars = append([]*containerRun{c}, sidecars...)
+				return true
+			}
+			return false
+		})
 		stopAll(containers)
+		stopSidecars(sidecars, deadline)
 		r.stop()
 		// Any container the pod started meanwhile (the next init
 		// container, say) goes too; then the pod's loop ends.
@@ -941,6 +1007,10 @@ func (r *podRun) snapshot() *corev1.Pod {
 		cs := c.status()
 		if c.init {
 			st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+			// A sidecar's readiness counts as an app container's.
+			if c.sidecar() && !cs.Ready {
+				allReady = false
+			}
 			continue
 		}
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)

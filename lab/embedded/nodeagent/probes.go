@@ -25,7 +25,7 @@ import (
 // failureThreshold failures in a row flip readiness or restart the
 // container; successThreshold successes make it ready again.
 func (c *containerRun) probe(ctx context.Context, rc *runningContainer) {
-	if c.init {
+	if c.init && !c.sidecar() {
 		return
 	}
 	started := make(chan struct{})
