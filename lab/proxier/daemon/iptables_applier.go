@@ -231,9 +231,15 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 	}
 	input, transactions := iptables.PrepareRestore(res.Restore, exists, a.StepLines)
 	err = a.run.Restore(ctx, []byte(input))
-	if err != nil && transactions > 1 {
+	if err != nil && transactions > 1 && !tooLong(err) {
 		a.logger.ErrorContext(ctx, "restoring the new chains in transactions of their own failed; restoring all rules in one", "err", err)
 		err = a.run.Restore(ctx, []byte(res.Restore))
+	}
+	if err != nil && tooLong(err) {
+		// A transaction larger than the node's netlink socket takes (see
+		// iptables.SplitRestore): chain by chain, in small ones.
+		a.logger.WarnContext(ctx, "the rules are more than one iptables-restore transaction can carry on this node; restoring them chain by chain", "lines", strings.Count(res.Restore, "\n"), "transactionLines", splitStepLines)
+		err = a.run.Restore(ctx, []byte(iptables.SplitRestore(res.Restore, splitStepLines)))
 	}
 	if err != nil {
 		return fail(fmt.Errorf("failed to execute iptables-restore: %w", err))
@@ -251,6 +257,17 @@ func (a *IPTablesApplier) Apply(ctx context.Context, snap *model.Snapshot, full 
 		maps.Copy(a.serviceChains, res.ServiceChains)
 	}
 	return out, nil
+}
+
+// splitStepLines is the size of the transactions of a restore split
+// because one transaction was too large: about 60 KiB of netlink
+// messages, well within the 208 KiB a socket gets by default.
+const splitStepLines = 150
+
+// tooLong tells a restore that failed because a transaction did not fit
+// in the netlink socket's buffer (EMSGSIZE).
+func tooLong(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Message too long")
 }
 
 // ensureJumps makes sure of the jump rules from the built-in chains, which

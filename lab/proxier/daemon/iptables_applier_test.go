@@ -544,3 +544,62 @@ func TestIPTablesApplierSplitFallback(t *testing.T) {
 		}
 	}
 }
+
+// smallSocket fails, as iptables-nft on a node in a user namespace does
+// ("sendmsg() failed: Message too long"), any restore with a transaction
+// of more than max lines.
+type smallSocket struct {
+	*fakeIPTables
+	max, refused int
+}
+
+func (f *smallSocket) Restore(ctx context.Context, data []byte) error {
+	lines := 0
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(l, "*"):
+			lines = 0
+		case l != "" && l != "COMMIT":
+			if lines++; lines > f.max {
+				f.refused++
+				return errors.New("iptables-restore: exit status 1: sendmsg() failed: Message too long\niptables-restore: line 478 failed: Message too long.")
+			}
+		}
+	}
+	return f.fakeIPTables.Restore(ctx, data)
+}
+
+// When a transaction is more than the node's netlink socket carries, the
+// sync restores the rules chain by chain in small transactions, full and
+// partial syncs alike, with the same result as one transaction.
+func TestIPTablesApplierMessageTooLong(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	first, second := h.snapshot(manyServices(60)), h.snapshot(manyServices(80))
+	want := newFakeIPTables()
+	wa := NewIPTablesApplier(iptablesConfig(t), want, nil)
+	run := &smallSocket{fakeIPTables: newFakeIPTables(), max: 200}
+	a := NewIPTablesApplier(iptablesConfig(t), run, nil)
+	for i, step := range []struct {
+		snap *model.Snapshot
+		full bool
+	}{{first, true}, {second, false}} {
+		if _, err := wa.Apply(ctx, step.snap, step.full); err != nil {
+			t.Fatal(err)
+		}
+		refused := run.refused
+		if _, err := a.Apply(ctx, step.snap, step.full); err != nil {
+			t.Fatalf("sync %d failed: %v", i, err)
+		}
+		if run.refused == refused {
+			t.Fatalf("sync %d: no transaction was too long; the test shows nothing", i)
+		}
+		for _, table := range []string{"filter", "nat"} {
+			w, _ := want.Save(ctx, table)
+			g, _ := run.Save(ctx, table)
+			if string(w) != string(g) {
+				t.Errorf("sync %d: %s table differs from one restored in one transaction:\n%s", i, table, cmp.Diff(string(w), string(g)))
+			}
+		}
+	}
+}

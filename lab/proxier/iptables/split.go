@@ -66,26 +66,56 @@ func PrepareRestore(restore string, exists func(table, chain string) bool, stepL
 				order = nil
 			}
 		}
-		n := 1
-		pre := map[string]bool{}
-		for len(order) > 0 {
-			lines, i := 0, 0
-			for ; i < len(order) && (lines == 0 || lines+1+len(t.rules[order[i]]) <= stepLines); i++ {
-				lines += 1 + len(t.rules[order[i]])
-			}
-			step := &restoreTable{name: t.name, chains: order[:i], decl: t.decl, rules: map[string][]string{}}
-			for _, c := range order[:i] {
-				step.rules[c] = t.rules[c]
-				pre[c] = true
-			}
-			step.write(&b, nil)
-			order = order[i:]
-			n++
-		}
+		pre, n := t.writeSteps(&b, order, stepLines)
 		t.write(&b, pre)
-		most = max(most, n)
+		most = max(most, n+1)
 	}
 	return b.String(), most
+}
+
+// SplitRestore rewrites restore into transactions of about stepLines
+// lines each, for a node whose netlink socket cannot take restore in one:
+// iptables-nft sends a transaction in one message, and in a user
+// namespace (svclab's nodes) it cannot raise its socket's buffer past
+// net.core.wmem_default (SO_SNDBUFFORCE wants CAP_NET_ADMIN of the
+// host's), so a transaction of some 500 rules fails with "Message too
+// long". Every declared chain, with all its rules, goes into a
+// transaction after the chains it jumps to; the deletions of stale chains
+// come last. Each transaction jumps only to chains that exist by then, and
+// the end state is the same as restore's in one transaction; in between, a
+// Service's chains may be partly rewritten (a packet meets either its old
+// or its new rules, per chain).
+func SplitRestore(restore string, stepLines int) string {
+	var b strings.Builder
+	for _, t := range parseRestore(restore) {
+		order, _ := t.newChainsInOrder(func(string, string) bool { return false })
+		pre, _ := t.writeSteps(&b, order, max(1, stepLines))
+		t.write(&b, pre)
+	}
+	return b.String()
+}
+
+// writeSteps writes the chains of order, with their rules, in
+// transactions of about stepLines lines, and returns the chains written
+// and the number of transactions.
+func (t *restoreTable) writeSteps(b *strings.Builder, order []string, stepLines int) (map[string]bool, int) {
+	pre := map[string]bool{}
+	n := 0
+	for len(order) > 0 {
+		lines, i := 0, 0
+		for ; i < len(order) && (lines == 0 || lines+1+len(t.rules[order[i]]) <= stepLines); i++ {
+			lines += 1 + len(t.rules[order[i]])
+		}
+		step := &restoreTable{name: t.name, chains: order[:i], decl: t.decl, rules: map[string][]string{}}
+		for _, c := range order[:i] {
+			step.rules[c] = t.rules[c]
+			pre[c] = true
+		}
+		step.write(b, nil)
+		order = order[i:]
+		n++
+	}
+	return pre, n
 }
 
 // restoreTable is one table's part of restore input.

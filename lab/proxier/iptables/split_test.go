@@ -248,3 +248,65 @@ func TestJumpTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitRestore: split chain by chain into small transactions (for a
+// node whose netlink socket cannot take the input in one), the input
+// leaves exactly the rules it leaves in one transaction, every
+// transaction jumps only to chains that exist by then, and the deletions
+// of stale chains come last.
+func TestSplitRestore(t *testing.T) {
+	fresh := newRestoreState()
+	older := newRestoreState()
+	if err := older.apply(render(t, upstreamConfig(), decodeSnapshot(t, "older", mixedServices(50)), Options{}).Restore, nil); err != nil {
+		t.Fatal(err)
+	}
+	natOf := func(s restoreState) []string { return slices.Sorted(maps.Keys(s["nat"])) }
+	full := render(t, upstreamConfig(), decodeSnapshot(t, "mixed", mixedServices(140)), Options{})
+	withStale := render(t, upstreamConfig(), decodeSnapshot(t, "mixed", mixedServices(140)[len(mixedServices(10)):]), Options{ExistingNATChains: natOf(older)})
+	for _, tc := range []struct {
+		name      string
+		before    restoreState
+		input     string
+		stepLines int
+	}{
+		{"fresh node", fresh, full.Restore, 150},
+		{"fresh node, one chain per transaction", fresh, full.Restore, 1},
+		{"node with older rules and stale chains", older, withStale.Restore, 150},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.before.clone()
+			if err := want.apply(tc.input, nil); err != nil {
+				t.Fatalf("the input itself: %v", err)
+			}
+			got := SplitRestore(tc.input, tc.stepLines)
+			txns := parseRestore(got)
+			if len(txns) < 4 {
+				t.Fatalf("%d transactions, want several per table", len(txns))
+			}
+			last := func(i int) bool {
+				return !slices.ContainsFunc(txns[i+1:], func(u *restoreTable) bool { return u.name == txns[i].name })
+			}
+			for i, txn := range txns {
+				lines := len(txn.chains)
+				for _, c := range txn.chains {
+					lines += len(txn.rules[c])
+				}
+				switch {
+				case last(i) && len(txn.chains) > 0:
+					t.Errorf("the last transaction of %s declares chains %v; it should only delete stale ones", txn.name, txn.chains)
+				case !last(i) && len(txn.other) > 0:
+					t.Errorf("transaction %d deletes chains before the last", i)
+				case lines > tc.stepLines && len(txn.chains) > 1:
+					t.Errorf("transaction %d has %d lines in %d chains, want at most %d lines or one chain", i, lines, len(txn.chains), tc.stepLines)
+				}
+			}
+			split := tc.before.clone()
+			if err := split.apply(got, nil); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, split); diff != "" {
+				t.Errorf("rules after the split input differ from those after the input (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
