@@ -37,12 +37,17 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
 		}
 		nodes = n
 	}
+	mode := strings.TrimSpace(r.PostFormValue("proxyMode"))
+	if err := cluster.ValidateProxyMode(mode); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	base := s.Background
 	if base == nil {
 		base = context.Background()
 	}
 	op := s.ops.start(base, "", "Creating cluster "+name, "", func(ctx context.Context, op *Operation) error {
-		_, err := s.Clusters.Create(ctx, cluster.CreateOptions{Name: name, Workers: nodes - 1, Progress: op})
+		_, err := s.Clusters.Create(ctx, cluster.CreateOptions{Name: name, Workers: nodes - 1, ProxyMode: mode, Progress: op})
 		if err != nil {
 			s.Log.Error("creating a cluster from the UI", "cluster", name, "err", err)
 		}

@@ -62,7 +62,7 @@ func TestCreateClusterFromUI(t *testing.T) {
 		t.Run(fmt.Sprint(fail), func(t *testing.T) {
 			fc := &fakeCreator{release: make(chan struct{}), fail: fail}
 			s, ts := newTestServer(t, fc)
-			resp, err := noRedirect.PostForm(ts.URL+"/clusters", url.Values{"name": {"lab"}, "nodes": {"2"}})
+			resp, err := noRedirect.PostForm(ts.URL+"/clusters", url.Values{"name": {"lab"}, "nodes": {"2"}, "proxyMode": {"iptables"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func TestCreateClusterFromUI(t *testing.T) {
 			if got := strings.Join(events, "|"); got != want {
 				t.Errorf("events:\n%s\nwant\n%s", got, want)
 			}
-			if opts := fc.got[0]; opts.Name != "lab" || opts.Workers != 1 {
+			if opts := fc.got[0]; opts.Name != "lab" || opts.Workers != 1 || opts.ProxyMode != "iptables" {
 				t.Errorf("create options %+v", opts)
 			}
 			s.Wait()
@@ -130,6 +130,8 @@ func TestCreateClusterBadInput(t *testing.T) {
 		{url.Values{}, "cluster name is empty"},
 		{url.Values{"name": {"lab"}, "nodes": {"0"}}, "use a number from 1 to 21"},
 		{url.Values{"name": {"lab"}, "nodes": {"many"}}, "use a number from 1 to 21"},
+		{url.Values{"name": {"lab"}, "proxyMode": {"ipvs"}}, "proxy mode ipvs is not available"},
+		{url.Values{"name": {"lab"}, "proxyMode": {"<b>x"}}, "unknown proxy mode"},
 	} {
 		resp, err := noRedirect.PostForm(ts.URL+"/clusters", tc.form)
 		if err != nil {

@@ -628,7 +628,7 @@ func createClusterForm() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<form id=\"create-cluster\" method=\"post\" action=\"/clusters\"><label>Name <input name=\"name\" value=\"lab\" required pattern=\"[a-z0-9]([a-z0-9\\-]*[a-z0-9])?\" maxlength=\"24\"></label> <label>Nodes <input name=\"nodes\" type=\"number\" value=\"3\" min=\"1\" max=\"21\"></label> <button type=\"submit\">Create cluster</button></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<form id=\"create-cluster\" method=\"post\" action=\"/clusters\"><label>Name <input name=\"name\" value=\"lab\" required pattern=\"[a-z0-9]([a-z0-9\\-]*[a-z0-9])?\" maxlength=\"24\"></label> <label>Nodes <input name=\"nodes\" type=\"number\" value=\"3\" min=\"1\" max=\"21\"></label> <label title=\"The mode of kube-proxy, in which the scenarios that name no mode run. iptables is a kubeadm cluster's default, as in the exam.\">kube-proxy <select name=\"proxyMode\"><option value=\"nftables\" selected>nftables</option> <option value=\"iptables\">iptables (kubeadm's default)</option></select></label> <button type=\"submit\">Create cluster</button></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
