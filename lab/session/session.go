@@ -454,7 +454,7 @@ func proxyMode(ctx context.Context, c cluster.Cluster) (string, error) {
 		return err == nil, nil
 	})
 	if err != nil {
-		if _, err = proxierctl.Mode(ctx, c, nodes[0].Name); err != nil {
+		if got, err = proxierctl.Mode(ctx, c, nodes[0].Name); err != nil {
 			return "", fmt.Errorf("asking kube-proxy on node %s which mode it runs (is kube-proxy running there? kubectl -n kube-system get pods -l %s): %w", nodes[0].Name, deploy.Selector, err)
 		}
 	}
