@@ -31,7 +31,35 @@ const (
 	// ServicesFocus selects the [sig-network] Services Conformance specs
 	// (15 in v1.37.2).
 	ServicesFocus = `\[sig-network\] Services .*\[Conformance\]`
+	// NetworkFocus selects every [sig-network] spec; run it with
+	// NetworkSkip for the ones a lab can run that are not Conformance
+	// specs.
+	NetworkFocus = `\[sig-network\]`
 )
+
+// NetworkSkips are the [sig-network] specs a run of NetworkFocus leaves
+// out, by what they are tagged with, and why.
+var NetworkSkips = []struct{ Pattern, Why string }{
+	{`\[Conformance\]`, "the Conformance specs: --focus all runs them"},
+	{`\[Feature:IPv6DualStack\]`, "a lab's network is IPv4 only"},
+	{`\[Feature:Networking-IPv6\]`, "a lab's network is IPv4 only"},
+	{`\[Feature:LoadBalancer\]`, "they need a cloud provider's load balancer; the suite runs with the skeleton provider (the lab's own load balancer has svclab's tests)"},
+	{`\[Provider:`, "they need that cloud provider"},
+	{`\[Feature:Networking-IPv4\]`, "they reach the internet (8.8.8.8); a lab's traffic never leaves the machine"},
+	{`\[Feature:Networking-DNS\]`, "they resolve internet names; a lab's traffic never leaves the machine"},
+	{`\[Feature:Networking-Performance\]`, "a throughput benchmark (iperf2 between nodes), not behaviour"},
+	{`\[Feature:PerformanceDNS\]`, "a DNS benchmark at scale, not behaviour"},
+	{`\[Disruptive\]`, "they restart or reboot nodes and control-plane components over SSH, which the skeleton provider has not"},
+}
+
+// NetworkSkip is NetworkSkips as one Ginkgo skip expression.
+func NetworkSkip() string {
+	var parts []string
+	for _, s := range NetworkSkips {
+		parts = append(parts, s.Pattern)
+	}
+	return strings.Join(parts, "|")
+}
 
 // Options say what to run where.
 type Options struct {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -257,5 +258,29 @@ func TestRunWithoutReport(t *testing.T) {
 	}
 	if len(p.Names()) != 0 {
 		t.Errorf("clusters left: %v", p.Names())
+	}
+}
+
+// The network run leaves out exactly the tagged specs it names, and each
+// with a reason.
+func TestNetworkSkip(t *testing.T) {
+	re := regexp.MustCompile(NetworkSkip())
+	for spec, skipped := range map[string]bool{
+		"[sig-network] Services should be rejected for evicted pods (no endpoints exist) [sig-network]":                            false,
+		"[sig-network] Services should serve a basic endpoint from pods [Conformance] [sig-network]":                               true,
+		"[sig-network] [Feature:IPv6DualStack] should create pod, add ipv6 and ipv4 ip to pod ips [sig-network]":                   true,
+		"[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to change the type and ports of a TCP service [Slow]":   true,
+		"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv4] [sig-network]":       true,
+		"[sig-network] Services should work after restarting kube-proxy [Disruptive] [sig-network]":                                true,
+		"[sig-network] Netpol NetworkPolicy between server and client should enforce policy [Feature:NetworkPolicy] [sig-network]": false,
+	} {
+		if re.MatchString(spec) != skipped {
+			t.Errorf("%q: skipped %v, want %v", spec, !skipped, skipped)
+		}
+	}
+	for _, s := range NetworkSkips {
+		if s.Why == "" {
+			t.Errorf("%s is skipped without a reason", s.Pattern)
+		}
 	}
 }

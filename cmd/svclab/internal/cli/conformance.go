@@ -32,8 +32,10 @@ skeleton provider, writes the suite's JUnit report and output to the report dire
 a one-line summary and deletes the cluster. It exits with status 1 when a spec failed.
 
 --focus all runs every [sig-network] Conformance spec (47; about 25 minutes on 2 cores),
---focus services the 15 Services ones (about 4 minutes); anything else is a Ginkgo focus
-regular expression.`,
+--focus services the 15 Services ones (about 4 minutes), --focus network every other
+[sig-network] spec a lab can run (about a hundred; hours on 2 cores), leaving out what needs
+IPv6, a cloud provider, the internet or SSH to the nodes, and benchmarks; anything else is a
+Ginkgo focus regular expression.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			backend := e.backend
@@ -50,6 +52,13 @@ regular expression.`,
 				focus = conformance.AllFocus
 			case "services":
 				focus = conformance.ServicesFocus
+			case "network":
+				focus = conformance.NetworkFocus
+				if skip != "" {
+					skip = conformance.NetworkSkip() + "|" + skip
+				} else {
+					skip = conformance.NetworkSkip()
+				}
 			}
 			if reportDir == "" {
 				reportDir = filepath.Join(e.stateDir, "conformance", time.Now().Format("20060102-150405"))
@@ -88,7 +97,7 @@ regular expression.`,
 	f.BoolVar(&keep, "keep", false, "leave the cluster running afterwards")
 	f.IntVar(&workers, "workers", 2, "worker nodes of the cluster")
 	f.StringVar(&mode, "proxy-mode", "", "kube-proxy's mode: nftables (default) or iptables")
-	f.StringVar(&focus, "focus", "all", "which specs: all, services, or a Ginkgo focus regular expression")
+	f.StringVar(&focus, "focus", "all", "which specs: all, services, network, or a Ginkgo focus regular expression")
 	f.StringVar(&skip, "skip", "", "a Ginkgo skip regular expression")
 	f.StringVar(&reportDir, "report-dir", "", "where the JUnit report and the suite's output go (default STATE-DIR/conformance/TIME)")
 	f.DurationVar(&timeout, "timeout", 2*time.Hour, "give up on the suite after this long")
