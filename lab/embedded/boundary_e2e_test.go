@@ -747,10 +747,13 @@ func readersBound(t *testing.T, a *Cluster) {
 // fabricFrames sends, from a node's eth0, what the bridge must not carry:
 // a frame under two VLAN tags of ID 0 (the bridge's IPv4 and ARP rules do
 // not see through two; the receiver strips both) with an IPv4 packet from
-// the API server's address, and IPv4 fragments (the host's reassembly
-// store is every lab's). The bridge drops both, saying so in its
-// counters; the host's neighbour table keeps the API server's MAC address
-// whatever a node claims.
+// the API server's address, IPv4 fragments (the host's reassembly store
+// is every lab's), and a datagram for the gateway with a broken IP option
+// from another node's address (the kernel would answer it with an ICMP
+// error, before the input hook, to the forged source). The bridge drops
+// the first two and the host the third before routing, saying so in
+// their counters; the host's neighbour table keeps the API server's MAC
+// address whatever a node claims.
 func fabricFrames(t *testing.T, a *Cluster) {
 	st := a.State()
 	x, y := st.Nodes[1], st.Nodes[0]
@@ -791,6 +794,40 @@ func fabricFrames(t *testing.T, a *Cluster) {
 	frames := [][]byte{tagged(0x0800, append(iph, icmp...)), tagged(0x0806, arp)}
 	arpHost := append(append(append(append([]byte{0, 1, 8, 0, 6, 4, 0, 2}, mac(st.mac(x.IP))...), ip4(st.API.IP)...), mac(st.mac(st.Gateway))...), ip4(st.Gateway)...)
 	frames = append(frames, append(append(append(append([]byte{}, mac(st.mac(st.Gateway))...), mac(st.mac(x.IP))...), 0x81, 0x00, 0, 0, 0x81, 0x00, 0, 0, 0x08, 0x06), arpHost...))
+	// A datagram for the gateway with a broken IP option (Record Route of
+	// length 2), from node y's address: the host's kernel would answer it
+	// with an ICMP parameter problem to node y (or to the internet, with
+	// an outside source), quoting what the lab wrote.
+	udp := []byte{0x11, 0x5c, 0, 9, 0, 8 + 16, 0, 0}
+	udp = append(udp, []byte("FROM-LAB-A-XXXXX")...)
+	opt := []byte{0x46, 0, 0, byte(24 + len(udp)), 0, 2, 0, 0, 64, 17, 0, 0}
+	opt = append(append(append(opt, ip4(y.IP)...), ip4(st.Gateway)...), 7, 2, 0, 0)
+	c = sum(opt)
+	opt[10], opt[11] = byte(c>>8), byte(c)
+	badOptions := append(append(append(append([]byte{}, mac(st.mac(st.Gateway))...), mac(st.mac(x.IP))...), 0x08, 0x00), append(opt, udp...)...)
+	frames = append(frames, badOptions)
+	parmProbs := func() int {
+		b, _ := os.ReadFile("/proc/net/snmp")
+		var head []string
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || f[0] != "Icmp:" {
+				continue
+			}
+			if head == nil {
+				head = f
+				continue
+			}
+			for i, h := range head {
+				if h == "OutParmProbs" && i < len(f) {
+					n, _ := strconv.Atoi(f[i])
+					return n
+				}
+			}
+		}
+		return -1
+	}
+	parmBefore := parmProbs()
 	ns, err := a.NodeNetns(x.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -820,6 +857,13 @@ func fabricFrames(t *testing.T, a *Cluster) {
 	out, _ := nodeExec(t, a, x.Name, "sh", "-c", fmt.Sprintf(`ping -c 2 -W 1 -s 3000 %s >/dev/null 2>&1 && echo REPLIED; echo TRIED`, y.IP))
 	if !strings.Contains(out, "TRIED") || strings.Contains(out, "REPLIED") {
 		t.Errorf("a fragmented ping between the lab's nodes: %s", out)
+	}
+	if n := parmProbs() - parmBefore; n > 0 {
+		t.Errorf("the host sent %d ICMP parameter problem(s) for a datagram a node addressed to it", n)
+	}
+	inet := hostCmd("nft", "list", "table", "inet", st.FirewallTable())
+	if m := regexp.MustCompile(`counter packets (\d+) .*the host answers the lab nothing`).FindStringSubmatch(inet); m == nil || m[1] == "0" {
+		t.Errorf("the host did not drop the datagram with a broken option before routing:\n%s", inet)
 	}
 	rules := hostCmd("nft", "list", "table", "bridge", st.FirewallTable())
 	for _, rule := range []string{"plain IPv4 and ARP only", "no IPv4 fragments"} {

@@ -31,17 +31,23 @@ func run(ctx context.Context, r hostexec.Runner, name string, args ...string) er
 // fill the host's table nor plant entries in it, and what is tracked is in
 // a conntrack zone of the lab's own, apart from the host's and other
 // labs' connections. A reply counts only when the connection it answers
-// came from the gateway's address, which no node may send from. The
+// came from the gateway's address, which no node may send from; anything
+// else for the gateway's MAC address is dropped before routing, where the
+// kernel would answer bad IP options or an expired TTL with an ICMP error
+// to whatever source the lab forged (another lab, the internet). The
 // bridge table: each port sends from the MAC address svclab gave its far
 // end only, so that the bridge learns one address per port however many a
 // node makes up; no node speaks ARP for the addresses of svclab's (the
 // host's, the API server's, the load balancer's), sends IPv4 from them, or
 // sends IPv4 for them anywhere but to their own MAC address; the fabric is
-// IPv4 only. The arp table: the host learns neighbours among the lab's
+// IPv4 only, and no port sends IPv4 fragments (the host reassembles bridged
+// fragments in one store for every lab). The arp table: the host learns neighbours among the lab's
 // own addresses only.
 func firewallRuleset(st *State) string {
 	var ports, nodes, labAddrs, ownMAC []string
+	var all []string
 	for _, p := range fabricPorts(st) {
+		all = append(all, strconv.Quote(p.veth))
 		ports = append(ports, fmt.Sprintf("\t\tiifname %q ether saddr != %s counter drop comment \"not this port's MAC address\"\n", p.veth, p.mac)+
 			fmt.Sprintf("\t\tiifname %q arp saddr ether != %s counter drop comment \"ARP for a MAC address not this port's\"\n", p.veth, p.mac))
 		labAddrs = append(labAddrs, p.ip)
@@ -68,6 +74,11 @@ func firewallRuleset(st *State) string {
 		type filter hook output priority raw; policy accept;
 		oifname "%[3]s" ct zone set %[9]d
 	}
+	chain prerouting {
+		type filter hook prerouting priority -150; policy accept;
+		iifname "%[3]s" ether daddr %[11]s ct direction reply ct original ip saddr %[8]s accept
+		iifname "%[3]s" ether daddr %[11]s counter drop comment "the host answers the lab nothing, not even an ICMP error for its options or TTL"
+	}
 	chain forward {
 		type filter hook forward priority filter - 10; policy accept;
 		iifname "%[3]s" oifname "%[3]s" accept
@@ -85,7 +96,7 @@ table bridge %[1]s {
 	chain prerouting {
 		type filter hook prerouting priority filter; policy accept;
 %[4]s		iifname %[5]s ether type != { ip, arp } counter drop comment "plain IPv4 and ARP only: no VLAN tags, no IPv6"
-		iifname %[5]s ip frag-off & 0x3fff != 0 counter drop comment "no IPv4 fragments: the host's reassembly store is every lab's"
+		iifname %[12]s ip frag-off & 0x3fff != 0 counter drop comment "no IPv4 fragments: the host's reassembly store is every lab's"
 		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
 		iifname %[5]s ip saddr %[6]s counter drop comment "no node sends from svclab's addresses"
 		iifname %[5]s ip daddr %[6]s ip daddr . ether daddr != %[10]s counter drop comment "svclab's addresses are reached at their own MAC addresses only"
@@ -98,7 +109,7 @@ table arp %[1]s {
 		iifname "%[3]s" arp saddr ip != %[7]s counter drop comment "not an address of the lab's"
 	}
 }
-`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC), st.mac(st.Gateway))
+`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC), st.mac(st.Gateway), set(all))
 }
 
 // fabricPort is one port of a cluster's bridge: the host end of a veth,
