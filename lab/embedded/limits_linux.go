@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,19 +61,27 @@ func readersLimits(l cgroups.Limits) cgroups.Limits {
 }
 
 // readersCgroup returns the cgroup.procs files of cluster st's readers'
-// cgroup, made (with its limits) for a lab created before it existed.
+// cgroup, made (with its limits) for a lab created before it existed —
+// but never for a lab whose own cgroup is gone (one being deleted: its
+// readers' cgroup would outlive it).
 func readersCgroup(st *State) ([]string, error) {
 	procs, err := cgroups.Procs(readersPath(st.Name))
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range procs {
-		if _, err := os.Stat(f); err != nil {
-			if err := cgroups.Apply(readersPath(st.Name), readersLimits(st.Limits.Limits)); err != nil {
-				return nil, err
-			}
-			break
+		if _, err := os.Stat(f); err == nil {
+			continue
 		}
+		for _, f := range procs {
+			if _, err := os.Stat(filepath.Dir(filepath.Dir(f))); err != nil {
+				return nil, fmt.Errorf("lab %s has no cgroup (is it being deleted?): %w", st.Name, err)
+			}
+		}
+		if err := cgroups.Apply(readersPath(st.Name), readersLimits(st.Limits.Limits)); err != nil {
+			return nil, err
+		}
+		break
 	}
 	return procs, nil
 }
@@ -154,4 +164,27 @@ func limitEvent(ctx context.Context, client kubernetes.Interface, node, reason, 
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
 	client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
+}
+
+// readersMembers are the processes in cluster name's readers' cgroup.
+func readersMembers(name string) []int {
+	procs, err := cgroups.Procs(readersPath(name))
+	if err != nil {
+		return nil
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, field := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil && !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }

@@ -480,6 +480,14 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	if err := fabricDown(ctx, p.Runner, st); err != nil {
 		errs = append(errs, err)
 	}
+	// A reader svclab started for a view or a check while the lab was
+	// going (after its processes were stopped, before its namespaces went)
+	// ran in the lab's network namespace and readers' cgroup: stop it and
+	// take the cgroups again.
+	killAll(readersMembers(name), 5*time.Second)
+	if err := removeCgroups(name); err != nil {
+		errs = append(errs, err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
