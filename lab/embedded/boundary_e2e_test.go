@@ -754,7 +754,7 @@ func readersBound(t *testing.T, a *Cluster) {
 // the first two and the host the third before routing, saying so in
 // their counters; the host's neighbour table keeps the API server's MAC
 // address whatever a node claims.
-func fabricFrames(t *testing.T, a *Cluster) {
+func fabricFrames(t *testing.T, a, b *Cluster) {
 	st := a.State()
 	x, y := st.Nodes[1], st.Nodes[0]
 	mac := func(s string) []byte {
@@ -806,6 +806,21 @@ func fabricFrames(t *testing.T, a *Cluster) {
 	opt[10], opt[11] = byte(c>>8), byte(c)
 	badOptions := append(append(append(append([]byte{}, mac(st.mac(st.Gateway))...), mac(st.mac(x.IP))...), 0x08, 0x00), append(opt, udp...)...)
 	frames = append(frames, badOptions)
+	// The same for another lab's gateway, from that lab's worker's
+	// address, sent to the MAC address of node x's port on the host (the
+	// bridge hands a frame for it to the host, which answers for any of
+	// its addresses).
+	hostPort, err := net.InterfaceByName(x.HostVeth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := append([]byte{}, opt...)
+	copy(other[12:16], ip4(b.State().Nodes[1].IP))
+	copy(other[16:20], ip4(b.State().Gateway))
+	other[10], other[11] = 0, 0
+	c = sum(other)
+	other[10], other[11] = byte(c>>8), byte(c)
+	frames = append(frames, append(append(append(append([]byte{}, hostPort.HardwareAddr...), mac(st.mac(x.IP))...), 0x08, 0x00), append(other, udp...)...))
 	parmProbs := func() int {
 		b, _ := os.ReadFile("/proc/net/snmp")
 		var head []string
@@ -866,7 +881,7 @@ func fabricFrames(t *testing.T, a *Cluster) {
 		t.Errorf("the host did not drop the datagram with a broken option before routing:\n%s", inet)
 	}
 	rules := hostCmd("nft", "list", "table", "bridge", st.FirewallTable())
-	for _, rule := range []string{"plain IPv4 and ARP only", "no IPv4 fragments"} {
+	for _, rule := range []string{"plain IPv4 and ARP only", "no IPv4 fragments", "unicast to the lab's own MAC addresses only"} {
 		if m := regexp.MustCompile(`counter packets (\d+) .*` + regexp.QuoteMeta(rule)).FindStringSubmatch(rules); m == nil || m[1] == "0" {
 			t.Errorf("the bridge did not drop what rule %q is for:\n%s", rule, rules)
 		}

@@ -246,7 +246,7 @@ func TestIsolation(t *testing.T) {
 
 	t.Run("a node speaks for its own addresses only", func(t *testing.T) { fabricAddresses(t, a) })
 	t.Run("the host's conntrack table is the host's", func(t *testing.T) { hostConntrack(t, a) })
-	t.Run("no tagged frames, no fragments, no answer from the host on the fabric", func(t *testing.T) { fabricFrames(t, a) })
+	t.Run("no tagged frames, no fragments, no answer from the host on the fabric", func(t *testing.T) { fabricFrames(t, a, b) })
 	t.Run("svclab's readers of a lab count against the lab", func(t *testing.T) { readersBound(t, a) })
 	t.Run("no certificate the lab can get passes for svclab's servers", func(t *testing.T) { mintedIdentities(t, a) })
 

@@ -39,15 +39,20 @@ func run(ctx context.Context, r hostexec.Runner, name string, args ...string) er
 // end only, so that the bridge learns one address per port however many a
 // node makes up; no node speaks ARP for the addresses of svclab's (the
 // host's, the API server's, the load balancer's), sends IPv4 from them, or
-// sends IPv4 for them anywhere but to their own MAC address; the fabric is
-// IPv4 only, and no port sends IPv4 fragments (the host reassembles bridged
-// fragments in one store for every lab). The arp table: the host learns neighbours among the lab's
-// own addresses only.
+// sends IPv4 for them anywhere but to their own MAC address; a port sends
+// unicast frames to the lab's own MAC addresses only (the bridge hands a
+// frame for a host port's MAC to the host, which would answer it for any
+// of its addresses); the fabric is IPv4 only, and no port sends IPv4
+// fragments (the host reassembles bridged fragments in one store for every
+// lab). The arp table: the host learns neighbours among the lab's own
+// addresses only and answers for its address on the bridge only.
 func firewallRuleset(st *State) string {
 	var ports, nodes, labAddrs, ownMAC []string
 	var all []string
+	labMACs := []string{st.mac(st.Gateway)}
 	for _, p := range fabricPorts(st) {
 		all = append(all, strconv.Quote(p.veth))
+		labMACs = append(labMACs, p.mac)
 		ports = append(ports, fmt.Sprintf("\t\tiifname %q ether saddr != %s counter drop comment \"not this port's MAC address\"\n", p.veth, p.mac)+
 			fmt.Sprintf("\t\tiifname %q arp saddr ether != %s counter drop comment \"ARP for a MAC address not this port's\"\n", p.veth, p.mac))
 		labAddrs = append(labAddrs, p.ip)
@@ -95,7 +100,8 @@ table bridge %[1]s {
 	comment "svclab: each port of cluster %[2]s sends from its own MAC address"
 	chain prerouting {
 		type filter hook prerouting priority filter; policy accept;
-%[4]s		iifname %[5]s ether type != { ip, arp } counter drop comment "plain IPv4 and ARP only: no VLAN tags, no IPv6"
+%[4]s		iifname %[12]s ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00 ether daddr != %[13]s counter drop comment "unicast to the lab's own MAC addresses only: a host port's would hand the frame to the host"
+		iifname %[5]s ether type != { ip, arp } counter drop comment "plain IPv4 and ARP only: no VLAN tags, no IPv6"
 		iifname %[12]s ip frag-off & 0x3fff != 0 counter drop comment "no IPv4 fragments: the host's reassembly store is every lab's"
 		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
 		iifname %[5]s ip saddr %[6]s counter drop comment "no node sends from svclab's addresses"
@@ -107,9 +113,10 @@ table arp %[1]s {
 	chain input {
 		type filter hook input priority filter; policy accept;
 		iifname "%[3]s" arp saddr ip != %[7]s counter drop comment "not an address of the lab's"
+		iifname "%[3]s" arp daddr ip != %[8]s counter drop comment "the host speaks for its address on the bridge only"
 	}
 }
-`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC), st.mac(st.Gateway), set(all))
+`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC), st.mac(st.Gateway), set(all), set(labMACs))
 }
 
 // fabricPort is one port of a cluster's bridge: the host end of a veth,
