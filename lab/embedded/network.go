@@ -39,10 +39,11 @@ func run(ctx context.Context, r hostexec.Runner, name string, args ...string) er
 // end only, so that the bridge learns one address per port however many a
 // node makes up; no node speaks ARP for the addresses of svclab's (the
 // host's, the API server's, the load balancer's), sends IPv4 from them, or
-// sends IPv4 for them anywhere but to their own MAC address; a port sends
+// sends IPv4 for them anywhere but to their own MAC address; a node sends
 // unicast frames to the lab's own MAC addresses only (the bridge hands a
 // frame for a host port's MAC to the host, which would answer it for any
-// of its addresses); the fabric is IPv4 only, and no port sends IPv4
+// of its addresses; svclab's own ports send only to neighbours whose ARP
+// the bridge checked, which are the lab's); the fabric is IPv4 only, and no port sends IPv4
 // fragments (the host reassembles bridged fragments in one store for every
 // lab). The arp table: the host learns neighbours among the lab's own
 // addresses only and answers for its address on the bridge only.
@@ -100,7 +101,7 @@ table bridge %[1]s {
 	comment "svclab: each port of cluster %[2]s sends from its own MAC address"
 	chain prerouting {
 		type filter hook prerouting priority filter; policy accept;
-%[4]s		iifname %[12]s ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00 ether daddr != %[13]s counter drop comment "unicast to the lab's own MAC addresses only: a host port's would hand the frame to the host"
+%[4]s		iifname %[5]s ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00 ether daddr != %[13]s counter drop comment "unicast to the lab's own MAC addresses only: a host port's would hand the frame to the host"
 		iifname %[5]s ether type != { ip, arp } counter drop comment "plain IPv4 and ARP only: no VLAN tags, no IPv6"
 		iifname %[12]s ip frag-off & 0x3fff != 0 counter drop comment "no IPv4 fragments: the host's reassembly store is every lab's"
 		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
