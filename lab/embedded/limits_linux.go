@@ -166,6 +166,21 @@ func limitEvent(ctx context.Context, client kubernetes.Interface, node, reason, 
 	client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
 }
 
+// drainReaders stops the processes in cluster name's readers' cgroup until
+// none is left (a reader that was starting as the lab's namespaces went
+// may join a moment later), for at most five seconds.
+func drainReaders(name string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids := readersMembers(name)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		killAll(pids, time.Second)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // readersMembers are the processes in cluster name's readers' cgroup.
 func readersMembers(name string) []int {
 	procs, err := cgroups.Procs(readersPath(name))

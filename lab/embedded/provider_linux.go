@@ -456,9 +456,6 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	if err := mounts.DetachMatching(mounts.Below(dir)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeCgroups(name); err != nil {
-		errs = append(errs, err)
-	}
 	if st == nil {
 		st = &State{Name: name}
 	}
@@ -480,11 +477,11 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 	if err := fabricDown(ctx, p.Runner, st); err != nil {
 		errs = append(errs, err)
 	}
-	// A reader svclab started for a view or a check while the lab was
-	// going (after its processes were stopped, before its namespaces went)
-	// ran in the lab's network namespace and readers' cgroup: stop it and
-	// take the cgroups again.
-	killAll(readersMembers(name), 5*time.Second)
+	// The cgroups go once the namespaces have: until then a live view or
+	// check of the lab (svclab serve) keeps starting readers in the
+	// readers' cgroup, which no new one joins once the namespaces are
+	// gone (NodeNetns fails); stop the last of them.
+	drainReaders(name)
 	if err := removeCgroups(name); err != nil {
 		errs = append(errs, err)
 	}
