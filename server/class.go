@@ -759,10 +759,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		Score: grade.FormatScore(rev.Score.Points, rev.Score.Max)}
 	for _, it := range rev.Items {
 		v := web.ReviewItemView{Title: it.Title, Scenario: it.Scenario, Points: fmt.Sprintf("%g of %g points", it.Points, it.Weight),
-			Task: it.TaskText, Solution: it.Solution, Explanation: it.Explanation}
-		for _, r := range it.Sources {
-			v.Sources = append(v.Sources, web.Source{URL: r.URL, For: r.For})
-		}
+			Task: it.TaskText, Solution: it.Solution, Explanation: it.Explanation, Sources: sources(it.Sources)}
 		for _, c := range it.Checks {
 			v.Checks = append(v.Checks, web.ReviewCheck{Description: c.Description, Message: c.Message, Passed: c.Passed, Weight: fmt.Sprintf("%g", c.Weight)})
 		}

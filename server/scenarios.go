@@ -173,7 +173,7 @@ func (s *Server) scenarioPage(w http.ResponseWriter, r *http.Request) {
 			}
 			p.Hints = sc.Hints[:min(a.HintsShown, len(sc.Hints))]
 			if a.State == StatePassed {
-				p.Explanation, p.Sources = sc.Explanation, sources(sc)
+				p.Explanation, p.Sources = sc.Explanation, sources(sc.Sources)
 			}
 			c, err := scope.clusters.Get(r.Context(), a.Cluster)
 			if err != nil {
@@ -336,7 +336,7 @@ func (s *Server) checkScenario(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{"report": rep, "state": state, "scoreText": rep.ScoreText(), "hints": shown, "hintCount": len(sc.Hints)}
 	if state == StatePassed {
 		var b bytes.Buffer
-		if err := web.Explanation(sc.Explanation, sources(sc)).Render(r.Context(), &b); err == nil {
+		if err := web.Explanation(sc.Explanation, sources(sc.Sources)).Render(r.Context(), &b); err == nil {
 			out["explanationHTML"] = b.String()
 		}
 	}
@@ -463,10 +463,11 @@ func jsonError(w http.ResponseWriter, code int, msg string) {
 
 var errNoAttempts = errors.New("this server keeps no learner sessions: it was started without them (svclab serve keeps them in its database)")
 
-// sources are the upstream pages scenario sc's statements come from.
-func sources(sc *scenario.Scenario) []web.Source {
+// sources are a scenario's sources (Scenario.Sources) as the pages show
+// them.
+func sources(refs []scenario.Reference) []web.Source {
 	var out []web.Source
-	for _, r := range sc.Sources {
+	for _, r := range refs {
 		out = append(out, web.Source{URL: r.URL, For: r.For})
 	}
 	return out

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -172,34 +170,11 @@ func limitEvent(ctx context.Context, client kubernetes.Interface, node, reason, 
 func drainReaders(name string) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		pids := readersMembers(name)
+		pids := cgroups.Members(readersPath(name))
 		if len(pids) == 0 || time.Now().After(deadline) {
 			return
 		}
 		killAll(pids, time.Second)
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// readersMembers are the processes in cluster name's readers' cgroup.
-func readersMembers(name string) []int {
-	procs, err := cgroups.Procs(readersPath(name))
-	if err != nil {
-		return nil
-	}
-	seen := map[int]bool{}
-	var out []int
-	for _, f := range procs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, field := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(field); err == nil && !seen[pid] {
-				seen[pid] = true
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
 }

@@ -81,15 +81,6 @@ func (c ClusterShape) Mode() string {
 	return c.ProxyMode
 }
 
-// ProxyModes are the modes the scenario runs in: the one it names, or
-// both when it names none (the default, nftables, first).
-func (c ClusterShape) ProxyModes() []string {
-	if c.ProxyMode != "" {
-		return []string{c.ProxyMode}
-	}
-	return []string{ProxyModeNFTables, ProxyModeIPTables}
-}
-
 // WithProxyMode is s run in mode ("" leaves s as it is): a scenario that
 // names no mode runs in either; one written for a mode refuses the other.
 func (s *Scenario) WithProxyMode(mode string) (*Scenario, error) {

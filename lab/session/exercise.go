@@ -393,12 +393,12 @@ func applyRunOptions(o ExerciseOptions, list []*scenario.Scenario) ([]*scenario.
 	for _, s := range list {
 		// A scenario that names no mode runs in the run's (nftables by
 		// default), whatever mode its cluster runs.
-		mode := cmp.Or(o.ProxyMode, s.Cluster.Mode())
-		if !slices.Contains(s.Cluster.ProxyModes(), mode) {
+		run, err := s.WithProxyMode(cmp.Or(o.ProxyMode, s.Cluster.Mode()))
+		if err != nil {
 			fmt.Fprintf(o.Out, "– %s: skipped, written for %s mode\n", s.ID, s.Cluster.ProxyMode)
 			continue
 		}
-		s, _ = s.WithProxyMode(mode)
+		s = run
 		if a, ok := o.Attempts[s.ID]; ok {
 			s = s.WithAttempts(a)
 			tried[s.ID] = true

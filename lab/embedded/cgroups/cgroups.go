@@ -313,6 +313,30 @@ func Procs(rel string) ([]string, error) {
 	return out, nil
 }
 
+// Members are the processes in cgroup rel, in any of the hierarchies that
+// bound a lab (none when it does not exist).
+func Members(rel string) []int {
+	files, err := Procs(rel)
+	if err != nil {
+		return nil
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, field := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil && !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
 // Enter is the command line (/bin/sh's) that runs argv in the cgroups of
 // the cgroup.procs files procs, with oom_score_adj adj: the shell sets its
 // oom_score_adj, writes its PID into each file and becomes argv. A cgroup

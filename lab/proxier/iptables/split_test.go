@@ -126,21 +126,25 @@ func (s restoreState) apply(input string, touched func(txn int, table, chain str
 	return nil
 }
 
-func TestPrepareRestore(t *testing.T) {
-	snap := decodeSnapshot(t, "mixed", mixedServices(140))
-	full := render(t, upstreamConfig(), snap, Options{})
-
-	// The node's state before: fresh (only the jump rules' chains), or
-	// with the rules of 40 of the Services (their chains exist and are
-	// in use; 10 Services are gone, their chains stale).
-	fresh := newRestoreState()
-	older := newRestoreState()
-	oldSnap := decodeSnapshot(t, "older", mixedServices(50))
-	if err := older.apply(render(t, upstreamConfig(), oldSnap, Options{}).Restore, nil); err != nil {
+// restoreFixtures are a node's states before a restore — fresh (only the
+// jump rules' chains), or with the rules of 50 Services (their chains
+// exist and are in use) — and the inputs restored on them: 140 Services,
+// and 130 of them where 10 of the older ones are gone (their chains
+// stale).
+func restoreFixtures(t *testing.T) (fresh, older restoreState, full, withStale *Result) {
+	t.Helper()
+	fresh, older = newRestoreState(), newRestoreState()
+	if err := older.apply(render(t, upstreamConfig(), decodeSnapshot(t, "older", mixedServices(50)), Options{}).Restore, nil); err != nil {
 		t.Fatal(err)
 	}
 	natOf := func(s restoreState) []string { return slices.Sorted(maps.Keys(s["nat"])) }
-	withStale := render(t, upstreamConfig(), decodeSnapshot(t, "mixed", mixedServices(140)[len(mixedServices(10)):]), Options{ExistingNATChains: natOf(older)})
+	full = render(t, upstreamConfig(), decodeSnapshot(t, "mixed", mixedServices(140)), Options{})
+	withStale = render(t, upstreamConfig(), decodeSnapshot(t, "mixed", mixedServices(140)[len(mixedServices(10)):]), Options{ExistingNATChains: natOf(older)})
+	return fresh, older, full, withStale
+}
+
+func TestPrepareRestore(t *testing.T) {
+	fresh, older, full, withStale := restoreFixtures(t)
 
 	for _, tc := range []struct {
 		name      string
@@ -255,14 +259,7 @@ func TestJumpTarget(t *testing.T) {
 // transaction jumps only to chains that exist by then, and the deletions
 // of stale chains come last.
 func TestSplitRestore(t *testing.T) {
-	fresh := newRestoreState()
-	older := newRestoreState()
-	if err := older.apply(render(t, upstreamConfig(), decodeSnapshot(t, "older", mixedServices(50)), Options{}).Restore, nil); err != nil {
-		t.Fatal(err)
-	}
-	natOf := func(s restoreState) []string { return slices.Sorted(maps.Keys(s["nat"])) }
-	full := render(t, upstreamConfig(), decodeSnapshot(t, "mixed", mixedServices(140)), Options{})
-	withStale := render(t, upstreamConfig(), decodeSnapshot(t, "mixed", mixedServices(140)[len(mixedServices(10)):]), Options{ExistingNATChains: natOf(older)})
+	fresh, older, full, withStale := restoreFixtures(t)
 	for _, tc := range []struct {
 		name      string
 		before    restoreState
