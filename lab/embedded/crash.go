@@ -171,16 +171,12 @@ func (p *Provider) reclaimCrashed(ctx context.Context, name string) (bool, error
 	}
 	netns := clusterNetns(name)
 	st := &State{Name: name}
-	hostLinks, _ := p.Runner.Run(ctx, nil, "ip", "-o", "link", "show")
 	for _, ns := range netns {
 		st.Nodes = append(st.Nodes, NodeSpec{Netns: ns})
-		if st.Bridge != "" {
-			continue
-		}
-		if out, err := p.Runner.Run(ctx, nil, "ip", "-n", ns, "-o", "link", "show", "eth0"); err == nil {
-			if idx, ok := peerIndex(string(out)); ok {
-				st.Bridge = masterOf(string(hostLinks), idx)
-			}
+	}
+	for _, ns := range []string{st.FabricNetns(), netnsPrefix + name + apiSuffix} {
+		if out, err := p.Runner.Run(ctx, nil, "ip", "-n", ns, "-o", "link", "show"); err == nil && st.Bridge == "" {
+			st.Bridge = hostLinkIn(string(out))
 		}
 	}
 	if fabricHeldByOther(linkIndex(st.Bridge), name) {

@@ -4,13 +4,16 @@
 // so every packet, rule and conntrack entry is real kernel state and no
 // Docker is needed.
 //
-// Each cluster gets its own fabric: a bridge svlbrN on the host with the
-// /24 172.29.N.0/24, one network namespace per node (svclab-<node>) linked
-// to it by a veth, and nft tables (svclab-<cluster>, families inet, bridge
-// and arp) that keep the cluster's traffic on its bridge and each port to
-// its own addresses. Nodes have no default route, so nothing
-// in a cluster reaches beyond the machine or into another cluster, while the
-// host reaches every node and the API server.
+// Each cluster gets its own fabric (network.go): a bridge svlbrN for the
+// /24 172.29.N.0/24 in a network namespace of its own
+// (svclab-<cluster>-fabric, the host's, br_netfilter off, routing nothing),
+// one network namespace per node (svclab-<node>) linked to it by a veth,
+// and nft tables there that keep each port to its own addresses. Nodes
+// have no default route, so nothing in a cluster reaches beyond the
+// machine or into another cluster. The host is not on the bridge: it
+// reaches the API server over a link of its own to the control plane's
+// namespace (svlbrN on the host), and nodes and Pods from inside their
+// namespaces.
 //
 // Everything of a lab that a learner reaches runs in the lab's own user
 // namespace (package userns: a machine-wide range of host ids per lab), so
@@ -32,7 +35,7 @@
 // the API server or a node agent. Every host resource a lab can consume is
 // bounded per lab (Limits): its cgroup (the control plane's too), etcd's
 // quota (store.go), a disk of its own (disk.go), rotated logs
-// (complog.go), the bridge's view of its addresses (network.go).
+// (complog.go), the gateway's view of the lab's addresses (network.go).
 //
 // The control plane runs as processes supervised by a per-cluster daemon
 // (this binary re-executed as "svclab-supervisor"; lab/roles runs it and

@@ -43,6 +43,9 @@ type canaries struct {
 	// hostPort is a listener on the host's loopback and on every host
 	// address (0.0.0.0); no lab may connect to it.
 	hostPort int
+	// hostIP is an address of the host's a lab might route to: its end
+	// of the link to the other lab's control plane.
+	hostIP string
 }
 
 func newCanaries(t *testing.T, other *Cluster) *canaries {
@@ -76,6 +79,7 @@ func newCanaries(t *testing.T, other *Cluster) *canaries {
 		}
 	}()
 	cn.hostPort = l.Addr().(*net.TCPAddr).Port
+	cn.hostIP = other.State().Gateway
 	return cn
 }
 
@@ -106,8 +110,10 @@ func (cn *canaries) leaked(out string) string {
 
 // escapeScript tries, as root in a node or a Pod, what container-escape
 // write-ups do; every attempt prints ESCAPED on success. $CANARY, $PKI
-// and $HOSTPORT name what must stay out of reach; $GW is the cluster's
-// gateway (the host's address on the lab's bridge).
+// and $HOSTPORT (on every host address, $HOSTIP one of them) name what
+// must stay out of reach; $GW is the cluster's gateway (the fabric's own
+// address, the nodes' next hop to Services) and $API its API server's
+// address (the control plane's namespace, which holds the host's link).
 const escapeScript = `
 try() { if sh -c "$1" >/dev/null 2>&1; then echo "ESCAPED: $2"; fi; }
 # The attempts must be able to succeed: their targets are named.
@@ -141,7 +147,10 @@ try 'for p in /proc/[0-9]*; do cat "$p/root$CANARY" 2>/dev/null && exit 0; done;
 try 'unshare -Ur sh -c "cat $CANARY"' "read the host's /tmp from a nested user namespace"
 # The host's network and processes.
 try 'nc -z -w 1 127.0.0.1 $HOSTPORT' "reached the host's loopback"
-try 'nc -z -w 1 $GW $HOSTPORT' "reached the host through the lab's bridge"
+try 'nc -z -w 1 $GW $HOSTPORT' "reached the host at the lab's gateway"
+try 'ip route replace $HOSTIP/32 via $GW && nc -z -w 1 $HOSTIP $HOSTPORT' "reached the host through the lab's gateway"
+try 'ip route replace $HOSTIP/32 via $API && nc -z -w 1 $HOSTIP $HOSTPORT' "reached the host through the control plane's namespace"
+ip route del $HOSTIP/32 2>/dev/null
 try 'nsenter --net=/proc/1/ns/net -- nc -z -w 1 127.0.0.1 $HOSTPORT' "reached the host's loopback after entering PID 1"
 try 'ps -e -o comm | grep -Eq "^(kube-apiserver|etcd|svclab|systemd|sshd)$"' "sees the host's processes"
 try 'kill -0 1 && [ "$(cat /proc/1/comm)" = systemd ]' "signals the host's init"
@@ -150,9 +159,9 @@ echo DONE
 
 // runEscapes runs escapeScript with exec (a node shell or a Pod) and fails
 // t on every attempt that worked and on any secret in the output.
-func runEscapes(t *testing.T, cn *canaries, gw string, exec func(script string) (string, error)) {
+func runEscapes(t *testing.T, cn *canaries, st *State, exec func(script string) (string, error)) {
 	t.Helper()
-	env := fmt.Sprintf("export CANARY=%q PKI=%q HOSTPORT=%d GW=%s\n", cn.hostFile, cn.otherPKI, cn.hostPort, gw)
+	env := fmt.Sprintf("export CANARY=%q PKI=%q HOSTPORT=%d HOSTIP=%s GW=%s API=%s\n", cn.hostFile, cn.otherPKI, cn.hostPort, cn.hostIP, st.Gateway, st.API.IP)
 	out, err := exec(env + escapeScript)
 	if !strings.Contains(out, "DONE") {
 		t.Fatalf("the escape attempts did not run to the end: %v\n%s", err, out)
@@ -211,7 +220,6 @@ func TestIsolation(t *testing.T) {
 	a, b := labs[0], labs[1]
 	cn := newCanaries(t, b)
 	worker := a.State().Nodes[1].Name
-	gw := a.State().Gateway
 	client, err := a.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +254,7 @@ func TestIsolation(t *testing.T) {
 
 	t.Run("a node speaks for its own addresses only", func(t *testing.T) { fabricAddresses(t, a) })
 	t.Run("the host's conntrack table is the host's", func(t *testing.T) { hostConntrack(t, a) })
-	t.Run("no tagged frames, no fragments, no answer from the host on the fabric", func(t *testing.T) { fabricFrames(t, a, b) })
+	t.Run("no tagged frames, no answer from the host or the gateway", func(t *testing.T) { fabricFrames(t, a, b) })
 	t.Run("svclab's readers of a lab count against the lab", func(t *testing.T) { readersBound(t, a) })
 	t.Run("no certificate the lab can get passes for svclab's servers", func(t *testing.T) { mintedIdentities(t, a) })
 
@@ -261,7 +269,7 @@ func TestIsolation(t *testing.T) {
 	})
 
 	t.Run("node shell", func(t *testing.T) {
-		runEscapes(t, cn, gw, func(script string) (string, error) {
+		runEscapes(t, cn, a.State(), func(script string) (string, error) {
 			return nodeExec(t, a, worker, "sh", "-c", script)
 		})
 	})
@@ -310,7 +318,7 @@ spec:
 		}
 	}
 	t.Run("privileged Pod with hostPath /, hostPID, hostNetwork", func(t *testing.T) {
-		runEscapes(t, cn, gw, podExec("privileged"))
+		runEscapes(t, cn, a.State(), podExec("privileged"))
 		// Root over its node, as on a real node: the node's filesystem
 		// and rules, nothing else.
 		out, err := podExec("privileged")("nft list tables && ls /host/etc/os-release && nsenter -t 1 -u -- hostname")
@@ -319,7 +327,7 @@ spec:
 		}
 	})
 	t.Run("Pod with every capability", func(t *testing.T) {
-		runEscapes(t, cn, gw, podExec("allcaps"))
+		runEscapes(t, cn, a.State(), podExec("allcaps"))
 	})
 	t.Run("the control plane is svclab's", func(t *testing.T) {
 		controlPlaneReach(t, a, "privileged", "allcaps")

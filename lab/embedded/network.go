@@ -4,12 +4,9 @@ package embedded
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/svclab/svclab/lab/embedded/hostexec"
 	"net/netip"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,39 +17,55 @@ func run(ctx context.Context, r hostexec.Runner, name string, args ...string) er
 	return err
 }
 
-// firewallRuleset is the host's nft tables that fence a cluster in. The
-// inet table: nothing from its bridge is forwarded anywhere but back onto
-// the bridge, nothing is forwarded onto it from elsewhere, and the host
-// accepts from it only replies to connections the host opened (the host
-// reaches the API server, the cluster does not reach the host). The
-// host's connection tracking sees only the host's own traffic with the lab:
-// traffic between the lab's machines (bridged, which br_netfilter would
-// hand to the host's conntrack) is not tracked, so that a lab can neither
-// fill the host's table nor plant entries in it, and what is tracked is in
-// a conntrack zone of the lab's own, apart from the host's and other
-// labs' connections. A reply counts only when the connection it answers
-// came from the gateway's address, which no node may send from; anything
-// else for the gateway's MAC address is dropped before routing, where the
-// kernel would answer bad IP options or an expired TTL with an ICMP error
-// to whatever source the lab forged (another lab, the internet). The
+// The fabric of a cluster is a bridge in a network namespace of its own
+// (State.FabricNetns), owned by the host: the nodes', the control plane's
+// and the load balancer's veths are its ports. The host is not on it. The
+// bridge's frames never meet the host's netfilter (br_netfilter is off in
+// that namespace, and its stack there has one address, the nodes' gateway
+// to Services, which answers nothing), so a lab can neither plant entries
+// in the host's conntrack nor fill it, nor make the host answer it. The
+// host reaches the API server, and nothing else, over a veth of its own
+// to the control plane's namespace (State.Bridge on the host, its address
+// the gateway's): that namespace does not forward.
+
+// hostRuleset is the host's nft table of a cluster: its link to the
+// control plane carries replies to the host's connections and nothing
+// else, and the host forwards nothing to it or from it.
+func hostRuleset(st *State) string {
+	return fmt.Sprintf(`table inet %[1]s {
+	comment "svclab: the host's link to the control plane of cluster %[2]s"
+	chain input {
+		type filter hook input priority filter - 10; policy accept;
+		iifname "%[3]s" ct state established,related accept comment "replies to the host's connections to the API server"
+		iifname "%[3]s" counter drop comment "the control plane opens nothing on the host"
+	}
+	chain forward {
+		type filter hook forward priority filter - 10; policy accept;
+		iifname "%[3]s" counter drop comment "lab traffic never leaves its cluster"
+		oifname "%[3]s" counter drop comment "nothing reaches into a lab cluster"
+	}
+}
+`, st.FirewallTable(), st.Name, st.Bridge)
+}
+
+// fabricRuleset is the nft tables of the fabric's own namespace. The
 // bridge table: each port sends from the MAC address svclab gave its far
 // end only, so that the bridge learns one address per port however many a
 // node makes up; no node speaks ARP for the addresses of svclab's (the
-// host's, the API server's, the load balancer's), sends IPv4 from them, or
-// sends IPv4 for them anywhere but to their own MAC address; a node sends
-// unicast frames to the lab's own MAC addresses only (the bridge hands a
-// frame for a host port's MAC to the host, which would answer it for any
-// of its addresses; svclab's own ports send only to neighbours whose ARP
-// the bridge checked, which are the lab's); the fabric is IPv4 only, and no port sends IPv4
-// fragments (the host reassembles bridged fragments in one store for every
-// lab). The arp table: the host learns neighbours among the lab's own
-// addresses only and answers for its address on the bridge only.
-func firewallRuleset(st *State) string {
+// gateway's, the API server's, the load balancer's), sends IPv4 from them,
+// or sends IPv4 for them anywhere but to their own MAC address; a node
+// sends unicast frames to the lab's own MAC addresses only; the fabric is
+// IPv4 and ARP only. The arp table: the fabric's stack learns neighbours
+// among the lab's own addresses only and answers for the gateway only.
+// The inet table: the gateway takes nothing in and sends nothing out, not
+// even an ICMP error for a packet's options or TTL; br_netfilter, should
+// it be turned on in the namespace, would find no rule that stops bridged
+// traffic (those frames are not for the gateway's MAC address and take
+// neither input nor output).
+func fabricRuleset(st *State) string {
 	var ports, nodes, labAddrs, ownMAC []string
-	var all []string
 	labMACs := []string{st.mac(st.Gateway)}
 	for _, p := range fabricPorts(st) {
-		all = append(all, strconv.Quote(p.veth))
 		labMACs = append(labMACs, p.mac)
 		ports = append(ports, fmt.Sprintf("\t\tiifname %q ether saddr != %s counter drop comment \"not this port's MAC address\"\n", p.veth, p.mac)+
 			fmt.Sprintf("\t\tiifname %q arp saddr ether != %s counter drop comment \"ARP for a MAC address not this port's\"\n", p.veth, p.mac))
@@ -69,55 +82,39 @@ func firewallRuleset(st *State) string {
 		ownMAC = append(ownMAC, ip+" . "+st.mac(ip))
 	}
 	set := func(elems []string) string { return "{ " + strings.Join(elems, ", ") + " }" }
-	return fmt.Sprintf(`table inet %[1]s {
-	comment "svclab: isolate cluster %[2]s"
-	chain raw-prerouting {
-		type filter hook prerouting priority raw; policy accept;
-		iifname "%[3]s" ip daddr %[8]s ether daddr %[11]s ct zone set %[9]d accept comment "the lab's packets for the host meet only the host's connections to this lab"
-		iifname "%[3]s" notrack comment "the lab's traffic among its machines is not the host's to track"
-	}
-	chain raw-output {
-		type filter hook output priority raw; policy accept;
-		oifname "%[3]s" ct zone set %[9]d
-	}
-	chain prerouting {
-		type filter hook prerouting priority -150; policy accept;
-		iifname "%[3]s" ether daddr %[11]s ct direction reply ct original ip saddr %[8]s accept
-		iifname "%[3]s" ether daddr %[11]s counter drop comment "the host answers the lab nothing, not even an ICMP error for its options or TTL"
-	}
-	chain forward {
-		type filter hook forward priority filter - 10; policy accept;
-		iifname "%[3]s" oifname "%[3]s" accept
-		iifname "%[3]s" counter drop comment "lab traffic never leaves its cluster"
-		oifname "%[3]s" counter drop comment "nothing reaches into a lab cluster"
-	}
-	chain input {
-		type filter hook input priority filter - 10; policy accept;
-		iifname "%[3]s" ct direction reply ct original ip saddr %[8]s accept comment "replies to the host's connections"
-		iifname "%[3]s" counter drop comment "lab clusters do not reach the host"
-	}
-}
-table bridge %[1]s {
-	comment "svclab: each port of cluster %[2]s sends from its own MAC address"
+	return fmt.Sprintf(`table bridge svclab {
+	comment "svclab: each port of cluster %[1]s sends from its own MAC address"
 	chain prerouting {
 		type filter hook prerouting priority filter; policy accept;
-%[4]s		iifname %[5]s ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00 ether daddr != %[13]s counter drop comment "unicast to the lab's own MAC addresses only: a host port's would hand the frame to the host"
-		iifname %[5]s ether type != { ip, arp } counter drop comment "plain IPv4 and ARP only: no VLAN tags, no IPv6"
-		iifname %[12]s ip frag-off & 0x3fff != 0 counter drop comment "no IPv4 fragments: the host's reassembly store is every lab's"
-		iifname %[5]s arp saddr ip %[6]s counter drop comment "no node speaks for svclab's addresses"
-		iifname %[5]s ip saddr %[6]s counter drop comment "no node sends from svclab's addresses"
-		iifname %[5]s ip daddr %[6]s ip daddr . ether daddr != %[10]s counter drop comment "svclab's addresses are reached at their own MAC addresses only"
+%[2]s		iifname %[3]s ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00 ether daddr != %[4]s counter drop comment "unicast to the lab's own MAC addresses only"
+		iifname %[3]s ether type != { ip, arp } counter drop comment "plain IPv4 and ARP only: no VLAN tags, no IPv6"
+		iifname %[3]s arp saddr ip %[5]s counter drop comment "no node speaks for svclab's addresses"
+		iifname %[3]s ip saddr %[5]s counter drop comment "no node sends from svclab's addresses"
+		iifname %[3]s ip daddr %[5]s ip daddr . ether daddr != %[6]s counter drop comment "svclab's addresses are reached at their own MAC addresses only"
 	}
 }
-table arp %[1]s {
-	comment "svclab: the host learns the addresses of cluster %[2]s only"
+table arp svclab {
+	comment "svclab: the gateway learns the addresses of cluster %[1]s only"
 	chain input {
 		type filter hook input priority filter; policy accept;
-		iifname "%[3]s" arp saddr ip != %[7]s counter drop comment "not an address of the lab's"
-		iifname "%[3]s" arp daddr ip != %[8]s counter drop comment "the host speaks for its address on the bridge only"
+		arp saddr ip != %[7]s counter drop comment "not an address of the lab's"
+		arp daddr ip != %[8]s counter drop comment "the gateway speaks for its own address only"
 	}
 }
-`, st.FirewallTable(), st.Name, st.Bridge, strings.Join(ports, ""), set(nodes), set(own), set(labAddrs), st.Gateway, st.ConntrackZone(), set(ownMAC), st.mac(st.Gateway), set(all), set(labMACs))
+table inet svclab {
+	comment "svclab: the gateway of cluster %[1]s answers nothing"
+	chain prerouting {
+		type filter hook prerouting priority raw; policy accept;
+		ether daddr %[9]s counter drop comment "not even an ICMP error for its options or TTL"
+	}
+	chain input {
+		type filter hook input priority filter; policy drop;
+	}
+	chain output {
+		type filter hook output priority filter; policy drop;
+	}
+}
+`, st.Name, strings.Join(ports, ""), set(nodes), set(labMACs), set(own), set(ownMAC), set(labAddrs), st.Gateway, st.mac(st.Gateway))
 }
 
 // fabricPort is one port of a cluster's bridge: the host end of a veth,
@@ -166,41 +163,50 @@ func apiRuleset() string {
 `, apiserverPort)
 }
 
-// fabricUp creates the cluster's bridge, one network namespace per node with
-// a veth to the bridge, the control plane's and the load balancer's
-// namespaces, and the host firewall tables. The nodes get an address on
-// the fabric, a route for the Service CIDR and no default route. Their
-// network namespaces are owned by the lab's user namespace (pinned at
-// userns): root in the lab has every network capability on its nodes. The
-// control plane's and the load balancer's are the host's.
+// fabricUp makes the cluster's fabric: its namespace and bridge, one
+// network namespace per node with a veth to the bridge, the control
+// plane's and the load balancer's namespaces, the host's link to the
+// control plane (State.Bridge, made by createBridge) and the nft tables.
+// The nodes get an address on the fabric, a route for the Service CIDR and
+// no default route. Their network namespaces are owned by the lab's user
+// namespace (pinned at userns): root in the lab has every network
+// capability on its nodes. The fabric's, the control plane's and the load
+// balancer's are the host's.
 func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) error {
-	if err := run(ctx, r, "ip", "link", "set", st.Bridge, "address", st.mac(st.Gateway), "up"); err != nil {
-		return err
-	}
-	// The host has no IPv6 on the fabric: no address, no neighbours (on
-	// a host without IPv6 there is nothing to turn off).
-	if _, err := os.Stat("/proc/sys/net/ipv6"); err == nil {
-		if err := run(ctx, r, "sysctl", "-q", "-w", "net.ipv6.conf."+st.Bridge+".disable_ipv6=1"); err != nil {
-			return err
-		}
-	}
+	fab := st.FabricNetns()
 	prefix := netip.MustParsePrefix(st.Subnet)
 	plen := fmt.Sprint(prefix.Bits())
-	if err := run(ctx, r, "ip", "addr", "add", st.Gateway+"/"+plen, "dev", st.Bridge); err != nil {
-		return err
+	// sysctl -e: a host without br_netfilter or IPv6 has nothing to turn
+	// off. br_netfilter is loaded first where it can be, so that loading
+	// it later (Docker does) cannot turn it on for this namespace. A new
+	// namespace takes the host's IPv4 settings (Docker turns forwarding
+	// on): svclab's namespaces forward nothing, and have no IPv6.
+	quiet := func(netns string, settings ...string) []string {
+		return append([]string{"ip", "netns", "exec", netns, "sysctl", "-q", "-e", "-w", "net.ipv4.ip_forward=0",
+			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"}, settings...)
 	}
-	if _, err := r.Run(ctx, []byte(firewallRuleset(st)), "nft", "-f", "-"); err != nil {
-		return fmt.Errorf("installing the host firewall table: %w", err)
+	r.Run(ctx, nil, "modprobe", "-q", "br_netfilter")
+	cmds := [][]string{
+		{"ip", "netns", "add", fab},
+		quiet(fab, "net.bridge.bridge-nf-call-iptables=0", "net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"),
+		{"ip", "-n", fab, "link", "add", st.Bridge, "address", st.mac(st.Gateway), "type", "bridge"},
+		{"ip", "-n", fab, "addr", "add", st.Gateway + "/" + plen, "dev", st.Bridge},
+		{"ip", "-n", fab, "link", "set", st.Bridge, "up"},
 	}
-	if err := acceptBridged(ctx, r, st); err != nil {
-		return err
+	for _, c := range cmds {
+		if err := run(ctx, r, c[0], c[1:]...); err != nil {
+			return fmt.Errorf("setting up the cluster's fabric: %w", err)
+		}
 	}
-	// veth links netns to the bridge: host end hostVeth, far end eth0
+	if _, err := r.Run(ctx, []byte(fabricRuleset(st)), "ip", "netns", "exec", fab, "nft", "-f", "-"); err != nil {
+		return fmt.Errorf("installing the fabric's firewall tables: %w", err)
+	}
+	// veth links netns to the bridge: its port there port, far end eth0
 	// with address ip and svclab's MAC address for it.
-	veth := func(netns, hostVeth, ip string) [][]string {
+	veth := func(netns, port, ip string) [][]string {
 		return [][]string{
-			{"ip", "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "address", st.mac(ip), "netns", netns},
-			{"ip", "link", "set", hostVeth, "master", st.Bridge, "up"},
+			{"ip", "-n", fab, "link", "add", port, "type", "veth", "peer", "name", "eth0", "address", st.mac(ip), "netns", netns},
+			{"ip", "-n", fab, "link", "set", port, "master", st.Bridge, "up"},
 			{"ip", "-n", netns, "link", "set", "lo", "up"},
 			{"ip", "-n", netns, "addr", "add", ip + "/" + plen, "dev", "eth0"},
 			{"ip", "-n", netns, "link", "set", "eth0", "up"},
@@ -236,10 +242,23 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 	// The control plane: the API server reaches the nodes on the fabric,
 	// the Pods through their nodes (podRoutes adds a route per node's Pod
 	// CIDR) and Services through the control-plane node's kube-proxy, as a
-	// kubeadm API server on that node would.
+	// kubeadm API server on that node would. The host reaches it over its
+	// own link, from the gateway's address; the namespace does not
+	// forward between the two.
 	api := st.API
-	cmds := append([][]string{{"ip", "netns", "add", api.Netns}}, veth(api.Netns, api.HostVeth, api.IP)...)
-	cmds = append(cmds, []string{"ip", "-n", api.Netns, "route", "add", st.ServiceCIDR, "via", st.ControlPlane().IP})
+	up := hostUplink(st.Index)
+	cmds = append([][]string{{"ip", "netns", "add", api.Netns}, quiet(api.Netns)},
+		veth(api.Netns, api.HostVeth, api.IP)...)
+	cmds = append(cmds,
+		[]string{"ip", "-n", api.Netns, "route", "add", st.ServiceCIDR, "via", st.ControlPlane().IP},
+		[]string{"sysctl", "-q", "-e", "-w", "net.ipv6.conf." + st.Bridge + ".disable_ipv6=1"},
+		[]string{"ip", "link", "set", up, "netns", api.Netns},
+		[]string{"ip", "-n", api.Netns, "link", "set", up, "up"},
+		[]string{"ip", "-n", api.Netns, "route", "add", st.Gateway + "/32", "dev", up},
+		[]string{"ip", "addr", "add", st.Gateway + "/32", "dev", st.Bridge},
+		[]string{"ip", "link", "set", st.Bridge, "up"},
+		[]string{"ip", "route", "add", api.IP + "/32", "dev", st.Bridge, "src", st.Gateway},
+	)
 	for _, c := range cmds {
 		if err := run(ctx, r, c[0], c[1:]...); err != nil {
 			return fmt.Errorf("setting up the control plane's network: %w", err)
@@ -248,10 +267,14 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 	if _, err := r.Run(ctx, []byte(apiRuleset()), "ip", "netns", "exec", api.Netns, "nft", "-f", "-"); err != nil {
 		return fmt.Errorf("installing the control plane's firewall table: %w", err)
 	}
+	if _, err := r.Run(ctx, []byte(hostRuleset(st)), "nft", "-f", "-"); err != nil {
+		return fmt.Errorf("installing the host firewall table: %w", err)
+	}
 	if lb := st.LB; lb != nil {
 		// The load balancer's own namespace is the host's, not the lab's:
 		// nothing a learner does in the lab changes where it sends traffic.
-		cmds := append([][]string{{"ip", "netns", "add", lb.Netns}}, veth(lb.Netns, lb.HostVeth, lb.IP)...)
+		cmds := append([][]string{{"ip", "netns", "add", lb.Netns}, quiet(lb.Netns)},
+			veth(lb.Netns, lb.HostVeth, lb.IP)...)
 		// Spread connections over the nodes by their addresses and
 		// ports, as a cloud network load balancer hashes them.
 		cmds = append(cmds, []string{"ip", "netns", "exec", lb.Netns, "sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"})
@@ -264,23 +287,24 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 	return pinNeighbours(ctx, r, st)
 }
 
+// hostUplink is the control plane's end of the host's link to it (the
+// host's is State.Bridge), made on the host by createBridge and moved
+// into the control plane's namespace by fabricUp.
+func hostUplink(index int) string { return fmt.Sprintf("svl%d-cp", index) }
+
 // pinNeighbours writes the lab's addresses and their MAC addresses into
 // the neighbour tables of svclab's ends of the fabric, for good (nud
-// permanent): the host's on the bridge, the control plane's and the load
+// permanent): the gateway's, the control plane's and the load
 // balancer's. An ARP claim a node manages to send past the bridge's rules
 // then changes nothing of where svclab's own traffic goes.
 func pinNeighbours(ctx context.Context, r hostexec.Runner, st *State) error {
 	var cmds [][]string
 	pin := func(netns, dev, ip string) {
-		c := []string{"ip"}
-		if netns != "" {
-			c = append(c, "-n", netns)
-		}
-		cmds = append(cmds, append(c, "neigh", "replace", ip, "lladdr", st.mac(ip), "dev", dev, "nud", "permanent"))
+		cmds = append(cmds, []string{"ip", "-n", netns, "neigh", "replace", ip, "lladdr", st.mac(ip), "dev", dev, "nud", "permanent"})
 	}
 	ports := fabricPorts(st)
 	for _, p := range ports {
-		pin("", st.Bridge, p.ip)
+		pin(st.FabricNetns(), st.Bridge, p.ip)
 	}
 	for _, ns := range []string{st.API.Netns, lbNetns(st)} {
 		if ns == "" {
@@ -310,9 +334,11 @@ func lbNetns(st *State) string {
 	return st.LB.Netns
 }
 
-// createBridge claims the lowest free fabric index by creating its bridge
-// (creating a link is atomic, so concurrent creates cannot collide) and
-// returns the index. Indexes whose subnet overlaps a host route are skipped.
+// createBridge claims the lowest free fabric index by creating the host's
+// link to the cluster's control plane, svlbr<index> (creating a link is
+// atomic, so concurrent creates cannot collide), and returns the index.
+// Indexes whose subnet overlaps a host route are skipped: the host's route
+// to the API server would take that route's traffic.
 func createBridge(ctx context.Context, r hostexec.Runner) (int, error) {
 	routes, err := r.Run(ctx, nil, "ip", "-4", "-o", "route", "show", "table", "all")
 	if err != nil {
@@ -324,12 +350,12 @@ func createBridge(ctx context.Context, r hostexec.Runner) (int, error) {
 		if overlapsAny(subnet, used) {
 			continue
 		}
-		_, err := r.Run(ctx, nil, "ip", "link", "add", fmt.Sprintf("%s%d", bridgePrefix, i), "type", "bridge")
+		_, err := r.Run(ctx, nil, "ip", "link", "add", fmt.Sprintf("%s%d", bridgePrefix, i), "type", "veth", "peer", "name", hostUplink(i))
 		if err == nil {
 			return i, nil
 		}
 		if !strings.Contains(err.Error(), "exists") {
-			return 0, fmt.Errorf("creating the cluster bridge: %w", err)
+			return 0, fmt.Errorf("creating the host's link to the cluster: %w", err)
 		}
 	}
 	return 0, fmt.Errorf("no free network for a new cluster: all %d fabric subnets in %s.0.0/16 are in use (delete clusters with 'svclab cluster delete')", maxIndex, fabricBase)
@@ -373,41 +399,27 @@ func overlapsAny(p netip.Prefix, ps []netip.Prefix) bool {
 	return false
 }
 
-// firewallFamilies are the nft families of a cluster's host tables
-// (firewallRuleset).
-var firewallFamilies = []string{"inet", "bridge", "arp"}
-
 // fabricDown removes what fabricUp and createBridge made. It is idempotent:
-// missing pieces are not errors. Deleting a node's namespace also deletes
-// its veth pair.
+// missing pieces are not errors. Deleting a namespace also deletes the
+// veths it holds, and with them their far ends: the fabric's takes the
+// bridge and its ports, the control plane's the host's link to it.
 func fabricDown(ctx context.Context, r hostexec.Runner, st *State) error {
 	var errs []string
+	netns := []string{}
 	for _, n := range st.Nodes {
-		if err := deleteNetns(ctx, r, n.Netns); err != nil {
-			errs = append(errs, err.Error())
-		}
-		if n.HostVeth == "" {
-			continue
-		}
-		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", n.HostVeth)); err != nil {
-			errs = append(errs, err.Error())
-		}
+		netns = append(netns, n.Netns)
 	}
-	var own []struct{ netns, veth string }
 	if api := st.API; api != nil {
-		own = append(own, struct{ netns, veth string }{api.Netns, api.HostVeth})
+		netns = append(netns, api.Netns)
 	}
 	if lb := st.LB; lb != nil {
-		own = append(own, struct{ netns, veth string }{lb.Netns, lb.HostVeth})
+		netns = append(netns, lb.Netns)
 	}
-	for _, o := range own {
-		if err := deleteNetns(ctx, r, o.netns); err != nil {
-			errs = append(errs, err.Error())
-		}
-		if o.veth == "" {
-			continue
-		}
-		if err := ignoreMissing(run(ctx, r, "ip", "link", "del", o.veth)); err != nil {
+	if st.Name != "" {
+		netns = append(netns, st.FabricNetns())
+	}
+	for _, ns := range netns {
+		if err := deleteNetns(ctx, r, ns); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -416,79 +428,13 @@ func fabricDown(ctx context.Context, r hostexec.Runner, st *State) error {
 			errs = append(errs, err.Error())
 		}
 	}
-	for _, family := range firewallFamilies {
-		if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", family, st.FirewallTable())); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	if err := dropBridgedAccept(ctx, r, st.Name); err != nil {
+	if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", st.FirewallTable())); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("removing the cluster network: %s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-// acceptBridged lets the cluster's traffic between its nodes through the
-// host's iptables FORWARD chain, as libvirt and kind's Docker networks
-// do: with br_netfilter (bridge-nf-call-iptables) bridged frames pass
-// FORWARD, and Docker, once started, sets its policy to DROP — which
-// would cut every node off from the others. The rule names the cluster
-// (comment svclab-NAME) so that fabricDown and sweeps find it. A host
-// without iptables needs none.
-func acceptBridged(ctx context.Context, r hostexec.Runner, st *State) error {
-	rule := []string{"FORWARD", "-i", st.Bridge, "-o", st.Bridge, "-m", "comment", "--comment", st.FirewallTable(), "-j", "ACCEPT"}
-	if _, err := r.Run(ctx, nil, "iptables", append([]string{"-w", "-C"}, rule...)...); err == nil {
-		return nil
-	}
-	if _, err := r.Run(ctx, nil, "iptables", append([]string{"-w", "-I"}, rule...)...); err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return nil // no iptables: no FORWARD chain to let it through
-		}
-		return fmt.Errorf("letting the cluster's bridged traffic through the host's FORWARD chain: %w", err)
-	}
-	return nil
-}
-
-// dropBridgedAccept removes what acceptBridged added for cluster name.
-func dropBridgedAccept(ctx context.Context, r hostexec.Runner, name string) error {
-	out, err := r.Run(ctx, nil, "iptables", "-w", "-S", "FORWARD")
-	if err != nil {
-		return nil // no filter table: nothing was added
-	}
-	var errs []string
-	for _, rule := range bridgedAccepts(string(out), firewallTablePrefix+name) {
-		args := append([]string{"-w", "-D"}, strings.Fields(strings.TrimPrefix(rule, "-A "))...)
-		if _, err := r.Run(ctx, nil, "iptables", args...); err != nil && !strings.Contains(err.Error(), "does a matching rule exist") {
-			errs = append(errs, err.Error())
-		}
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// bridgedAccepts picks the FORWARD rules with comment (or, for "", any
-// svclab comment) out of iptables -S.
-func bridgedAccepts(out, comment string) []string {
-	var rules []string
-	for _, line := range strings.Split(out, "\n") {
-		i := strings.Index(line, "--comment ")
-		if !strings.HasPrefix(line, "-A FORWARD ") || i < 0 {
-			continue
-		}
-		f := strings.Fields(line[i+len("--comment "):])
-		if len(f) == 0 {
-			continue
-		}
-		c := strings.Trim(f[0], `"`)
-		if c == comment || comment == "" && strings.HasPrefix(c, firewallTablePrefix) {
-			rules = append(rules, line)
-		}
-	}
-	return rules
 }
 
 func deleteNetns(ctx context.Context, r hostexec.Runner, name string) error {

@@ -120,11 +120,7 @@ func TestNewState(t *testing.T) {
 
 func TestFabricUpDown(t *testing.T) {
 	st := testState(t)
-	// The host has iptables, without the cluster's FORWARD rule yet; it
-	// lists it on the way down.
-	r := &fakeRunner{fail: map[string]error{"iptables -w -C": errors.New("iptables: Bad rule (does a matching rule exist in that chain?).")},
-		outputs: map[string]string{"iptables -w -S FORWARD": "-P FORWARD DROP\n-A FORWARD -i svlbr3 -o svlbr3 -m comment --comment svclab-lab -j ACCEPT\n" +
-			"-A FORWARD -i svlbr4 -o svlbr4 -m comment --comment svclab-other -j ACCEPT\n-A FORWARD -j DOCKER-USER\n"}}
+	r := &fakeRunner{}
 	if err := fabricUp(context.Background(), r, st, "/state/clusters/lab/userns"); err != nil {
 		t.Fatal(err)
 	}
@@ -182,17 +178,20 @@ func TestRoutePrefixes(t *testing.T) {
 }
 
 func TestLeftovers(t *testing.T) {
-	links := "1: lo: <LOOPBACK> mtu 65536\n7: svlbr3: <BROADCAST> mtu 1500\n8: svl3-0@if2: <BROADCAST> mtu 1500\n9: svlx: <BROADCAST>\n10: eth0: <UP>\n11: svl3-lb@if2: <BROADCAST>\n12: svl3-lbx: <UP>\n"
-	if got := strings.Join(leftoverLinks(links), ","); got != "svlbr3,svl3-0,svl3-lb" {
+	links := "1: lo: <LOOPBACK> mtu 65536\n7: svlbr3@svl3-cp: <BROADCAST> mtu 1500\n8: svl3-0@if2: <BROADCAST> mtu 1500\n9: svlx: <BROADCAST>\n10: eth0: <UP>\n11: svl3-lb@if2: <BROADCAST>\n12: svl3-lbx: <UP>\n13: svl3-cp@svlbr3: <BROADCAST>\n14: svl3-cpx: <UP>\n"
+	if got := strings.Join(leftoverLinks(links), ","); got != "svlbr3,svl3-0,svl3-lb,svl3-cp" {
 		t.Errorf("links %q", got)
 	}
-	if linkIndex("svl3-lb") != 3 {
-		t.Errorf("svl3-lb is of index %d", linkIndex("svl3-lb"))
+	for _, l := range []string{"svl3-lb", "svl3-cp", "svlbr3"} {
+		if linkIndex(l) != 3 {
+			t.Errorf("%s is of index %d", l, linkIndex(l))
+		}
 	}
 	for ns, want := range map[string]string{
 		"svclab-lab-control-plane": "lab", "svclab-lab-worker2": "lab", "svclab-lab-pod-0a1b": "lab", "svclab-lab-lb": "lab",
 		"svclab-my-lb-worker": "my-lb", "svclab-my-lb-lb": "my-lb", "svclab--lb": "", "other-lab-lb": "",
 		"svclab-lab-api": "lab", "svclab-my-api-api": "my-api", "svclab--api": "",
+		"svclab-lab-fabric": "lab", "svclab-my-fabric-fabric": "my-fabric", "svclab--fabric": "",
 	} {
 		if got := netnsCluster(ns); got != want {
 			t.Errorf("netnsCluster(%q) = %q, want %q", ns, got, want)
@@ -201,9 +200,6 @@ func TestLeftovers(t *testing.T) {
 	tables := "table inet filter\ntable inet svclab-lab\ntable ip svclab-x\ntable inet svclab-e2e-1\ntable bridge svclab-lab\n"
 	if got := strings.Join(leftoverTables(tables, "inet"), ","); got != "svclab-lab,svclab-e2e-1" {
 		t.Errorf("inet tables %q", got)
-	}
-	if got := strings.Join(leftoverTables(tables, "bridge"), ","); got != "svclab-lab" {
-		t.Errorf("bridge tables %q", got)
 	}
 }
 
@@ -248,45 +244,25 @@ func TestComponents(t *testing.T) {
 	golden(t, "components.txt", b.String())
 }
 
-func TestCrashedClusterBridge(t *testing.T) {
-	hostLinks := "1706: svlbr2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT\n" +
-		"1714: svl1-0@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue master svlbr1 state UP mode DEFAULT\n" +
-		"1720: vethx@if3: <BROADCAST> mtu 1500 qdisc noqueue master docker0 state UP\n"
-	tests := []struct {
-		line   string
-		bridge string
-	}{
-		{"2: eth0@if1714: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP", "svlbr1"},
-		{"2: eth0@if1720: <BROADCAST> mtu 1500", ""}, // not an svclab bridge
-		{"2: eth0@if9999: <BROADCAST> mtu 1500", ""}, // peer gone
-		{"1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536", ""},
+// TestHostLinkIn: a crashed cluster's link on the host is found from
+// its fabric's bridge or from the far end in its control plane's
+// namespace.
+func TestHostLinkIn(t *testing.T) {
+	for _, tc := range []struct{ links, want string }{
+		{"1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536\n4: svlbr7: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500\n5: svl7-0@if2: <BROADCAST> master svlbr7\n", "svlbr7"},
+		{"1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536\n2: eth0@if5: <BROADCAST>\n3: svl12-cp@if1706: <BROADCAST,UP>\n", "svlbr12"},
+		{"1: lo: <LOOPBACK>\n2: eth0@if5: <BROADCAST>\n3: svl12-cpx@if1: <UP>\n", ""},
 		{"", ""},
-	}
-	for _, tc := range tests {
-		got := ""
-		if idx, ok := peerIndex(tc.line); ok {
-			got = masterOf(hostLinks, idx)
+	} {
+		if got := hostLinkIn(tc.links); got != tc.want {
+			t.Errorf("hostLinkIn(%q) = %q, want %q", tc.links, got, tc.want)
 		}
-		if got != tc.bridge {
-			t.Errorf("%q: bridge %q, want %q", tc.line, got, tc.bridge)
-		}
-	}
-}
-
-func TestBridgedAccepts(t *testing.T) {
-	out := "-P FORWARD DROP\n-A FORWARD -i svlbr3 -o svlbr3 -m comment --comment svclab-lab -j ACCEPT\n" +
-		"-A FORWARD -i svlbr4 -o svlbr4 -m comment --comment \"svclab-lab-2\" -j ACCEPT\n-A FORWARD -m comment --comment docker -j DOCKER-USER\n-A DOCKER-USER -m comment --comment svclab-lab -j RETURN\n"
-	if got := bridgedAccepts(out, "svclab-lab"); len(got) != 1 || !strings.Contains(got[0], "svlbr3") {
-		t.Errorf("the lab's rules: %q", got)
-	}
-	if got := bridgedAccepts(out, ""); len(got) != 2 {
-		t.Errorf("every svclab rule: %q", got)
 	}
 }
 
 // A cluster being created owns its fabric index before its supervisor runs:
 // a Sweep in another process (liveClusters) must count that index live, or
-// it removes the new cluster's bridge and veths and the index is handed to
+// it removes the new cluster's link on the host and the index is handed to
 // a second cluster (two clusters answering on one 172.29.N.2).
 func TestCreatingClusterIndexIsLive(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -307,13 +283,13 @@ func TestCreatingClusterIndexIsLive(t *testing.T) {
 	if got := liveClusters().indices[index]; got != name {
 		t.Errorf("index %d of a cluster being created is held by %q, want %q", index, got, name)
 	}
-	// Another cluster's removal leaves that index's bridge and veths
+	// Another cluster's removal leaves that index's link on the host
 	// alone; the cluster's own does not.
 	if !fabricHeldByOther(index, "crashed-earlier") || fabricHeldByOther(index, name) {
 		t.Errorf("fabricHeldByOther(%d) does not tell the holder %s from another cluster", index, name)
 	}
 	st := testState(t).withoutFabricLinks()
-	if st.Bridge != "" || st.Nodes[0].HostVeth != "" || st.API.HostVeth != "" || st.LB.HostVeth != "" || testState(t).Bridge == "" {
+	if st.Bridge != "" || testState(t).Bridge == "" {
 		t.Errorf("withoutFabricLinks kept a link's name: %+v", st)
 	}
 	release()

@@ -68,8 +68,19 @@ func nodeExec(t *testing.T, c *Cluster, node string, cmd ...string) (string, err
 }
 
 // httpGet fetches url from the host with a short timeout.
-func httpGet(url string) (string, error) {
-	cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// httpGet gets url from outside c's nodes (its load balancer's network
+// namespace, as an outside client), or from the host's for a nil c: the
+// host reaches no node.
+func httpGet(c *Cluster, url string) (string, error) {
+	tr := &http.Transport{DisableKeepAlives: true}
+	if c != nil {
+		ns, _, err := c.OutsideNetns()
+		if err != nil {
+			return "", err
+		}
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) { return ns.DialFrom(ctx, network, "", addr) }
+	}
+	cl := &http.Client{Timeout: 2 * time.Second, Transport: tr}
 	resp, err := cl.Get(url)
 	if err != nil {
 		return "", err
@@ -366,7 +377,7 @@ echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
 		np := svc.Spec.Ports[0].NodePort
 		for _, n := range st.Nodes {
 			waitFor(t, 20*time.Second, "NodePort on "+n.Name, func() (bool, error) {
-				out, err := httpGet(fmt.Sprintf("http://%s:%d/hostname", n.IP, np))
+				out, err := httpGet(c, fmt.Sprintf("http://%s:%d/hostname", n.IP, np))
 				return err == nil && strings.HasPrefix(out, "web-"), err
 			})
 		}
@@ -393,11 +404,12 @@ echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
 		for _, n := range st.Nodes {
 			url := fmt.Sprintf("http://%s:%d/clientip", n.IP, np)
 			if hasEndpoint[n.Name] {
-				// The backend sees the host's own address: no SNAT.
+				// The backend sees the outside client's own address:
+				// no SNAT.
 				waitFor(t, 20*time.Second, "eTP Local NodePort answering on "+n.Name+" with the client's IP", func() (bool, error) {
-					out, err := httpGet(url)
+					out, err := httpGet(c, url)
 					host, _, _ := net.SplitHostPort(strings.TrimSpace(out))
-					return err == nil && host == st.Gateway, fmt.Errorf("%v: %q", err, out)
+					return err == nil && host == st.LB.IP, fmt.Errorf("%v: %q", err, out)
 				})
 				continue
 			}
@@ -407,7 +419,7 @@ echo "outside:"; nslookup example.com; echo "nslookup-rc=$?"`
 				out, err := nodeExec(t, c, n.Name, "nft", "list", "table", "ip", "kube-proxy")
 				return err == nil && strings.Contains(out, strconv.Itoa(int(np))), err
 			})
-			if out, err := httpGet(url); err == nil {
+			if out, err := httpGet(c, url); err == nil {
 				t.Errorf("node %s has no web pod but answered the eTP Local NodePort: %q", n.Name, out)
 			}
 		}
@@ -729,7 +741,7 @@ spec:
 				t.Fatalf("port-forward said %q (%v)", line, err)
 			}
 			for range 3 { // several connections over one forward
-				if out, err := httpGet("http://127.0.0.1:" + m[1] + "/hostname"); err != nil || out != target.Name {
+				if out, err := httpGet(nil, "http://127.0.0.1:" + m[1] + "/hostname"); err != nil || out != target.Name {
 					t.Errorf("through port-forward: %v %q, want %q", err, out, target.Name)
 				}
 			}
@@ -862,13 +874,13 @@ spec:
 			pod := waitPodReady(t, cl, "published", 30*time.Second)
 			url := fmt.Sprintf("http://%s:8081/hostname", pod.Status.HostIP)
 			waitFor(t, 10*time.Second, "the hostPort answering on the pod's node", func() (bool, error) {
-				out, err := httpGet(url) // Ready needs no probe: the server may still be starting
+				out, err := httpGet(c, url) // Ready needs no probe: the server may still be starting
 				return err == nil && out == "published", fmt.Errorf("%v %q", err, out)
 			})
 			// Another node's address does not publish it.
 			for _, n := range st.Nodes {
 				if n.IP != pod.Status.HostIP {
-					if out, err := httpGet(fmt.Sprintf("http://%s:8081/hostname", n.IP)); err == nil {
+					if out, err := httpGet(c, fmt.Sprintf("http://%s:8081/hostname", n.IP)); err == nil {
 						t.Errorf("hostPort answered on %s, not the pod's node: %q", n.Name, out)
 					}
 					break
@@ -882,7 +894,7 @@ spec:
 				p := getPod(t, cl, "clash")
 				return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "NodePorts", fmt.Errorf("phase %s reason %q", p.Status.Phase, p.Status.Reason)
 			})
-			if out, err := httpGet(url); err != nil || out != "published" {
+			if out, err := httpGet(c, url); err != nil || out != "published" {
 				t.Errorf("the first pod's hostPort after the rejection: %v %q", err, out)
 			}
 			// By address and protocol, as the kubelet admits them: the
@@ -897,7 +909,7 @@ spec:
 			waitPodReady(t, cl, "by-addr-udp", 30*time.Second)
 			addrURL := fmt.Sprintf("http://%s:8082/hostname", pod.Status.HostIP)
 			waitFor(t, 10*time.Second, "the hostPort on the node's address answering", func() (bool, error) {
-				out, err := httpGet(addrURL)
+				out, err := httpGet(c, addrURL)
 				return err == nil && out == "by-addr-tcp", fmt.Errorf("%v %q", err, out)
 			})
 			kubectl(t, c, "run", "any-addr", "--image=busybox:1.36",
@@ -908,7 +920,7 @@ spec:
 			})
 			// Gone with the pod.
 			kubectl(t, c, "delete", "pod", "published", "--grace-period=1")
-			if out, err := httpGet(url); err == nil {
+			if out, err := httpGet(c, url); err == nil {
 				t.Errorf("hostPort still answers after the pod's deletion: %q", out)
 			}
 		})

@@ -471,7 +471,7 @@ func (p *Provider) destroy(ctx context.Context, dir string, st *State) error {
 		}
 	}
 	if fabricHeldByOther(st.Index, name) {
-		p.Log.Warn("the cluster's fabric index went to another cluster: leaving the bridge and veths of that index alone", "cluster", name, "index", st.Index)
+		p.Log.Warn("the cluster's fabric index went to another cluster: leaving the host's link of that index alone", "cluster", name, "index", st.Index)
 		st = st.withoutFabricLinks()
 	}
 	if err := fabricDown(ctx, p.Runner, st); err != nil {
@@ -518,32 +518,18 @@ func staleClaim(c userns.Claim) bool {
 	return err != nil && errors.Is(err, cluster.ErrNotFound) || err == nil && (st.IDs == nil || st.IDs.Token != c.Token)
 }
 
-var (
-	peerRef    = regexp.MustCompile(`^\d+: [^@:]+@if(\d+):`)
-	masterName = regexp.MustCompile(` master (\S+) `)
-)
-
-// peerIndex reads the host-side interface index of a veth from its line in
-// `ip -o link show` ("2: eth0@if1714: ...").
-func peerIndex(line string) (int, bool) {
-	m := peerRef.FindStringSubmatch(strings.TrimSpace(line))
-	if m == nil {
-		return 0, false
-	}
-	n, err := strconv.Atoi(m[1])
-	return n, err == nil
-}
-
-// masterOf finds, in `ip -o link show`, the bridge of the interface with
-// index idx, if it is an svclab bridge.
-func masterOf(links string, idx int) string {
-	prefix := strconv.Itoa(idx) + ": "
+// hostLinkIn finds the host's link to a cluster (svlbrN) from `ip -o
+// link show` in its fabric's namespace (whose bridge has the same name) or
+// its control plane's (which holds the link's far end, svlN-cp): "" when
+// neither is there.
+func hostLinkIn(links string) string {
 	for _, l := range strings.Split(links, "\n") {
-		if !strings.HasPrefix(l, prefix) {
+		m := linkName.FindStringSubmatch(l)
+		if m == nil || !svclabLink.MatchString(m[1]) {
 			continue
 		}
-		if m := masterName.FindStringSubmatch(l); m != nil && strings.HasPrefix(m[1], bridgePrefix) {
-			return m[1]
+		if strings.HasPrefix(m[1], bridgePrefix) || strings.HasSuffix(m[1], "-cp") {
+			return fmt.Sprintf("%s%d", bridgePrefix, linkIndex(m[1]))
 		}
 	}
 	return ""
@@ -569,7 +555,7 @@ func stopSupervisor(dir string) {
 // clusterNetns lists the network namespaces named like the nodes and Pods
 // of cluster name.
 func clusterNetns(name string) []string {
-	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+|lb|api)$`)
+	re := regexp.MustCompile("^" + regexp.QuoteMeta(netnsPrefix+name) + `-(control-plane|worker[0-9]*|pod-[0-9a-f]+|lb|api|fabric)$`)
 	var out []string
 	for _, ns := range listNetns() {
 		if re.MatchString(ns) {
@@ -679,29 +665,12 @@ func Sweep(ctx context.Context, r hostexec.Runner) error {
 	if err := userns.DefaultAllocator().ReleaseStale(claimFree); err != nil {
 		errs = append(errs, err)
 	}
-	if out, err := r.Run(ctx, nil, "iptables", "-w", "-S", "FORWARD"); err == nil {
-		done := map[string]bool{}
-		for _, rule := range bridgedAccepts(string(out), "") {
-			i := strings.Index(rule, "--comment ")
-			name := strings.TrimPrefix(strings.Trim(strings.Fields(rule[i+len("--comment "):])[0], `"`), firewallTablePrefix)
-			if dead(name) && !done[name] {
-				done[name] = true
-				if err := dropBridgedAccept(ctx, r, name); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
-	for _, family := range firewallFamilies {
-		out, err := r.Run(ctx, nil, "nft", "list", "tables", family)
-		if err != nil {
-			continue
-		}
-		for _, t := range leftoverTables(string(out), family) {
+	if out, err := r.Run(ctx, nil, "nft", "list", "tables", "inet"); err == nil {
+		for _, t := range leftoverTables(string(out), "inet") {
 			if !dead(strings.TrimPrefix(t, firewallTablePrefix)) {
 				continue
 			}
-			if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", family, t)); err != nil {
+			if err := ignoreMissing(run(ctx, r, "nft", "delete", "table", "inet", t)); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -740,34 +709,22 @@ func fabricHeldByOther(index int, name string) bool {
 	return index > 0 && owner != "" && owner != name
 }
 
-// withoutFabricLinks is st without the names of its bridge and host veths
+// withoutFabricLinks is st without the name of the host's link to it
 // (see fabricHeldByOther).
 func (st *State) withoutFabricLinks() *State {
 	c := *st
 	c.Bridge = ""
-	c.Nodes = append([]NodeSpec(nil), st.Nodes...)
-	for i := range c.Nodes {
-		c.Nodes[i].HostVeth = ""
-	}
-	if st.API != nil {
-		api := *st.API
-		api.HostVeth, c.API = "", &api
-	}
-	if st.LB != nil {
-		lb := *st.LB
-		lb.HostVeth, c.LB = "", &lb
-	}
 	return &c
 }
 
 // netnsCluster is the cluster a network namespace of svclab's belongs to
-// (svclab-NAME-control-plane, -workerN, -pod-HASH, -lb, -api), or "".
+// (svclab-NAME-control-plane, -workerN, -pod-HASH, -lb, -api, -fabric), or "".
 func netnsCluster(ns string) string {
 	rest, ok := strings.CutPrefix(ns, netnsPrefix)
 	if !ok {
 		return ""
 	}
-	for _, suffix := range []string{lbSuffix, apiSuffix} {
+	for _, suffix := range []string{lbSuffix, apiSuffix, fabricSuffix} {
 		if name, ok := strings.CutSuffix(rest, suffix); ok && name != "" {
 			return name
 		}
@@ -817,9 +774,11 @@ func markedSupervisors() []string {
 }
 
 var linkName = regexp.MustCompile(`^\d+:\s+([^:@\s]+)`)
-var svclabLink = regexp.MustCompile(`^(svlbr\d+|svl\d+-\d+|svl\d+-lb|svl\d+-api)$`)
+var svclabLink = regexp.MustCompile(`^(svlbr\d+|svl\d+-(\d+|lb|api|cp))$`)
 
-// leftoverLinks picks svclab's bridges and veths out of `ip -o link show`.
+// leftoverLinks picks svclab's links out of `ip -o link show`: the host's
+// links to control planes (svlbrN and, before it moves, its far end
+// svlN-cp), and the bridges and veths older versions put on the host.
 func leftoverLinks(out string) []string {
 	var links []string
 	for _, line := range strings.Split(out, "\n") {

@@ -39,7 +39,8 @@ type NodeSpec struct {
 	IP   string       `json:"ip"`
 	// Netns is the node's network namespace (under /run/netns).
 	Netns string `json:"netns"`
-	// HostVeth is the host end of the node's link to the cluster bridge.
+	// HostVeth is the node's port on the cluster's bridge (its veth's
+	// end in the fabric's namespace).
 	HostVeth string            `json:"hostVeth"`
 	Labels   map[string]string `json:"labels,omitempty"`
 }
@@ -74,9 +75,12 @@ type State struct {
 	Name string `json:"name"`
 	// Index numbers the cluster's fabric: bridge svlbr<Index>, subnet
 	// <FabricBase>.<Index>.0/24.
-	Index       int    `json:"index"`
-	Subnet      string `json:"subnet"`
-	Gateway     string `json:"gateway"`
+	Index   int    `json:"index"`
+	Subnet  string `json:"subnet"`
+	Gateway string `json:"gateway"`
+	// Bridge names both the cluster's bridge, in the fabric's namespace,
+	// and the host's link to the control plane (which holds the
+	// gateway's address on the host): svlbr<Index>.
 	Bridge      string `json:"bridge"`
 	ServiceCIDR string `json:"serviceCIDR"`
 	PodCIDR     string `json:"podCIDR"`
@@ -133,16 +137,12 @@ func (s *State) Server() string {
 // its control-plane node's network namespace, which the lab owns.
 var ErrOldLayout = errors.New("this cluster was made by an older svclab, whose control plane ran inside the lab: delete it and create it again")
 
-// ConntrackZone is the host's conntrack zone of the cluster's traffic with
-// the host (firewallRuleset): one per fabric index, apart from zone 0 of
-// the host's own connections.
-func (s *State) ConntrackZone() int { return conntrackZoneBase + s.Index }
+// FabricNetns is the network namespace of the cluster's bridge (see
+// fabricUp), the host's.
+func (s *State) FabricNetns() string { return netnsPrefix + s.Name + fabricSuffix }
 
-// conntrackZoneBase is the first of the labs' conntrack zones.
-const conntrackZoneBase = 0x5300
-
-// FirewallTable is the name of the host nft table (family inet) that keeps
-// the cluster's traffic on its own bridge.
+// FirewallTable is the name of the host nft table (family inet) that
+// fences the host's link to the cluster's control plane.
 func (s *State) FirewallTable() string { return firewallTablePrefix + s.Name }
 
 // firewallTablePrefix starts the name of every cluster's nft table.
@@ -159,10 +159,12 @@ func (s *State) Node(name string) (NodeSpec, bool) {
 }
 
 // lbSuffix ends the names of a lab's load-balancer network namespace and
-// host veth; apiSuffix those of its control plane's.
+// its port on the bridge; apiSuffix those of its control plane's;
+// fabricSuffix the name of the bridge's namespace.
 const (
-	lbSuffix  = "-lb"
-	apiSuffix = "-api"
+	lbSuffix     = "-lb"
+	apiSuffix    = "-api"
+	fabricSuffix = "-fabric"
 )
 
 const (

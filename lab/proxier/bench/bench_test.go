@@ -636,7 +636,7 @@ func (e *env) runUpstream(b *testing.B, n int, mode string, changes []change) Ru
 	addr[3] = byte(250 - e.runs%50)
 	hostIf := fmt.Sprintf("%su%d", e.lab.ID, e.runs)
 	defer deleteNetns(b, ns, hostIf)
-	if err := e.lab.HostVeth(ctx, hostIf, st.Bridge, ns, "eth0", fmt.Sprintf("%s/%d", netip.AddrFrom4(addr), prefix.Bits())); err != nil {
+	if err := e.lab.BridgePort(ctx, st.FabricNetns(), st.Bridge, hostIf, ns, "eth0", fmt.Sprintf("%s/%d", netip.AddrFrom4(addr), prefix.Bits())); err != nil {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()

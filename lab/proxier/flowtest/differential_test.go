@@ -427,8 +427,8 @@ func startKubeProxy(t *testing.T, lab *Sandbox, c *embedded.Cluster, bin string,
 	// An address high in the cluster's /24, away from its nodes.
 	addr := prefix.Addr().As4()
 	addr[3] = byte(250 - index)
-	hostIf := fmt.Sprintf("%sb%d", lab.ID, index)
-	if err := lab.HostVeth(ctx, hostIf, st.Bridge, ns, "eth0", fmt.Sprintf("%s/%d", netip.AddrFrom4(addr), prefix.Bits())); err != nil {
+	port := fmt.Sprintf("%sb%d", lab.ID, index)
+	if err := lab.BridgePort(ctx, st.FabricNetns(), st.Bridge, port, ns, "eth0", fmt.Sprintf("%s/%d", netip.AddrFrom4(addr), prefix.Bits())); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range m.node.ips {

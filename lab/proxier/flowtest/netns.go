@@ -93,7 +93,7 @@ type Sandbox struct {
 
 	mu        sync.Mutex
 	netns     []Netns
-	hostLinks []string
+	ports     [][2]string // network namespace, link
 	claimed   bool
 	closed    bool
 }
@@ -257,22 +257,18 @@ func (l *Sandbox) Veth(ctx context.Context, a Netns, aName, aAddr string, b Netn
 	return nil
 }
 
-// HostVeth links the host to ns: interface hostName on the host (a port of
-// bridge master, if not empty) and nsName in ns with address nsAddr (a
-// CIDR), both up. Close deletes the host end explicitly: the kernel tears
-// a deleted namespace down asynchronously, veths included.
-func (l *Sandbox) HostVeth(ctx context.Context, hostName, master string, ns Netns, nsName, nsAddr string) error {
-	if _, err := run(ctx, nil, "ip", "link", "add", "name", hostName, "type", "veth", "peer", "name", nsName, "netns", ns.Name); err != nil {
-		return fmt.Errorf("create veth %s - %s/%s: %w", hostName, ns.Name, nsName, err)
+// BridgePort links ns to a bridge: port, a port of bridge in network
+// namespace bridgeNetns, and nsName in ns with address nsAddr (a CIDR),
+// both up. Close deletes the port explicitly: the kernel tears a deleted
+// namespace down asynchronously, veths included.
+func (l *Sandbox) BridgePort(ctx context.Context, bridgeNetns, bridge, port string, ns Netns, nsName, nsAddr string) error {
+	if _, err := run(ctx, nil, "ip", "-n", bridgeNetns, "link", "add", "name", port, "type", "veth", "peer", "name", nsName, "netns", ns.Name); err != nil {
+		return fmt.Errorf("create veth %s/%s - %s/%s: %w", bridgeNetns, port, ns.Name, nsName, err)
 	}
 	l.mu.Lock()
-	l.hostLinks = append(l.hostLinks, hostName)
+	l.ports = append(l.ports, [2]string{bridgeNetns, port})
 	l.mu.Unlock()
-	up := []string{"link", "set", hostName, "up"}
-	if master != "" {
-		up = []string{"link", "set", hostName, "master", master, "up"}
-	}
-	if _, err := run(ctx, nil, "ip", up...); err != nil {
+	if _, err := run(ctx, nil, "ip", "-n", bridgeNetns, "link", "set", port, "master", bridge, "up"); err != nil {
 		return err
 	}
 	if err := ns.IP(ctx, "addr", "add", nsAddr, "dev", nsName); err != nil {
@@ -302,11 +298,11 @@ func (l *Sandbox) Close(ctx context.Context) error {
 		defer os.Remove(filepath.Join(ownerDir, l.ID))
 	}
 	ns := slices.Clone(l.netns)
-	links := slices.Clone(l.hostLinks)
+	ports := slices.Clone(l.ports)
 	l.mu.Unlock()
 	var errs []error
-	for _, link := range links {
-		if _, err := run(ctx, nil, "ip", "link", "del", link); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+	for _, p := range ports {
+		if _, err := run(ctx, nil, "ip", "-n", p[0], "link", "del", p[1]); err != nil && !strings.Contains(err.Error(), "Cannot find device") && !strings.Contains(err.Error(), "Cannot open network namespace") {
 			errs = append(errs, err)
 		}
 	}
