@@ -861,7 +861,9 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 		}
 		return -1
 	}
-	parmProbs := func() int { return parmProbsIn(hostCmd("cat", "/proc/net/snmp")) + parmProbsIn(fabricCmd(st, "cat", "/proc/net/snmp")) }
+	parmProbs := func() int {
+		return parmProbsIn(hostCmd("cat", "/proc/net/snmp")) + parmProbsIn(fabricCmd(st, "cat", "/proc/net/snmp"))
+	}
 	parmBefore := parmProbs()
 	ns, err := a.NodeNetns(x.Name)
 	if err != nil {

@@ -78,7 +78,9 @@ func httpGet(c *Cluster, url string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) { return ns.DialFrom(ctx, network, "", addr) }
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return ns.DialFrom(ctx, network, "", addr)
+		}
 	}
 	cl := &http.Client{Timeout: 2 * time.Second, Transport: tr}
 	resp, err := cl.Get(url)
@@ -741,7 +743,7 @@ spec:
 				t.Fatalf("port-forward said %q (%v)", line, err)
 			}
 			for range 3 { // several connections over one forward
-				if out, err := httpGet(nil, "http://127.0.0.1:" + m[1] + "/hostname"); err != nil || out != target.Name {
+				if out, err := httpGet(nil, "http://127.0.0.1:"+m[1]+"/hostname"); err != nil || out != target.Name {
 					t.Errorf("through port-forward: %v %q, want %q", err, out, target.Name)
 				}
 			}

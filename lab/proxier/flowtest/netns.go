@@ -91,11 +91,11 @@ type Sandbox struct {
 	ID  string
 	log *slog.Logger
 
-	mu        sync.Mutex
-	netns     []Netns
-	ports     [][2]string // network namespace, link
-	claimed   bool
-	closed    bool
+	mu      sync.Mutex
+	netns   []Netns
+	ports   [][2]string // network namespace, link
+	claimed bool
+	closed  bool
 }
 
 // ownerDir records which process owns each lab (a file per lab ID holding
