@@ -761,14 +761,16 @@ func readersBound(t *testing.T, a *Cluster) {
 // not see through two; the receiver strips both) with an IPv4 packet from
 // the API server's address, and datagrams with a broken IP option from
 // another node's address (a kernel would answer them with an ICMP error,
-// before the input hook, to the forged source): one for the gateway, one
-// for another lab's gateway sent to the MAC address of the node's own
-// port (a bridge hands frames for its ports' addresses to its own stack).
-// The bridge drops the first and the last, the gateway the second before
-// routing, saying so in their counters; neither the host nor the fabric's
-// stack answers; the gateway's neighbour table keeps the API server's MAC
-// address whatever a node claims. IPv4 fragments cross the fabric (it is
-// the lab's: no reassembly store of the host's sees them).
+// before the input hook, to the forged source): for the gateway, the API
+// server and the load balancer, and for another lab's gateway sent to the
+// MAC address of the node's own port (a bridge hands frames for its
+// ports' addresses to its own stack); and ARP requests to svclab's
+// namespaces from an address of no fabric's. The bridge drops the tagged
+// frames and the one for its port, svclab's namespaces the rest before
+// routing, saying so in their counters: none answers, none learns the
+// made-up neighbour, and the gateway's neighbour table keeps the API
+// server's MAC address whatever a node claims. IPv4 fragments cross the
+// fabric (it is the lab's: no reassembly store of the host's sees them).
 func fabricFrames(t *testing.T, a, b *Cluster) {
 	st := a.State()
 	x, y := st.Nodes[1], st.Nodes[0]
@@ -821,6 +823,21 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 	opt[10], opt[11] = byte(c>>8), byte(c)
 	badOptions := append(append(append(append([]byte{}, mac(st.mac(st.Gateway))...), mac(st.mac(x.IP))...), 0x08, 0x00), append(opt, udp...)...)
 	frames = append(frames, badOptions)
+	// The same for svclab's namespaces on the fabric, at their own MAC
+	// addresses; and ARP requests for their addresses from an address of
+	// no fabric's (the kernel's neighbour table is every namespace's).
+	const madeUp = "10.81.0.1"
+	for _, ip := range []string{st.API.IP, st.LB.IP} {
+		o := append([]byte{}, opt...)
+		copy(o[16:20], ip4(ip))
+		o[10], o[11] = 0, 0
+		c := sum(o)
+		o[10], o[11] = byte(c>>8), byte(c)
+		frames = append(frames, append(append(append(append([]byte{}, mac(st.mac(ip))...), mac(st.mac(x.IP))...), 0x08, 0x00), append(o, udp...)...))
+		req := append(append(append([]byte{0, 1, 8, 0, 6, 4, 0, 1}, mac(st.mac(x.IP))...), ip4(madeUp)...), make([]byte, 6)...)
+		req = append(req, ip4(ip)...)
+		frames = append(frames, append(append(append(mac("ff:ff:ff:ff:ff:ff"), mac(st.mac(x.IP))...), 0x08, 0x06), req...))
+	}
 	// The same for another lab's gateway, from that lab's worker's
 	// address, sent to the MAC address of node x's port on the host (the
 	// bridge hands a frame for it to the host, which answers for any of
@@ -862,7 +879,11 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 		return -1
 	}
 	parmProbs := func() int {
-		return parmProbsIn(hostCmd("cat", "/proc/net/snmp")) + parmProbsIn(fabricCmd(st, "cat", "/proc/net/snmp"))
+		n := parmProbsIn(hostCmd("cat", "/proc/net/snmp"))
+		for _, ns := range []string{st.FabricNetns(), st.API.Netns, st.LB.Netns} {
+			n += parmProbsIn(hostCmd("ip", "netns", "exec", ns, "cat", "/proc/net/snmp"))
+		}
+		return n
 	}
 	parmBefore := parmProbs()
 	ns, err := a.NodeNetns(x.Name)
@@ -896,7 +917,16 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 		t.Errorf("a fragmented ping between the lab's nodes got no answer: %s", out)
 	}
 	if n := parmProbs() - parmBefore; n > 0 {
-		t.Errorf("the host or the fabric sent %d ICMP parameter problem(s) for a datagram a node addressed to the gateway", n)
+		t.Errorf("svclab's namespaces sent %d ICMP parameter problem(s) for datagrams a node addressed to them", n)
+	}
+	for _, ns := range []string{st.API.Netns, st.LB.Netns} {
+		if out := hostCmd("ip", "-n", ns, "neigh", "show", madeUp); strings.TrimSpace(out) != "" {
+			t.Errorf("%s learnt a neighbour at %s, an address of no fabric's: %s", ns, madeUp, out)
+		}
+		rules := hostCmd("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "svclab")
+		if m := regexp.MustCompile(`counter packets (\d+) .*no IP options`).FindStringSubmatch(rules); m == nil || m[1] == "0" {
+			t.Errorf("%s did not drop the datagram with a broken option before routing:\n%s", ns, rules)
+		}
 	}
 	inet := fabricCmd(st, "nft", "list", "table", "inet", "svclab")
 	if m := regexp.MustCompile(`counter packets (\d+) .*not even an ICMP error`).FindStringSubmatch(inet); m == nil || m[1] == "0" {

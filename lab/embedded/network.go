@@ -144,23 +144,56 @@ func (st *State) mac(ip string) string {
 	return fmt.Sprintf("02:73:6c:%02x:00:%02x", st.Index, a[3])
 }
 
-// apiRuleset is the nft table of the control plane's own network
-// namespace: the lab reaches the API server's port (and may ping it),
-// nothing else; loopback, where the other components listen, is the
-// control plane's.
-func apiRuleset() string {
+// edgeRuleset is the nft tables of svclab's own namespaces on the fabric:
+// the control plane's (api) and the load balancer's. They take packets
+// from the lab's addresses only (the fabric's subnet, the Pods'), without
+// IP options or fragments, so that nothing a node forges is learnt,
+// tracked or answered, not even with an ICMP error; they learn neighbours
+// on the fabric's subnet only and answer ARP for their own address only
+// (the kernel's neighbour table is every namespace's); they take in
+// replies to their own connections and, for the control plane, the API
+// server's port, which keeps no connection state (a flood of SYNs fills no
+// table) — nothing else of the control plane, whose other components
+// listen on its loopback.
+func edgeRuleset(st *State, api bool) string {
+	own, port := st.LB.IP, ""
+	if api {
+		own, port = st.API.IP, fmt.Sprint(apiserverPort)
+	}
+	var stateless, output, open string
+	if api {
+		stateless = fmt.Sprintf("\t\ttcp dport %s notrack comment \"the API server's port keeps no connection state\"\n", port)
+		output = fmt.Sprintf(`	chain raw-output {
+		type filter hook output priority raw; policy accept;
+		tcp sport %s notrack
+	}
+`, port)
+		open = fmt.Sprintf("\t\ttcp dport %s accept\n\t\ticmp type echo-request accept\n", port)
+	}
 	return fmt.Sprintf(`table inet svclab {
-	comment "svclab: the lab reaches its API server and nothing else of its control plane"
-	chain input {
+	comment "svclab: the lab reaches %[1]s and nothing else of svclab's"
+	chain raw-prerouting {
+		type filter hook prerouting priority raw; policy accept;
+		iifname "eth0" ip saddr != { %[2]s, %[3]s } counter drop comment "from the lab's addresses only"
+		iifname "eth0" ip hdrlength != 5 counter drop comment "no IP options: no error for a broken one"
+		iifname "eth0" ip frag-off & 0x3fff != 0 counter drop comment "no fragments: nothing to reassemble, no error for a lost one"
+%[4]s	}
+%[5]s	chain input {
 		type filter hook input priority filter; policy accept;
 		iifname "lo" accept
-		ct state established,related accept
-		tcp dport %d accept
-		icmp type echo-request accept
-		counter drop comment "only the API server's port is open to the lab"
+%[6]s		ct state established,related accept comment "replies to this namespace's own connections"
+		counter drop comment "nothing else is open to the lab"
 	}
 }
-`, apiserverPort)
+table arp svclab {
+	comment "svclab: learns the fabric's addresses only, answers for its own"
+	chain input {
+		type filter hook input priority filter; policy accept;
+		arp saddr ip != %[2]s counter drop comment "not an address of the fabric's"
+		arp daddr ip != %[7]s counter drop comment "not this namespace's address"
+	}
+}
+`, map[bool]string{true: "its API server's port", false: "nothing of its load balancer"}[api], st.Subnet, st.PodCIDR, stateless, output, open, own)
 }
 
 // fabricUp makes the cluster's fabric: its namespace and bridge, one
@@ -264,7 +297,7 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 			return fmt.Errorf("setting up the control plane's network: %w", err)
 		}
 	}
-	if _, err := r.Run(ctx, []byte(apiRuleset()), "ip", "netns", "exec", api.Netns, "nft", "-f", "-"); err != nil {
+	if _, err := r.Run(ctx, []byte(edgeRuleset(st, true)), "ip", "netns", "exec", api.Netns, "nft", "-f", "-"); err != nil {
 		return fmt.Errorf("installing the control plane's firewall table: %w", err)
 	}
 	if _, err := r.Run(ctx, []byte(hostRuleset(st)), "nft", "-f", "-"); err != nil {
@@ -282,6 +315,9 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 			if err := run(ctx, r, c[0], c[1:]...); err != nil {
 				return fmt.Errorf("setting up the load balancer: %w", err)
 			}
+		}
+		if _, err := r.Run(ctx, []byte(edgeRuleset(st, false)), "ip", "netns", "exec", lb.Netns, "nft", "-f", "-"); err != nil {
+			return fmt.Errorf("installing the load balancer's firewall tables: %w", err)
 		}
 	}
 	return pinNeighbours(ctx, r, st)
