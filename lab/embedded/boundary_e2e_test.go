@@ -764,8 +764,9 @@ func readersBound(t *testing.T, a *Cluster) {
 // before the input hook, to the forged source): for the gateway, the API
 // server and the load balancer, and for another lab's gateway sent to the
 // MAC address of the node's own port (a bridge hands frames for its
-// ports' addresses to its own stack); and ARP requests to svclab's
-// namespaces from an address of no fabric's. The bridge drops the tagged
+// ports' addresses to its own stack); ARP requests to svclab's
+// namespaces from an address of no fabric's; and an IGMP report, which
+// the bridge keeps no group for. The bridge drops the tagged
 // frames and the one for its port, svclab's namespaces the rest before
 // routing, saying so in their counters: none answers, none learns the
 // made-up neighbour, and the gateway's neighbour table keeps the API
@@ -823,6 +824,16 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 	opt[10], opt[11] = byte(c>>8), byte(c)
 	badOptions := append(append(append(append([]byte{}, mac(st.mac(st.Gateway))...), mac(st.mac(x.IP))...), 0x08, 0x00), append(opt, udp...)...)
 	frames = append(frames, badOptions)
+	// An IGMP report for a group: a snooping bridge would keep an entry
+	// for it (thousands, for thousands of groups).
+	igmp := []byte{0x16, 0, 0, 0, 239, 1, 2, 3}
+	c = sum(igmp)
+	igmp[2], igmp[3] = byte(c>>8), byte(c)
+	igh := []byte{0x45, 0, 0, byte(20 + len(igmp)), 0, 3, 0, 0, 1, 2, 0, 0}
+	igh = append(append(igh, ip4(x.IP)...), 239, 1, 2, 3)
+	c = sum(igh)
+	igh[10], igh[11] = byte(c>>8), byte(c)
+	frames = append(frames, append(append(append(mac("01:00:5e:01:02:03"), mac(st.mac(x.IP))...), 0x08, 0x00), append(igh, igmp...)...))
 	// The same for svclab's namespaces on the fabric, at their own MAC
 	// addresses; and ARP requests for their addresses from an address of
 	// no fabric's (the kernel's neighbour table is every namespace's).
@@ -918,6 +929,9 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 	}
 	if n := parmProbs() - parmBefore; n > 0 {
 		t.Errorf("svclab's namespaces sent %d ICMP parameter problem(s) for datagrams a node addressed to them", n)
+	}
+	if out := fabricCmd(st, "bridge", "mdb", "show"); strings.Contains(out, "239.1.2.3") {
+		t.Errorf("the bridge keeps a multicast group a node reported:\n%s", out)
 	}
 	for _, ns := range []string{st.API.Netns, st.LB.Netns} {
 		if out := hostCmd("ip", "-n", ns, "neigh", "show", madeUp); strings.TrimSpace(out) != "" {

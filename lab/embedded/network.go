@@ -222,7 +222,9 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 	cmds := [][]string{
 		{"ip", "netns", "add", fab},
 		quiet(fab, "net.bridge.bridge-nf-call-iptables=0", "net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"),
-		{"ip", "-n", fab, "link", "add", st.Bridge, "address", st.mac(st.Gateway), "type", "bridge"},
+		// No multicast snooping: the bridge floods multicast as a plain
+		// switch does, and keeps no group table a node could fill.
+		{"ip", "-n", fab, "link", "add", st.Bridge, "address", st.mac(st.Gateway), "type", "bridge", "mcast_snooping", "0"},
 		{"ip", "-n", fab, "addr", "add", st.Gateway + "/" + plen, "dev", st.Bridge},
 		{"ip", "-n", fab, "link", "set", st.Bridge, "up"},
 	}
