@@ -765,8 +765,8 @@ func readersBound(t *testing.T, a *Cluster) {
 // server and the load balancer, and for another lab's gateway sent to the
 // MAC address of the node's own port (a bridge hands frames for its
 // ports' addresses to its own stack); ARP requests to svclab's
-// namespaces from an address of no fabric's; and an IGMP report, which
-// the bridge keeps no group for. The bridge drops the tagged
+// namespaces from an address of no fabric's; an ICMP redirect to the
+// control plane; and an IGMP report, which the bridge keeps no group for. The bridge drops the tagged
 // frames and the one for its port, svclab's namespaces the rest before
 // routing, saying so in their counters: none answers, none learns the
 // made-up neighbour, and the gateway's neighbour table keeps the API
@@ -834,6 +834,18 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 	c = sum(igh)
 	igh[10], igh[11] = byte(c>>8), byte(c)
 	frames = append(frames, append(append(append(mac("01:00:5e:01:02:03"), mac(st.mac(x.IP))...), 0x08, 0x00), append(igh, igmp...)...))
+	// An ICMP redirect to the control plane, as the control-plane node
+	// (its next hop to Services): send Service traffic to node x.
+	orig := []byte{0x45, 0, 0, 40, 0, 4, 0, 0, 64, 6, 0, 0}
+	orig = append(append(append(orig, ip4(st.API.IP)...), 10, 96, 0, 1), make([]byte, 8)...)
+	redirect := append(append([]byte{5, 1, 0, 0}, ip4(x.IP)...), orig...)
+	c = sum(redirect)
+	redirect[2], redirect[3] = byte(c>>8), byte(c)
+	rh := []byte{0x45, 0, 0, byte(20 + len(redirect)), 0, 5, 0, 0, 64, 1, 0, 0}
+	rh = append(append(rh, ip4(st.ControlPlane().IP)...), ip4(st.API.IP)...)
+	c = sum(rh)
+	rh[10], rh[11] = byte(c>>8), byte(c)
+	frames = append(frames, append(append(append(mac(st.mac(st.API.IP)), mac(st.mac(x.IP))...), 0x08, 0x00), append(rh, redirect...)...))
 	// The same for svclab's namespaces on the fabric, at their own MAC
 	// addresses; and ARP requests for their addresses from an address of
 	// no fabric's (the kernel's neighbour table is every namespace's).
@@ -941,6 +953,15 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 		if m := regexp.MustCompile(`counter packets (\d+) .*no IP options`).FindStringSubmatch(rules); m == nil || m[1] == "0" {
 			t.Errorf("%s did not drop the datagram with a broken option before routing:\n%s", ns, rules)
 		}
+		if m := regexp.MustCompile(`counter packets (\d+) .*no node reroutes`).FindStringSubmatch(rules); ns == st.API.Netns && (m == nil || m[1] == "0") {
+			t.Errorf("%s did not drop the ICMP redirect:\n%s", ns, rules)
+		}
+		if out := hostCmd("ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.conf.all.accept_redirects", "net.ipv4.conf.eth0.accept_redirects"); strings.Fields(out) == nil || strings.Contains(out, "1") {
+			t.Errorf("%s accepts ICMP redirects: %q", ns, out)
+		}
+	}
+	if out := hostCmd("ip", "-n", st.API.Netns, "route", "get", "10.96.0.1"); !strings.Contains(out, "via "+st.ControlPlane().IP) {
+		t.Errorf("the control plane's route to Services after a node's redirect: %s", out)
 	}
 	inet := fabricCmd(st, "nft", "list", "table", "inet", "svclab")
 	if m := regexp.MustCompile(`counter packets (\d+) .*not even an ICMP error`).FindStringSubmatch(inet); m == nil || m[1] == "0" {
@@ -958,5 +979,40 @@ func fabricFrames(t *testing.T, a, b *Cluster) {
 	}
 	if got := kubectl(t, a, "get", "--raw", "/readyz"); got != "ok" {
 		t.Errorf("svclab's client does not reach the API server after the frames: %q", got)
+	}
+}
+
+// socketsBound: the buffers of a lab's sockets count against the lab's
+// memory (on cgroup v1 only where svclab turned the counting on in the
+// very cgroup of the process: a node shell's is its node container's), so
+// that a lab holding unread data takes its own memory, not the machine's
+// socket memory, which every lab and the host share.
+func socketsBound(t *testing.T, a *Cluster) {
+	st := a.State()
+	usage := func() int64 {
+		if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", labCgroup(st.Name), "memory.kmem.tcp.usage_in_bytes")); err == nil {
+			n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return n
+		}
+		b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup", labCgroup(st.Name), "memory.stat"))
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "sock" {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	before := usage()
+	out, err := nodeExec(t, a, st.Nodes[1].Name, "sh", "-c", `(timeout 20 socat TCP-LISTEN:19999,reuseaddr SYSTEM:'sleep 20' >/dev/null 2>&1 &)
+sleep 0.5
+(head -c 4000000 /dev/zero | timeout 20 socat -u - TCP:127.0.0.1:19999 >/dev/null 2>&1 &)
+sleep 2; echo SENT`)
+	if !strings.Contains(out, "SENT") {
+		t.Fatalf("holding unread data in a node: %v\n%s", err, out)
+	}
+	defer nodeExec(t, a, st.Nodes[1].Name, "sh", "-c", "pkill socat; true")
+	if n := usage() - before; n < 1<<20 {
+		t.Errorf("4 MB held unread in a node's sockets: the lab's cgroup counts %d bytes of socket memory", n)
 	}
 }

@@ -256,6 +256,7 @@ func TestIsolation(t *testing.T) {
 	t.Run("the host's conntrack table is the host's", func(t *testing.T) { hostConntrack(t, a) })
 	t.Run("no tagged frames, no answer from the host or the gateway", func(t *testing.T) { fabricFrames(t, a, b) })
 	t.Run("svclab's readers of a lab count against the lab", func(t *testing.T) { readersBound(t, a) })
+	t.Run("the lab's sockets count against the lab", func(t *testing.T) { socketsBound(t, a) })
 	t.Run("no certificate the lab can get passes for svclab's servers", func(t *testing.T) { mintedIdentities(t, a) })
 
 	t.Run("a node shell keeps its dataplane", func(t *testing.T) {

@@ -177,6 +177,7 @@ func edgeRuleset(st *State, api bool) string {
 		iifname "eth0" ip saddr != { %[2]s, %[3]s } counter drop comment "from the lab's addresses only"
 		iifname "eth0" ip hdrlength != 5 counter drop comment "no IP options: no error for a broken one"
 		iifname "eth0" ip frag-off & 0x3fff != 0 counter drop comment "no fragments: nothing to reassemble, no error for a lost one"
+		iifname "eth0" icmp type redirect counter drop comment "no node reroutes svclab's traffic"
 %[4]s	}
 %[5]s	chain input {
 		type filter hook input priority filter; policy accept;
@@ -213,9 +214,12 @@ func fabricUp(ctx context.Context, r hostexec.Runner, st *State, userns string) 
 	// off. br_netfilter is loaded first where it can be, so that loading
 	// it later (Docker does) cannot turn it on for this namespace. A new
 	// namespace takes the host's IPv4 settings (Docker turns forwarding
-	// on): svclab's namespaces forward nothing, and have no IPv6.
+	// on): svclab's namespaces forward nothing, take and send no ICMP
+	// redirects (a node would reroute their traffic), and have no IPv6.
 	quiet := func(netns string, settings ...string) []string {
 		return append([]string{"ip", "netns", "exec", netns, "sysctl", "-q", "-e", "-w", "net.ipv4.ip_forward=0",
+			"net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf.default.accept_redirects=0",
+			"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.default.send_redirects=0",
 			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"}, settings...)
 	}
 	r.Run(ctx, nil, "modprobe", "-q", "br_netfilter")

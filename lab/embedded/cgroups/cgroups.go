@@ -151,6 +151,41 @@ func Apply(rel string, l Limits) error {
 	return errors.Join(errs...)
 }
 
+// CountSockets makes cgroup rel count its processes' socket buffers
+// against the lab's memory. On cgroup v1 the kernel charges a socket's
+// buffers to a cgroup only when a TCP limit was written to the very
+// cgroup its process is in (a parent's does not count), so that without
+// one a lab's sockets — UDP too — take the machine's socket memory outside
+// its limits; runc ignores an OCI kernelTCP. CountSockets makes rel in the
+// memory hierarchy and writes an unlimited TCP limit where none is set:
+// the lab's own, above it, binds. On cgroup v2, which counts sockets in
+// memory.max, it does nothing.
+func CountSockets(rel string) error {
+	if unified() {
+		return nil
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	mp, ok := hs["memory"]
+	if !ok {
+		return fmt.Errorf("the memory cgroup controller is not mounted")
+	}
+	dir := filepath.Join(mp, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tcp := filepath.Join(dir, "memory.kmem.tcp.limit_in_bytes")
+	if _, err := os.Stat(tcp); err != nil || readInt(tcp) < 1<<62 {
+		return nil // no TCP accounting in this kernel, or a limit is set
+	}
+	if err := os.WriteFile(tcp, []byte("-1"), 0o644); err != nil {
+		return fmt.Errorf("counting the sockets of %s: %w", dir, err)
+	}
+	return nil
+}
+
 // TCPBufferBytes is what a lab's TCP buffers may hold on a cgroup v1 host,
 // where the kernel counts them apart from its memory limit: a quarter of
 // that limit.
@@ -279,6 +314,9 @@ func readKey(path, key string) int64 {
 func Join(rel string, pid int) error {
 	files, err := Procs(rel)
 	if err != nil {
+		return err
+	}
+	if err := CountSockets(rel); err != nil {
 		return err
 	}
 	for _, f := range files {

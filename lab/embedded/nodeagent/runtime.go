@@ -25,6 +25,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/svclab/svclab/lab/embedded/cgroups"
 	"github.com/svclab/svclab/lab/mounts"
 )
 
@@ -310,6 +311,10 @@ func (r *runc) prepare(c containerSpec) (err error) {
 	}
 	if r.cgroupParent != "" {
 		c.CgroupsPath = "/" + filepath.Join(r.cgroupParent, c.ID)
+		// The container's sockets count against the lab.
+		if err := cgroups.CountSockets(c.CgroupsPath); err != nil {
+			return err
+		}
 	}
 	if len(c.Image.Layers) == 0 {
 		return fmt.Errorf("image %s has no layers", c.Image.Name)
