@@ -145,16 +145,17 @@ func (st *State) mac(ip string) string {
 }
 
 // edgeRuleset is the nft tables of svclab's own namespaces on the fabric:
-// the control plane's (api) and the load balancer's. They take packets
-// from the lab's addresses only (the fabric's subnet, the Pods'), without
-// IP options or fragments, so that nothing a node forges is learnt,
-// tracked or answered, not even with an ICMP error; they learn neighbours
-// on the fabric's subnet only and answer ARP for their own address only
-// (the kernel's neighbour table is every namespace's); they take in
-// replies to their own connections and, for the control plane, the API
-// server's port, which keeps no connection state (a flood of SYNs fills no
-// table) — nothing else of the control plane, whose other components
-// listen on its loopback.
+// the control plane's (api) and the load balancer's. They take no packet
+// with IP options, no fragment and no ICMP redirect, so that nothing a
+// node forges is answered with an ICMP error or reroutes them; they learn
+// neighbours on the fabric's subnet only and answer ARP for their own
+// address only (the kernel's neighbour table is every namespace's); they
+// take in replies to their own connections (a ClusterIP answers from its
+// own address) and, from the lab's addresses (the fabric's subnet, the
+// Pods'), the API server's port, which keeps no connection state (a flood
+// of SYNs fills no table) — nothing else: a new packet they drop leaves
+// no connection behind, and nothing of the control plane but the API
+// server listens beyond its loopback.
 func edgeRuleset(st *State, api bool) string {
 	own, port := st.LB.IP, ""
 	if api {
@@ -174,7 +175,6 @@ func edgeRuleset(st *State, api bool) string {
 	comment "svclab: the lab reaches %[1]s and nothing else of svclab's"
 	chain raw-prerouting {
 		type filter hook prerouting priority raw; policy accept;
-		iifname "eth0" ip saddr != { %[2]s, %[3]s } counter drop comment "from the lab's addresses only"
 		iifname "eth0" ip hdrlength != 5 counter drop comment "no IP options: no error for a broken one"
 		iifname "eth0" ip frag-off & 0x3fff != 0 counter drop comment "no fragments: nothing to reassemble, no error for a lost one"
 		iifname "eth0" icmp type redirect counter drop comment "no node reroutes svclab's traffic"
@@ -182,8 +182,9 @@ func edgeRuleset(st *State, api bool) string {
 %[5]s	chain input {
 		type filter hook input priority filter; policy accept;
 		iifname "lo" accept
-%[6]s		ct state established,related accept comment "replies to this namespace's own connections"
-		counter drop comment "nothing else is open to the lab"
+		ct state established,related accept comment "replies to this namespace's own connections (a ClusterIP's among them)"
+		iifname "eth0" ip saddr != { %[2]s, %[3]s } counter drop comment "new packets from the lab's addresses only"
+%[6]s		counter drop comment "nothing else is open to the lab"
 	}
 }
 table arp svclab {
