@@ -755,7 +755,7 @@ func testTimeline(t *testing.T, b pgtest.Backend) {
 	batches := [][]Event{
 		{{At: at, Kind: "command", Source: "lab-control-plane", Text: "kubectl -n shop get svc"}},
 		{{At: at.Add(time.Second), Kind: "k8s", Source: "endpointslice-controller", Level: "info", Text: "slice updated"},
-			{At: at.Add(2 * time.Second), Kind: "check", Level: "warning", Text: long}},
+			{At: at.Add(2 * time.Second), Kind: "check", Level: "warning", Text: long, Source: strings.Repeat("s", 1<<20)}},
 		nil,
 	}
 	for _, batch := range batches {
@@ -768,7 +768,8 @@ func testTimeline(t *testing.T, b pgtest.Backend) {
 		t.Fatal(err)
 	}
 	if len(got) != 3 || got[0].Text != "kubectl -n shop get svc" || got[0].Source != "lab-control-plane" || !got[1].At.Equal(at.Add(time.Second)) ||
-		got[2].Kind != "check" || !utf8.ValidString(got[2].Text) || len(got[2].Text) > MaxEventText+len("…") || !(got[0].Seq < got[1].Seq && got[1].Seq < got[2].Seq) {
+		got[2].Kind != "check" || !utf8.ValidString(got[2].Text) || len(got[2].Text) > MaxEventText+len("…") || len(got[2].Source) > MaxEventSource+len("…") ||
+		!(got[0].Seq < got[1].Seq && got[1].Seq < got[2].Seq) {
 		t.Fatalf("timeline: %+v", got)
 	}
 	if err := s.AppendEvents(ctx, a.ID+100, []Event{{Kind: "command", Text: "x"}}); !errors.Is(err, ErrNotFound) {

@@ -21,8 +21,21 @@ type Event struct {
 	Text   string
 }
 
-// MaxEventText bounds one event's text; longer texts are cut.
-const MaxEventText = 4000
+// MaxEventText bounds one event's text, MaxEventSource its source;
+// longer ones are cut (what a timeline records may come from a lab).
+const (
+	MaxEventText   = 4000
+	MaxEventSource = 256
+)
+
+// clip cuts s to at most n bytes (of whole UTF-8 characters), marking the
+// cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
 
 // AppendEvents adds events to attempt id's timeline, in order.
 func (s *Store) AppendEvents(ctx context.Context, id int64, events []Event) error {
@@ -31,16 +44,13 @@ func (s *Store) AppendEvents(ctx context.Context, id int64, events []Event) erro
 	}
 	return s.write(ctx, fmt.Sprintf("recording %d timeline events of attempt %d", len(events), id), func(ctx context.Context, tx *sqldb.Tx) error {
 		for _, e := range events {
-			text := e.Text
-			if len(text) > MaxEventText {
-				text = strings.ToValidUTF8(text[:MaxEventText], "") + "…"
-			}
+			text := clip(e.Text, MaxEventText)
 			at := e.At
 			if at.IsZero() {
 				at = time.UnixMilli(s.now())
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO attempt_events (attempt_id, at, kind, source, level, text) VALUES (?, ?, ?, ?, ?, ?)`,
-				id, at.UnixMilli(), e.Kind, e.Source, e.Level, text); err != nil {
+				id, at.UnixMilli(), clip(e.Kind, 32), clip(e.Source, MaxEventSource), clip(e.Level, 32), text); err != nil {
 				if sqldb.IsForeignKeyViolation(err) {
 					return fmt.Errorf("attempt %d: %w", id, ErrNotFound)
 				}

@@ -183,6 +183,7 @@ func (l *Feed) Record(ev TimelineEvent) {
 
 // observed adds an event the Feed saw to the timeline.
 func (l *Feed) observed(ev TimelineEvent) {
+	ev = ev.bounded()
 	l.bus.Publish(TopicTimeline, ev, true)
 	if l.cfg.Observe != nil {
 		l.cfg.Observe(ev)
@@ -236,7 +237,7 @@ func (l *Feed) watchAPI(ctx context.Context) error {
 	started := time.Now()
 	var syncs []cache.InformerSynced
 	for ns := range byNS {
-		f := informers.NewSharedInformerFactoryWithOptions(l.cs, 0, informers.WithNamespace(ns))
+		f := informers.NewSharedInformerFactoryWithOptions(l.cs, 0, informers.WithNamespace(ns), informers.WithTransform(trimObject))
 		svcs := f.Core().V1().Services()
 		slices := f.Discovery().V1().EndpointSlices()
 		evs := f.Core().V1().Events()
@@ -277,6 +278,31 @@ func (l *Feed) watchAPI(ctx context.Context) error {
 	}
 	l.publishSlices()
 	return nil
+}
+
+// trimObject is what the views' informers keep of an object the lab
+// wrote: no managed fields, and of an Event only what the timeline shows,
+// each field cut to a bound (the API server bounds an Event's fields by
+// the object's size only, and the informers' caches are svclab's memory,
+// outside the lab's limits).
+func trimObject(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Event:
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion, CreationTimestamp: o.CreationTimestamp},
+			InvolvedObject: corev1.ObjectReference{Kind: clip(o.InvolvedObject.Kind, 64), Name: clip(o.InvolvedObject.Name, 253)},
+			Reason:         clip(o.Reason, 128),
+			Message:        clip(o.Message, maxTimelineText),
+			Source:         corev1.EventSource{Component: clip(o.Source.Component, maxTimelineSource)},
+			Type:           clip(o.Type, 32),
+			Count:          o.Count,
+			LastTimestamp:  o.LastTimestamp,
+			EventTime:      o.EventTime,
+		}, nil
+	case metav1.Object:
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func (l *Feed) kubeEvent(e *corev1.Event, started time.Time) {

@@ -2,6 +2,7 @@ package views
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -144,6 +145,33 @@ type TimelineEvent struct {
 	Text   string    `json:"text"`
 	// Level is "info", "warning" or "error".
 	Level string `json:"level,omitempty"`
+}
+
+// The bounds of a timeline event's fields, whatever the lab wrote in
+// what it came from (a Kubernetes Event's fields, a proxier's log line):
+// the timeline is kept in svclab's memory and database, outside the lab's
+// limits.
+const (
+	maxTimelineText   = 4000
+	maxTimelineSource = 256
+)
+
+// bounded is ev with its fields cut to their bounds.
+func (ev TimelineEvent) bounded() TimelineEvent {
+	ev.Text = clip(ev.Text, maxTimelineText)
+	ev.Source = clip(ev.Source, maxTimelineSource)
+	ev.Kind = clip(ev.Kind, 32)
+	ev.Level = clip(ev.Level, 32)
+	return ev
+}
+
+// clip cuts s to at most n bytes (of whole UTF-8 characters), marking the
+// cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // Timeline kinds.
